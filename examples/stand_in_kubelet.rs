@@ -1,0 +1,671 @@
+//! Stand-in kubelet for kubelet-pivot's integration tests, demo and benchmarks.
+//!
+//! It is an example target so `cargo install` never installs it; `cargo test` builds it to
+//! `target/<profile>/examples/stand_in_kubelet`. It behaves like a kubelet as far as
+//! kubelet-pivot can see (flags, lock file, signals, exit codes) and records what happened so a
+//! test can prove that two kubelets never ran at the same time.
+//!
+//! Flags (unknown flags are ignored, `--flag=value` and `--flag value` both work):
+//! - `--config FILE`: read at start; a read failure is fatal (exit 2).
+//! - `--lock-file FILE`: like the real kubelet: open `O_RDWR|O_CREAT|O_CLOEXEC` mode 0600 and
+//!   `flock(LOCK_EX)` blocking before the process counts as started; the fd is held for life.
+//! - `--exit-on-lock-contention`: accepted and ignored.
+//!
+//! Environment:
+//! - `STANDIN_LOG=PATH`: append one event line per event (format below).
+//! - `STANDIN_OVERLAP_PROBE=PATH`: take a non-blocking exclusive flock on PATH for life; if
+//!   another process holds it, report OVERLAP (stderr, log, `PATH.overlap` marker) and exit 97.
+//! - `STANDIN_TERM_DELAY_MS=N`: on SIGTERM/SIGINT wait N ms before exiting 0.
+//! - `STANDIN_IGNORE_TERM=1`: log SIGTERM/SIGINT with `ignored=1` and keep running.
+//! - `STANDIN_CRASH_AFTER_MS=N`: exit with `STANDIN_CRASH_CODE` (default 1) N ms after start.
+//!   When `STANDIN_CRASH_ON_CONFIG` is set it only sets that crash's delay (see below).
+//! - `STANDIN_CRASH_ON_CONFIG=SUBSTR`: if the `--config` file contains SUBSTR, exit with
+//!   `STANDIN_CRASH_CODE` (default 1) `STANDIN_CRASH_AFTER_MS` (default 50) ms after start;
+//!   otherwise run normally.
+//! - `STANDIN_SPAWN_GRANDCHILD=1`: fork a grandchild in the same process group that pauses until
+//!   killed; it logs its own `grandchild` line.
+//!
+//! Log lines, each written with one `write()` on an `O_APPEND` fd:
+//! `<event> t=<unix_ns> pid=<pid> ppid=<ppid> [key=value ...]`, events:
+//! - `lock-wait lock=PATH`: the `--lock-file` is held by someone else; blocking on it.
+//! - `start pgid=N ready=<unix_ns> lock=PATH|- config=PATH|- args=<space-joined args>`: written
+//!   once the lock file and the probe are held; `t` is the exec time, `ready` the time the line
+//!   was written (after any wait for the lock); `args` is last and runs to the end of the line.
+//! - `grandchild pgid=N` (written by the grandchild: pid is the grandchild, ppid the stand-in).
+//! - `term signal=sigterm|sigint [ignored=1]`, `stop reason=sigterm|sigint` (then exit 0).
+//! - `crash code=N reason=crash-after|config|error` (then exit N).
+//! - `OVERLAP holder=PID|unknown probe=PATH` (then exit 97).
+//!
+//! Exit codes: 0 after SIGTERM/SIGINT, the crash code, 97 on overlap, 2 on usage or I/O errors.
+
+// `fork` is unsafe in nix; it is used once, for STANDIN_SPAWN_GRANDCHILD (SAFETY comment there).
+#![allow(unsafe_code)]
+
+use std::convert::Infallible;
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::exit;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::unistd::{getpgrp, getpid, getppid, ForkResult};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+/// Exit code for usage, environment and I/O errors.
+const EXIT_ERROR: i32 = 2;
+/// Exit code when the overlap probe is held by another kubelet.
+const EXIT_OVERLAP: i32 = 97;
+/// Default exit code of a simulated crash.
+const DEFAULT_CRASH_CODE: i32 = 1;
+/// Delay of the config-triggered crash when `STANDIN_CRASH_AFTER_MS` is not set.
+const DEFAULT_CONFIG_CRASH_DELAY: Duration = Duration::from_millis(50);
+/// Suffix of the marker file created next to the overlap probe on overlap.
+const OVERLAP_MARKER_SUFFIX: &str = ".overlap";
+
+const ENV_LOG: &str = "STANDIN_LOG";
+const ENV_PROBE: &str = "STANDIN_OVERLAP_PROBE";
+const ENV_TERM_DELAY: &str = "STANDIN_TERM_DELAY_MS";
+const ENV_IGNORE_TERM: &str = "STANDIN_IGNORE_TERM";
+const ENV_CRASH_AFTER: &str = "STANDIN_CRASH_AFTER_MS";
+const ENV_CRASH_CODE: &str = "STANDIN_CRASH_CODE";
+const ENV_CRASH_ON_CONFIG: &str = "STANDIN_CRASH_ON_CONFIG";
+const ENV_GRANDCHILD: &str = "STANDIN_SPAWN_GRANDCHILD";
+
+fn main() {
+    // First thing: the exec time, reported as `t` of the `start` event.
+    let exec_ns = now_ns();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut events = Events::default();
+    let code = match run(exec_ns, &args, &mut events) {
+        Ok(never) => match never {},
+        Err(err) => {
+            eprintln!(
+                "stand-in kubelet pid {}: {err}; exiting with code {EXIT_ERROR}",
+                getpid()
+            );
+            let code = EXIT_ERROR.to_string();
+            // Best effort: the error itself may be that the log cannot be written.
+            if let Err(log_err) = events.record(
+                "crash",
+                now_ns(),
+                &[("code", code.as_str()), ("reason", "error")],
+            ) {
+                eprintln!("stand-in kubelet pid {}: {log_err}", getpid());
+            }
+            EXIT_ERROR
+        }
+    };
+    exit(code);
+}
+
+#[derive(Debug)]
+enum Error {
+    Usage(String),
+    Env {
+        var: &'static str,
+        value: String,
+        why: &'static str,
+    },
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    Os {
+        what: &'static str,
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Usage(msg) => write!(f, "invalid command line: {msg}"),
+            Error::Env { var, value, why } => write!(f, "invalid {var}={value:?}: {why}"),
+            Error::Io { what, path, source } => {
+                write!(f, "failed to {what} {}: {source}", path.display())
+            }
+            Error::Os { what, source } => write!(f, "failed to {what}: {source}"),
+        }
+    }
+}
+
+/// The kubelet flags the stand-in understands.
+#[derive(Debug, Default)]
+struct Flags {
+    config: Option<PathBuf>,
+    lock_file: Option<PathBuf>,
+}
+
+fn parse_flags(args: &[String]) -> Result<Flags, Error> {
+    let mut flags = Flags::default();
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        // Go's flag packages accept one or two dashes.
+        let Some(body) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) else {
+            continue;
+        };
+        let (name, inline) = match body.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (body, None),
+        };
+        let slot = match name {
+            "config" => &mut flags.config,
+            "lock-file" => &mut flags.lock_file,
+            // `--exit-on-lock-contention` and anything else: accepted, ignored.
+            _ => continue,
+        };
+        let value = match inline {
+            Some(value) => value,
+            None => iter
+                .next()
+                .ok_or_else(|| Error::Usage(format!("flag --{name} needs a value")))?,
+        };
+        if value.is_empty() {
+            return Err(Error::Usage(format!(
+                "flag --{name} needs a non-empty value"
+            )));
+        }
+        *slot = Some(PathBuf::from(value));
+    }
+    Ok(flags)
+}
+
+/// Behaviour switches read from `STANDIN_*`.
+#[derive(Debug)]
+struct Settings {
+    probe: Option<PathBuf>,
+    term_delay: Option<Duration>,
+    ignore_term: bool,
+    crash_after: Option<Duration>,
+    crash_code: i32,
+    crash_on_config: Option<String>,
+    spawn_grandchild: bool,
+}
+
+impl Settings {
+    fn from_env() -> Result<Self, Error> {
+        Ok(Settings {
+            probe: env_path(ENV_PROBE),
+            term_delay: env_millis(ENV_TERM_DELAY)?,
+            ignore_term: env_bool(ENV_IGNORE_TERM)?,
+            crash_after: env_millis(ENV_CRASH_AFTER)?,
+            crash_code: env_string(ENV_CRASH_CODE)?
+                .map(|value| match value.parse::<i32>() {
+                    Ok(code) if (0..=255).contains(&code) => Ok(code),
+                    _ => Err(Error::Env {
+                        var: ENV_CRASH_CODE,
+                        value,
+                        why: "expected an exit code 0-255",
+                    }),
+                })
+                .transpose()?
+                .unwrap_or(DEFAULT_CRASH_CODE),
+            crash_on_config: env_string(ENV_CRASH_ON_CONFIG)?,
+            spawn_grandchild: env_bool(ENV_GRANDCHILD)?,
+        })
+    }
+}
+
+/// A non-empty environment variable as a path.
+fn env_path(var: &'static str) -> Option<PathBuf> {
+    std::env::var_os(var)
+        .filter(|value| !value.is_empty())
+        .map(PathBuf::from)
+}
+
+/// A non-empty, UTF-8 environment variable.
+fn env_string(var: &'static str) -> Result<Option<String>, Error> {
+    match std::env::var_os(var) {
+        None => Ok(None),
+        Some(value) if value.is_empty() => Ok(None),
+        Some(value) => value.into_string().map(Some).map_err(|value| Error::Env {
+            var,
+            value: value.to_string_lossy().into_owned(),
+            why: "not valid UTF-8",
+        }),
+    }
+}
+
+fn env_millis(var: &'static str) -> Result<Option<Duration>, Error> {
+    env_string(var)?
+        .map(|value| {
+            value
+                .parse::<u64>()
+                .map(Duration::from_millis)
+                .map_err(|_| Error::Env {
+                    var,
+                    value,
+                    why: "expected a whole number of milliseconds",
+                })
+        })
+        .transpose()
+}
+
+fn env_bool(var: &'static str) -> Result<bool, Error> {
+    match env_string(var)?.as_deref() {
+        None | Some("0") | Some("false") => Ok(false),
+        Some("1") | Some("true") => Ok(true),
+        Some(other) => Err(Error::Env {
+            var,
+            value: other.to_owned(),
+            why: "expected 1 or 0",
+        }),
+    }
+}
+
+/// The optional event log (`STANDIN_LOG`); recording is a no-op without one.
+#[derive(Default)]
+struct Events {
+    file: Option<(PathBuf, File)>,
+}
+
+impl Events {
+    fn open(path: &Path) -> Result<Self, Error> {
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(|source| Error::Io {
+                what: "open the event log",
+                path: path.to_owned(),
+                source,
+            })?;
+        Ok(Events {
+            file: Some((path.to_owned(), file)),
+        })
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        self.file.as_ref().map(|(_, file)| file.as_raw_fd())
+    }
+
+    /// Appends `<event> t=.. pid=.. ppid=.. k=v..` with a single `write()`, so lines from
+    /// concurrent writers never interleave.
+    fn record(&self, event: &str, t_ns: u128, extra: &[(&str, &str)]) -> Result<(), Error> {
+        let Some((path, file)) = &self.file else {
+            return Ok(());
+        };
+        let line = event_line(event, t_ns, extra);
+        let io_err = |source| Error::Io {
+            what: "append to the event log",
+            path: path.clone(),
+            source,
+        };
+        let mut writer = file;
+        let written = writer.write(line.as_bytes()).map_err(io_err)?;
+        if written != line.len() {
+            return Err(io_err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short write: {written} of {} bytes", line.len()),
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn event_line(event: &str, t_ns: u128, extra: &[(&str, &str)]) -> String {
+    let mut line = format!("{event} t={t_ns} pid={} ppid={}", getpid(), getppid());
+    for (key, value) in extra {
+        line.push(' ');
+        line.push_str(key);
+        line.push('=');
+        line.push_str(value);
+    }
+    line.push('\n');
+    line
+}
+
+fn now_ns() -> u128 {
+    // The realtime clock is before the epoch only on a badly broken host; report 0 then.
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos())
+}
+
+fn path_field(path: Option<&Path>) -> String {
+    path.map_or_else(|| "-".to_owned(), |path| path.display().to_string())
+}
+
+/// Runs the stand-in; exits the process itself so the lock file and probe are held until the end.
+fn run(exec_ns: u128, args: &[String], events: &mut Events) -> Result<Infallible, Error> {
+    // The log first, so later usage errors are recorded too.
+    if let Some(path) = env_path(ENV_LOG) {
+        *events = Events::open(&path)?;
+    }
+    let flags = parse_flags(args)?;
+    let settings = Settings::from_env()?;
+
+    let config = flags
+        .config
+        .as_deref()
+        .map(|path| {
+            std::fs::read_to_string(path).map_err(|source| Error::Io {
+                what: "read --config",
+                path: path.to_owned(),
+                source,
+            })
+        })
+        .transpose()?;
+
+    let lock_file = flags
+        .lock_file
+        .as_deref()
+        .map(|path| take_lock_file(path, events))
+        .transpose()?;
+    let probe = settings
+        .probe
+        .as_deref()
+        .map(|path| take_probe(path, events))
+        .transpose()?;
+
+    if settings.spawn_grandchild {
+        let mut inherited: Vec<RawFd> = Vec::new();
+        inherited.extend(lock_file.as_ref().map(File::as_raw_fd));
+        inherited.extend(probe.as_ref().map(File::as_raw_fd));
+        inherited.extend(events.raw_fd());
+        // Must stay before `signal_channel`, which starts a thread.
+        spawn_grandchild(events, &inherited)?;
+    }
+
+    let signals = signal_channel()?;
+    let pgid = getpgrp().to_string();
+    let lock_field = path_field(flags.lock_file.as_deref());
+    let config_field = path_field(flags.config.as_deref());
+    let joined_args = args.join(" ");
+    let ready = now_ns().to_string();
+    events.record(
+        "start",
+        exec_ns,
+        &[
+            ("pgid", pgid.as_str()),
+            ("ready", ready.as_str()),
+            ("lock", lock_field.as_str()),
+            ("config", config_field.as_str()),
+            ("args", joined_args.as_str()),
+        ],
+    )?;
+    let started = Instant::now();
+    eprintln!("stand-in kubelet pid {} started", getpid());
+
+    let crash = plan_crash(&settings, config.as_deref(), started);
+    let code = serve(&settings, events, &signals, crash)?;
+    // `lock_file` and `probe` are still open here: their flocks end with the process.
+    exit(code);
+}
+
+/// Takes `--lock-file` the way the real kubelet does: blocking exclusive flock, fd kept for life.
+fn take_lock_file(path: &Path, events: &Events) -> Result<File, Error> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|source| Error::Io {
+            what: "open --lock-file",
+            path: path.to_owned(),
+            source,
+        })?;
+    let lock_err = |source| Error::Io {
+        what: "flock --lock-file",
+        path: path.to_owned(),
+        source,
+    };
+    // fs2's methods, not std's same-named `File::try_lock`/`File::lock`.
+    match fs2::FileExt::try_lock_exclusive(&file) {
+        Ok(()) => return Ok(file),
+        Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+        Err(err) => return Err(lock_err(err)),
+    }
+    let lock_field = path.display().to_string();
+    events.record("lock-wait", now_ns(), &[("lock", lock_field.as_str())])?;
+    eprintln!(
+        "stand-in kubelet pid {} waiting for the lock on {}",
+        getpid(),
+        path.display()
+    );
+    loop {
+        match fs2::FileExt::lock_exclusive(&file) {
+            Ok(()) => return Ok(file),
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(lock_err(err)),
+        }
+    }
+}
+
+/// Takes the overlap probe or, if another kubelet holds it, reports OVERLAP and exits 97.
+fn take_probe(path: &Path, events: &Events) -> Result<File, Error> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .open(path)
+        .map_err(|source| Error::Io {
+            what: "open the overlap probe",
+            path: path.to_owned(),
+            source,
+        })?;
+    // fs2's method, not std's same-named `File::try_lock`.
+    match fs2::FileExt::try_lock_exclusive(&file) {
+        Ok(()) => Ok(file),
+        Err(err) if err.kind() == io::ErrorKind::WouldBlock => report_overlap(path, &file, events),
+        Err(source) => Err(Error::Io {
+            what: "flock the overlap probe",
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+fn report_overlap(path: &Path, file: &File, events: &Events) -> ! {
+    let holder = probe_holder(file).map_or_else(|| "unknown".to_owned(), |pid| pid.to_string());
+    let probe_field = path.display().to_string();
+    eprintln!(
+        "STAND-IN KUBELET OVERLAP: another kubelet holds the overlap probe {probe_field} (pid {holder})"
+    );
+    let t = now_ns();
+    let extra = [("holder", holder.as_str()), ("probe", probe_field.as_str())];
+    let mut marker_path = OsString::from(path.as_os_str());
+    marker_path.push(OVERLAP_MARKER_SUFFIX);
+    let marker = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&marker_path)
+        .and_then(|mut marker| marker.write_all(event_line("OVERLAP", t, &extra).as_bytes()));
+    // Keep going on failures: the exit code and the other report still tell the story.
+    if let Err(err) = marker {
+        eprintln!(
+            "stand-in kubelet pid {}: failed to write the overlap marker {}: {err}",
+            getpid(),
+            Path::new(&marker_path).display()
+        );
+    }
+    if let Err(err) = events.record("OVERLAP", t, &extra) {
+        eprintln!("stand-in kubelet pid {}: {err}", getpid());
+    }
+    exit(EXIT_OVERLAP);
+}
+
+/// The pid holding the flock on `file`, from /proc/locks (`N: FLOCK ADVISORY WRITE PID MAJ:MIN:INO ..`).
+fn probe_holder(file: &File) -> Option<i32> {
+    let meta = file.metadata().ok()?;
+    let (major, minor) = (
+        nix::sys::stat::major(meta.dev()),
+        nix::sys::stat::minor(meta.dev()),
+    );
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|line| {
+        let mut fields = line.split_whitespace().skip(1);
+        // Blocked waiters are listed as `N: -> FLOCK ...`.
+        if fields.next()? != "FLOCK" {
+            return None;
+        }
+        let pid = fields.nth(2)?.parse::<i32>().ok()?;
+        let mut dev_ino = fields.next()?.split(':');
+        let same_file = u64::from_str_radix(dev_ino.next()?, 16).ok()? == major
+            && u64::from_str_radix(dev_ino.next()?, 16).ok()? == minor
+            && dev_ino.next()?.parse::<u64>().ok()? == meta.ino();
+        (same_file && pid != getpid().as_raw()).then_some(pid)
+    })
+}
+
+/// Forks a grandchild in our process group that only waits to be killed.
+fn spawn_grandchild(events: &Events, inherited: &[RawFd]) -> Result<(), Error> {
+    // SAFETY: no thread has been started yet (the signal thread comes later), so the child is a
+    // copy of a single-threaded process and may allocate and run ordinary code.
+    match unsafe { nix::unistd::fork() } {
+        Ok(ForkResult::Parent { child }) => {
+            eprintln!(
+                "stand-in kubelet pid {} spawned grandchild pid {child}",
+                getpid()
+            );
+            Ok(())
+        }
+        Ok(ForkResult::Child) => grandchild(events, inherited),
+        Err(errno) => Err(Error::Os {
+            what: "fork the grandchild",
+            source: errno.into(),
+        }),
+    }
+}
+
+fn grandchild(events: &Events, inherited: &[RawFd]) -> ! {
+    let pgid = getpgrp().to_string();
+    if let Err(err) = events.record("grandchild", now_ns(), &[("pgid", pgid.as_str())]) {
+        eprintln!("stand-in kubelet grandchild pid {}: {err}", getpid());
+    }
+    // Not a kubelet: it must not keep the lock file, the probe or the log. The owning `File`s
+    // are never dropped here because this function never returns, so each fd is closed once.
+    for fd in inherited {
+        if let Err(errno) = nix::unistd::close(*fd) {
+            eprintln!(
+                "stand-in kubelet grandchild pid {}: failed to close fd {fd}: {errno}",
+                getpid()
+            );
+        }
+    }
+    // Default signal dispositions (handlers are installed after the fork): only a signal ends it.
+    loop {
+        nix::unistd::pause();
+    }
+}
+
+/// SIGTERM and SIGINT, delivered by a signal-hook iterator on its own thread.
+fn signal_channel() -> Result<Receiver<i32>, Error> {
+    let mut signals = Signals::new([SIGTERM, SIGINT]).map_err(|source| Error::Os {
+        what: "install the SIGTERM/SIGINT handlers",
+        source,
+    })?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("signals".to_owned())
+        .spawn(move || {
+            for signal in signals.forever() {
+                if tx.send(signal).is_err() {
+                    break;
+                }
+            }
+        })
+        .map_err(|source| Error::Os {
+            what: "start the signal thread",
+            source,
+        })?;
+    Ok(rx)
+}
+
+struct Crash {
+    at: Instant,
+    code: i32,
+    reason: &'static str,
+}
+
+fn plan_crash(settings: &Settings, config: Option<&str>, started: Instant) -> Option<Crash> {
+    let (delay, reason) = match &settings.crash_on_config {
+        Some(needle) => {
+            if !config.is_some_and(|content| content.contains(needle.as_str())) {
+                return None;
+            }
+            (
+                settings.crash_after.unwrap_or(DEFAULT_CONFIG_CRASH_DELAY),
+                "config",
+            )
+        }
+        None => (settings.crash_after?, "crash-after"),
+    };
+    Some(Crash {
+        at: started + delay,
+        code: settings.crash_code,
+        reason,
+    })
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    if signal == SIGINT {
+        "sigint"
+    } else {
+        "sigterm"
+    }
+}
+
+/// Runs until a signal or the planned crash; returns the exit code.
+fn serve(
+    settings: &Settings,
+    events: &Events,
+    signals: &Receiver<i32>,
+    crash: Option<Crash>,
+) -> Result<i32, Error> {
+    let lost = || Error::Os {
+        what: "receive signals",
+        source: io::Error::other("the signal thread stopped"),
+    };
+    loop {
+        let signal = match &crash {
+            None => signals.recv().map_err(|_| lost())?,
+            Some(crash) => {
+                match signals.recv_timeout(crash.at.saturating_duration_since(Instant::now())) {
+                    Ok(signal) => signal,
+                    Err(RecvTimeoutError::Timeout) => {
+                        let code = crash.code.to_string();
+                        events.record(
+                            "crash",
+                            now_ns(),
+                            &[("code", code.as_str()), ("reason", crash.reason)],
+                        )?;
+                        eprintln!(
+                            "stand-in kubelet pid {} crashing with code {} ({})",
+                            getpid(),
+                            crash.code,
+                            crash.reason
+                        );
+                        return Ok(crash.code);
+                    }
+                    Err(RecvTimeoutError::Disconnected) => return Err(lost()),
+                }
+            }
+        };
+        let name = signal_name(signal);
+        if settings.ignore_term {
+            events.record("term", now_ns(), &[("signal", name), ("ignored", "1")])?;
+            eprintln!("stand-in kubelet pid {} ignoring {name}", getpid());
+            continue;
+        }
+        events.record("term", now_ns(), &[("signal", name)])?;
+        if let Some(delay) = settings.term_delay {
+            std::thread::sleep(delay);
+        }
+        events.record("stop", now_ns(), &[("reason", name)])?;
+        eprintln!("stand-in kubelet pid {} stopped on {name}", getpid());
+        return Ok(0);
+    }
+}

@@ -1,0 +1,296 @@
+//! The kubelet child process: spawn it in its own process group with
+//! PR_SET_PDEATHSIG=SIGKILL and the lock's open file description inherited,
+//! signal its group, tell when the group is gone, reap, back off.
+//!
+//! Inheriting the locked descriptor is deliberate: the kernel keeps the lock
+//! held until the last process holding that description exits, so if the
+//! supervisor is SIGKILLed the lock is not free before its kubelet (killed by
+//! PDEATHSIG) is gone too. That closes the seed design's window where the
+//! lock is free while the old kubelet still runs.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::RawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::{killpg, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+use crate::procfs::{self, ProcessId};
+
+/// Environment variables of ours that the kubelet must not inherit.
+const PRIVATE_ENV: &[&str] = &["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChildError {
+    #[error("kubelet command {path} not found (not a path to an executable and not in PATH); install the kubelet or fix the command after `--`")]
+    NotFound { path: PathBuf },
+    #[error("kubelet command {path} is not an executable regular file; fix its permissions or the command after `--`")]
+    NotExecutable { path: PathBuf },
+    #[error("failed to start kubelet {path}: {source}")]
+    Spawn {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The kubelet command line given after `--`.
+#[derive(Debug, Clone)]
+pub struct KubeletCommand {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+}
+
+impl KubeletCommand {
+    /// Resolves the program like execvp would and checks it is executable,
+    /// so that a typo fails at start-up with one clear line.
+    pub fn resolve(program: &Path, args: Vec<OsString>) -> Result<Self, ChildError> {
+        let resolved = if program.components().count() > 1 || program.is_absolute() {
+            program.to_path_buf()
+        } else {
+            let path =
+                std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
+            std::env::split_paths(&path)
+                .map(|d| d.join(program))
+                .find(|p| p.is_file())
+                .ok_or_else(|| ChildError::NotFound {
+                    path: program.to_path_buf(),
+                })?
+        };
+        check_executable(&resolved)?;
+        Ok(KubeletCommand {
+            program: resolved,
+            args,
+        })
+    }
+}
+
+fn check_executable(path: &Path) -> Result<(), ChildError> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|_| ChildError::NotFound {
+        path: path.to_path_buf(),
+    })?;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        return Err(ChildError::NotExecutable {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// A running kubelet: its identity and when it started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kubelet {
+    pub id: ProcessId,
+    pub started: Instant,
+}
+
+impl Kubelet {
+    /// Process group id: the kubelet leads its own group.
+    pub fn pgid(&self) -> i32 {
+        self.id.pid
+    }
+}
+
+/// Starts the kubelet. Must be called from a thread that lives as long as
+/// the supervisor (PR_SET_PDEATHSIG fires when the *thread* that forked
+/// exits): kubelet-pivot runs its supervisor on the main thread.
+#[allow(unsafe_code)]
+pub fn spawn(cmd: &KubeletCommand, inherit_fd: Option<RawFd>) -> Result<Kubelet, ChildError> {
+    let mut command = Command::new(&cmd.program);
+    command
+        .args(&cmd.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .process_group(0);
+    for var in PRIVATE_ENV {
+        command.env_remove(var);
+    }
+    let parent = nix::unistd::getpid().as_raw();
+    // SAFETY: the closure runs in the forked child before exec and only makes
+    // async-signal-safe syscalls (prctl, getppid, fcntl); it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent may have died before prctl took effect.
+            if libc::getppid() != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            if let Some(fd) = inherit_fd {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let child = command.spawn().map_err(|e| ChildError::Spawn {
+        path: cmd.program.clone(),
+        source: e,
+    })?;
+    let pid = child.id() as i32;
+    // The std handle is dropped without waiting: the supervisor reaps every
+    // child itself with waitpid(-1) (it may be PID 1 or a subreaper).
+    drop(child);
+    let start_time = procfs::stat(pid).map(|s| s.start_time).unwrap_or(0);
+    Ok(Kubelet {
+        id: ProcessId { pid, start_time },
+        started: Instant::now(),
+    })
+}
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitKind {
+    Code(i32),
+    Signal(Signal),
+}
+
+impl std::fmt::Display for ExitKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitKind::Code(c) => write!(f, "exit code {c}"),
+            ExitKind::Signal(s) => write!(f, "signal {s}"),
+        }
+    }
+}
+
+/// Reaps every exited child without blocking. Returns (pid, how).
+pub fn reap_all() -> Vec<(i32, ExitKind)> {
+    let mut out = Vec::new();
+    loop {
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) => out.push((pid.as_raw(), ExitKind::Code(code))),
+            Ok(WaitStatus::Signaled(pid, sig, _)) => {
+                out.push((pid.as_raw(), ExitKind::Signal(sig)))
+            }
+            Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,
+            Ok(_) => continue,
+            Err(Errno::EINTR) => continue,
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+/// Sends `sig` to the whole process group; a gone group is not an error.
+pub fn signal_group(pgid: i32, sig: Signal) -> bool {
+    match killpg(Pid::from_raw(pgid), sig) {
+        Ok(()) => true,
+        Err(Errno::ESRCH) => false,
+        Err(err) => {
+            tracing::warn!(pgid, %err, signal = %sig, "failed to signal kubelet process group");
+            false
+        }
+    }
+}
+
+/// True when no process (zombies included) is left in the group.
+pub fn group_gone(pgid: i32) -> bool {
+    matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH))
+}
+
+/// Capped exponential backoff between kubelet restarts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    pub initial: Duration,
+    pub max: Duration,
+    /// A kubelet that ran at least this long resets the backoff.
+    pub reset_after: Duration,
+    current: Duration,
+}
+
+impl Backoff {
+    pub const fn new(initial: Duration, max: Duration, reset_after: Duration) -> Self {
+        Backoff {
+            initial,
+            max,
+            reset_after,
+            current: initial,
+        }
+    }
+
+    /// The delay before the next start, given how long the last one ran.
+    pub fn next_delay(&mut self, ran_for: Duration) -> Duration {
+        if ran_for >= self.reset_after {
+            self.current = self.initial;
+        }
+        let delay = self.current;
+        self.current = (self.current * 2).min(self.max);
+        delay
+    }
+
+    pub fn reset(&mut self) {
+        self.current = self.initial;
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff::new(
+            Duration::from_millis(100),
+            Duration::from_secs(10),
+            Duration::from_secs(60),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_caps_and_resets() {
+        let mut b = Backoff::default();
+        let short = Duration::from_millis(10);
+        let delays: Vec<u64> = (0..9)
+            .map(|_| b.next_delay(short).as_millis() as u64)
+            .collect();
+        assert_eq!(
+            delays,
+            vec![100, 200, 400, 800, 1600, 3200, 6400, 10000, 10000]
+        );
+        assert_eq!(
+            b.next_delay(Duration::from_secs(61)),
+            Duration::from_millis(100)
+        );
+        assert_eq!(b.next_delay(short), Duration::from_millis(200));
+    }
+
+    #[test]
+    fn resolve_rejects_missing_and_non_executable() {
+        assert!(matches!(
+            KubeletCommand::resolve(Path::new("/nonexistent/kubelet"), vec![]),
+            Err(ChildError::NotFound { .. })
+        ));
+        assert!(matches!(
+            KubeletCommand::resolve(Path::new("no-such-kubelet-binary-xyz"), vec![]),
+            Err(ChildError::NotFound { .. })
+        ));
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("k");
+        std::fs::write(&f, b"#!/bin/sh\n").unwrap();
+        assert!(matches!(
+            KubeletCommand::resolve(&f, vec![]),
+            Err(ChildError::NotExecutable { .. })
+        ));
+        assert!(KubeletCommand::resolve(Path::new("sh"), vec![]).is_ok());
+    }
+}

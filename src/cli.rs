@@ -1,0 +1,161 @@
+//! Command line (clap derive). Every flag also reads `KUBELET_PIVOT_<FLAG>`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+pub const DEFAULT_LOCK_FILE: &str = "/var/run/lock/kubelet.lock";
+pub const DEFAULT_DYNAMIC_CONFIG_DIR: &str = "/var/lib/kubelet-pivot";
+
+#[derive(Debug, Parser)]
+#[command(name = "kubelet-pivot", version, about = "Decides which kubelet runs on this node: the host bootstrap or a self-hosted one from a DaemonSet", long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Host mode (systemd): hold the lock and run the host kubelet; hand over to a self-hosted kubelet and take back over when it dies.
+    Bootstrap(BootstrapArgs),
+    /// DaemonSet entrypoint: contend for the lock with a generation; newer generations win.
+    SelfHosted(SelfHostedArgs),
+    /// Show who holds the kubelet lock, the waiting claims and the config state. Exit 0 with a live holder, 3 without.
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WatchModeArg {
+    /// inotify on the lock file, its directory and the claims directory (falls back to poll if unavailable).
+    Inotify,
+    /// Poll claims and /proc/locks every 100 ms.
+    Poll,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
+    /// The node's kubelet lock file (flock).
+    #[arg(long, env = "KUBELET_PIVOT_LOCK_FILE", default_value = DEFAULT_LOCK_FILE)]
+    pub lock_file: PathBuf,
+    /// Checkpoint directory for dynamic kubelet configuration, shared by all supervisors of the node.
+    #[arg(long, env = "KUBELET_PIVOT_DYNAMIC_CONFIG_DIR", default_value = DEFAULT_DYNAMIC_CONFIG_DIR)]
+    pub dynamic_config_dir: PathBuf,
+    /// Local KubeletConfiguration file used when no remote config is assigned.
+    #[arg(long, env = "KUBELET_PIVOT_INIT_CONFIG")]
+    pub init_config: Option<PathBuf>,
+    /// Name of this node (default: the hostname).
+    #[arg(long, env = "KUBELET_PIVOT_NODE_NAME")]
+    pub node_name: Option<String>,
+    /// kubeconfig for the API server (default: in-cluster config when available).
+    #[arg(long, env = "KUBELET_PIVOT_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// How long the kubelet gets to exit after SIGTERM before its process group is SIGKILLed.
+    #[arg(long, env = "KUBELET_PIVOT_STOP_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub stop_timeout: Duration,
+    /// Exit after yielding the lock (the seed design's behaviour, for an init system that restarts us) instead of waiting on the same descriptor.
+    #[arg(long, env = "KUBELET_PIVOT_EXIT_ON_YIELD")]
+    pub exit_on_yield: bool,
+    /// Yield on any open of the lock file (the seed design's unverified behaviour). Default: yield only to a verified contender.
+    #[arg(long, env = "KUBELET_PIVOT_YIELD_ON_ANY_OPEN")]
+    pub yield_on_any_open: bool,
+    /// How to notice contention.
+    #[arg(long, env = "KUBELET_PIVOT_WATCH_MODE", value_enum, default_value_t = WatchModeArg::Inotify)]
+    pub watch_mode: WatchModeArg,
+    /// Log format.
+    #[arg(long, env = "KUBELET_PIVOT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
+    pub log_format: LogFormat,
+    /// The kubelet command and its arguments.
+    #[arg(last = true, required = true, value_name = "KUBELET [ARGS]")]
+    pub kubelet: Vec<OsString>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Plain lines without colours (journald-friendly).
+    Plain,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct BootstrapArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SelfHostedArgs {
+    /// Generation of this self-hosted kubelet (>= 1; the bootstrap is 0). Higher wins.
+    #[arg(long, env = "KUBELET_PIVOT_GENERATION", value_parser = clap::value_parser!(u32).range(1..))]
+    pub generation: u32,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The node's kubelet lock file.
+    #[arg(long, env = "KUBELET_PIVOT_LOCK_FILE", default_value = DEFAULT_LOCK_FILE)]
+    pub lock_file: PathBuf,
+    /// Checkpoint directory for dynamic kubelet configuration.
+    #[arg(long, env = "KUBELET_PIVOT_DYNAMIC_CONFIG_DIR", default_value = DEFAULT_DYNAMIC_CONFIG_DIR)]
+    pub dynamic_config_dir: PathBuf,
+    /// Output format.
+    #[arg(short = 'o', long = "output", env = "KUBELET_PIVOT_OUTPUT", value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_self_hosted_with_kubelet_args() {
+        let cli = Cli::try_parse_from([
+            "kubelet-pivot",
+            "self-hosted",
+            "--generation",
+            "2",
+            "--stop-timeout",
+            "5s",
+            "--",
+            "/usr/bin/kubelet",
+            "--config",
+            "/x",
+        ])
+        .unwrap();
+        let Command::SelfHosted(a) = cli.command else {
+            panic!("wrong subcommand")
+        };
+        assert_eq!(a.generation, 2);
+        assert_eq!(a.common.stop_timeout, Duration::from_secs(5));
+        assert_eq!(a.common.kubelet.len(), 3);
+    }
+
+    #[test]
+    fn generation_zero_is_rejected() {
+        assert!(Cli::try_parse_from([
+            "kubelet-pivot",
+            "self-hosted",
+            "--generation",
+            "0",
+            "--",
+            "k"
+        ])
+        .is_err());
+    }
+}

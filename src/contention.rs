@@ -1,0 +1,255 @@
+//! Verified contention: deciding whether somebody really wants our lock.
+//!
+//! An inotify `open` on the lock file is only a hint (an operator's `cat`
+//! opens it too). A holder yields when:
+//! * a live claim of higher rank exists and its owner is blocked in flock on
+//!   our lock file (both facts read from the kernel: the claim file's flock
+//!   and /proc/locks), or
+//! * /proc/locks shows a process blocked on our lock that no claim accounts
+//!   for (a plain kubelet run with `--lock-file`), or
+//! * in seed mode (`--yield-on-any-open`), on any open.
+
+use std::collections::HashMap;
+
+use crate::claims::LiveClaim;
+use crate::procfs::{FileKey, LockEntry};
+use crate::role::Rank;
+
+/// Someone who should get the lock from us.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Contender {
+    /// A kubelet-pivot supervisor of higher rank, blocked on the lock.
+    Claimant { rank: Rank, pid: i32 },
+    /// A process blocked on the lock without a claim (a plain kubelet).
+    Unclaimed { pid: i32 },
+    /// Seed behaviour: any open of the lock file.
+    AnyOpen,
+}
+
+impl std::fmt::Display for Contender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Contender::Claimant { rank, pid } => write!(f, "{rank} pid {pid}"),
+            Contender::Unclaimed { pid } => {
+                write!(f, "unclaimed process pid {pid} blocked on the lock")
+            }
+            Contender::AnyOpen => f.write_str("an open of the lock file (--yield-on-any-open)"),
+        }
+    }
+}
+
+/// What one look at claims and /proc/locks found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Yield to this contender now.
+    Yield(Contender),
+    /// A higher claim exists but its owner is not (yet) blocked on the lock:
+    /// look again shortly.
+    Pending { rank: Rank },
+    /// Nothing to do.
+    Quiet,
+}
+
+/// Pure decision from the facts. `lock` is our lock file, `mine` our rank,
+/// `claims` the live claims of other processes, `locks` /proc/locks.
+pub fn judge(lock: FileKey, mine: Rank, claims: &[LiveClaim], locks: &[LockEntry]) -> Verdict {
+    // pid (in our /proc's namespace) of the owner of each claim file.
+    let mut claim_owner: HashMap<FileKey, i32> = HashMap::new();
+    for e in locks.iter().filter(|e| !e.blocked && e.kind == "FLOCK") {
+        claim_owner.insert(e.file, e.pid);
+    }
+    let claimant_pids: HashMap<i32, Rank> = claims
+        .iter()
+        .filter_map(|c| claim_owner.get(&c.file).map(|pid| (*pid, c.claim.rank())))
+        .filter(|(pid, _)| *pid > 0)
+        .collect();
+    let blocked: Vec<i32> = locks
+        .iter()
+        .filter(|e| e.blocked && e.file == lock)
+        .map(|e| e.pid)
+        .collect();
+
+    // Highest claimant that is blocked on our lock.
+    let mut best: Option<(Rank, i32)> = None;
+    for pid in &blocked {
+        if let Some(rank) = claimant_pids.get(pid) {
+            if rank.generation > mine.generation
+                && best.is_none_or(|(r, _)| rank.generation > r.generation)
+            {
+                best = Some((*rank, *pid));
+            }
+        }
+    }
+    if let Some((rank, pid)) = best {
+        return Verdict::Yield(Contender::Claimant { rank, pid });
+    }
+    if let Some(pid) = blocked
+        .iter()
+        .find(|pid| **pid > 0 && !claimant_pids.contains_key(pid))
+    {
+        return Verdict::Yield(Contender::Unclaimed { pid: *pid });
+    }
+    match claims
+        .iter()
+        .map(|c| c.claim.rank())
+        .filter(|r| r.generation > mine.generation)
+        .max_by_key(|r| r.generation)
+    {
+        Some(rank) => Verdict::Pending { rank },
+        None => Verdict::Quiet,
+    }
+}
+
+/// The highest-ranked live claim above `mine`, if any: a supervisor that
+/// just acquired the lock defers to it instead of racing it.
+pub fn outranked_by(mine: Rank, claims: &[LiveClaim]) -> Option<&LiveClaim> {
+    claims
+        .iter()
+        .filter(|c| c.claim.generation > mine.generation)
+        .max_by_key(|c| c.claim.generation)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::claims::Claim;
+    use crate::role::Role;
+
+    const LOCK: FileKey = FileKey {
+        major: 0,
+        minor: 20,
+        inode: 100,
+    };
+
+    fn key(inode: u64) -> FileKey {
+        FileKey {
+            major: 0,
+            minor: 20,
+            inode,
+        }
+    }
+
+    fn claim(gen: u32, inode: u64) -> LiveClaim {
+        LiveClaim {
+            claim: Claim {
+                role: if gen == 0 {
+                    Role::Bootstrap
+                } else {
+                    Role::SelfHosted
+                },
+                generation: gen,
+                pid: 1,
+                start_time: 1,
+                since: String::new(),
+            },
+            file: key(inode),
+        }
+    }
+
+    fn held(pid: i32, file: FileKey) -> LockEntry {
+        LockEntry {
+            blocked: false,
+            kind: "FLOCK".into(),
+            pid,
+            file,
+        }
+    }
+
+    fn waiting(pid: i32, file: FileKey) -> LockEntry {
+        LockEntry {
+            blocked: true,
+            ..held(pid, file)
+        }
+    }
+
+    #[test]
+    fn a_cat_of_the_lock_file_is_quiet() {
+        let locks = vec![held(10, LOCK)];
+        assert_eq!(judge(LOCK, Rank::BOOTSTRAP, &[], &locks), Verdict::Quiet);
+    }
+
+    #[test]
+    fn higher_blocked_claimant_wins() {
+        let claims = vec![claim(2, 501)];
+        let locks = vec![held(10, LOCK), held(20, key(501)), waiting(20, LOCK)];
+        assert_eq!(
+            judge(LOCK, Rank::self_hosted(1), &claims, &locks),
+            Verdict::Yield(Contender::Claimant {
+                rank: Rank::self_hosted(2),
+                pid: 20
+            })
+        );
+    }
+
+    #[test]
+    fn lower_or_equal_blocked_claimant_is_ignored() {
+        let claims = vec![claim(0, 500), claim(2, 501)];
+        let locks = vec![
+            held(10, LOCK),
+            held(20, key(500)),
+            waiting(20, LOCK),
+            held(21, key(501)),
+            waiting(21, LOCK),
+        ];
+        assert_eq!(
+            judge(LOCK, Rank::self_hosted(2), &claims, &locks),
+            Verdict::Quiet
+        );
+    }
+
+    #[test]
+    fn higher_claim_not_yet_blocked_is_pending() {
+        let claims = vec![claim(3, 501)];
+        let locks = vec![held(10, LOCK), held(20, key(501))];
+        assert_eq!(
+            judge(LOCK, Rank::self_hosted(1), &claims, &locks),
+            Verdict::Pending {
+                rank: Rank::self_hosted(3)
+            }
+        );
+    }
+
+    #[test]
+    fn unclaimed_waiter_is_a_plain_kubelet() {
+        let claims = vec![claim(0, 500)];
+        let locks = vec![
+            held(10, LOCK),
+            held(20, key(500)),
+            waiting(20, LOCK),
+            waiting(33, LOCK),
+        ];
+        assert_eq!(
+            judge(LOCK, Rank::self_hosted(4), &claims, &locks),
+            Verdict::Yield(Contender::Unclaimed { pid: 33 })
+        );
+    }
+
+    #[test]
+    fn waiter_on_another_file_is_ignored() {
+        let locks = vec![held(10, LOCK), waiting(33, key(999))];
+        assert_eq!(judge(LOCK, Rank::BOOTSTRAP, &[], &locks), Verdict::Quiet);
+    }
+
+    #[test]
+    fn highest_of_several_claimants() {
+        let claims = vec![claim(2, 501), claim(5, 502)];
+        let locks = vec![
+            held(20, key(501)),
+            waiting(20, LOCK),
+            held(21, key(502)),
+            waiting(21, LOCK),
+        ];
+        assert_eq!(
+            judge(LOCK, Rank::BOOTSTRAP, &claims, &locks),
+            Verdict::Yield(Contender::Claimant {
+                rank: Rank::self_hosted(5),
+                pid: 21
+            })
+        );
+        assert_eq!(
+            outranked_by(Rank::self_hosted(2), &claims).map(|c| c.claim.generation),
+            Some(5)
+        );
+        assert!(outranked_by(Rank::self_hosted(5), &claims).is_none());
+    }
+}

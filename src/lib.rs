@@ -1,0 +1,25 @@
+//! kubelet-pivot: decides which kubelet runs on a node.
+//!
+//! Module map (one job each):
+//! - [`lock`]: the flock'ed lock file; [`holder`]: who holds it;
+//!   [`claims`]: who wants it; [`contention`]: whether to yield;
+//!   [`watch`]: inotify hints (with polling fallback);
+//! - [`child`]: the kubelet process group; [`pivot`]: the pure state
+//!   machine; [`supervisor`]: the event loop that drives it;
+//! - [`notify`]: systemd; [`status`]: the `status` command; [`cli`]: flags;
+//! - [`procfs`], [`fsutil`], [`role`]: small shared pieces.
+
+pub mod child;
+pub mod claims;
+pub mod cli;
+pub mod contention;
+pub mod fsutil;
+pub mod holder;
+pub mod lock;
+pub mod notify;
+pub mod pivot;
+pub mod procfs;
+pub mod role;
+pub mod status;
+pub mod supervisor;
+pub mod watch;

@@ -1,0 +1,105 @@
+//! The `kubelet-pivot` binary: parse the command line, set up logging, and
+//! hand over to the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use kubelet_pivot::child::KubeletCommand;
+use kubelet_pivot::cli::{Cli, Command, CommonArgs, LogFormat, OutputFormat, WatchModeArg};
+use kubelet_pivot::lock;
+use kubelet_pivot::role::Rank;
+use kubelet_pivot::status::{self, ConfigView, EXIT_NO_HOLDER};
+use kubelet_pivot::supervisor::{self, Options};
+
+/// Exit code for a configuration or usage error found before start.
+const EXIT_USAGE: u8 = 2;
+/// Exit code for a runtime failure.
+const EXIT_FAILURE: u8 = 1;
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false);
+    match format {
+        LogFormat::Plain => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("kubelet-pivot: error: {msg}");
+    ExitCode::from(code)
+}
+
+/// Validates everything that can be checked before start, so a typo gives
+/// one clear line and nothing is left behind.
+fn options(rank: Rank, common: CommonArgs) -> Result<Options, String> {
+    let mut kubelet = common.kubelet.into_iter();
+    let program = PathBuf::from(kubelet.next().ok_or("missing kubelet command after `--`")?);
+    let kubelet =
+        KubeletCommand::resolve(&program, kubelet.collect()).map_err(|e| e.to_string())?;
+    lock::check_path(&common.lock_file).map_err(|e| e.to_string())?;
+    Ok(Options {
+        rank,
+        lock_path: common.lock_file,
+        stop_timeout: common.stop_timeout,
+        exit_on_yield: common.exit_on_yield,
+        yield_on_any_open: common.yield_on_any_open,
+        force_poll: common.watch_mode == WatchModeArg::Poll,
+        kubelet,
+    })
+}
+
+fn supervise(rank: Rank, common: CommonArgs) -> ExitCode {
+    let log_format = common.log_format;
+    let opts = match options(rank, common) {
+        Ok(o) => o,
+        Err(msg) => return fail(EXIT_USAGE, msg),
+    };
+    init_logging(log_format);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(err) => {
+            return fail(
+                EXIT_FAILURE,
+                format!("cannot start the async runtime: {err}"),
+            )
+        }
+    };
+    match runtime.block_on(supervisor::run(opts)) {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(EXIT_FAILURE)),
+        Err(err) => fail(EXIT_FAILURE, err),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Bootstrap(a) => supervise(Rank::BOOTSTRAP, a.common),
+        Command::SelfHosted(a) => supervise(Rank::self_hosted(a.generation), a.common),
+        Command::Status(a) => {
+            let report = status::report(&a.lock_file, ConfigView::default());
+            let printed = match a.output {
+                OutputFormat::Json => serde_json::to_string_pretty(&report)
+                    .map_err(std::io::Error::other)
+                    .map(|s| println!("{s}")),
+                OutputFormat::Table => status::write_table(&report, &mut std::io::stdout()),
+            };
+            if let Err(err) = printed {
+                return fail(EXIT_FAILURE, format!("cannot print status: {err}"));
+            }
+            if report.has_live_holder() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_NO_HOLDER as u8)
+            }
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! Reading process identity and file locks from `/proc`.
+//!
+//! A pid alone is not an identity: pids are reused. Everything that records a
+//! process elsewhere (holder record, claims) stores the pid together with its
+//! start time (field 22 of `/proc/PID/stat`, clock ticks since boot) and
+//! checks both before trusting or signalling it.
+
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// A process as seen through the `/proc` mount of the reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessId {
+    pub pid: i32,
+    /// Start time in clock ticks since boot, from /proc/PID/stat.
+    pub start_time: u64,
+}
+
+/// What `/proc/PID/stat` says about a process that matters to us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub pid: i32,
+    pub state: char,
+    pub ppid: i32,
+    pub pgrp: i32,
+    pub start_time: u64,
+}
+
+/// Parses the content of `/proc/PID/stat`. The command name (field 2) may
+/// contain spaces and parentheses, so fields are counted after the last ')'.
+pub fn parse_stat(content: &str) -> Option<Stat> {
+    let open = content.find('(')?;
+    let close = content.rfind(')')?;
+    let pid = content.get(..open)?.trim().parse().ok()?;
+    let rest: Vec<&str> = content.get(close + 1..)?.split_whitespace().collect();
+    // rest[0] is field 3 (state); field N is rest[N - 3].
+    let state = rest.first()?.chars().next()?;
+    let ppid = rest.get(1)?.parse().ok()?;
+    let pgrp = rest.get(2)?.parse().ok()?;
+    let start_time = rest.get(19)?.parse().ok()?;
+    Some(Stat {
+        pid,
+        state,
+        ppid,
+        pgrp,
+        start_time,
+    })
+}
+
+/// Reads `/proc/PID/stat`; `None` when the process does not exist.
+pub fn stat(pid: i32) -> Option<Stat> {
+    if pid <= 0 {
+        return None;
+    }
+    let content = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&content)
+}
+
+/// The identity of the calling process, in the namespace of the `/proc`
+/// mount (which is what other readers of that `/proc` see; inside a PID
+/// namespace that kept the host's /proc this is the host pid).
+pub fn self_id() -> io::Result<ProcessId> {
+    let content = fs::read_to_string("/proc/self/stat")?;
+    let st = parse_stat(&content)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unparsable /proc/self/stat"))?;
+    Ok(ProcessId {
+        pid: st.pid,
+        start_time: st.start_time,
+    })
+}
+
+/// Identity of `pid` right now, if it exists.
+pub fn id_of(pid: i32) -> Option<ProcessId> {
+    stat(pid).map(|s| ProcessId {
+        pid: s.pid,
+        start_time: s.start_time,
+    })
+}
+
+impl ProcessId {
+    /// True when the same process (pid and start time) is still running and
+    /// not a zombie.
+    pub fn is_alive(&self) -> bool {
+        match stat(self.pid) {
+            Some(s) => s.start_time == self.start_time && s.state != 'Z' && s.state != 'X',
+            None => false,
+        }
+    }
+
+    /// True when the same process still exists in any state, zombie included.
+    pub fn exists(&self) -> bool {
+        matches!(stat(self.pid), Some(s) if s.start_time == self.start_time)
+    }
+}
+
+/// Device and inode of a file, as /proc/locks prints them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FileKey {
+    pub major: u32,
+    pub minor: u32,
+    pub inode: u64,
+}
+
+impl FileKey {
+    pub fn of_metadata(meta: &fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        let dev = meta.dev();
+        FileKey {
+            major: nix::sys::stat::major(dev) as u32,
+            minor: nix::sys::stat::minor(dev) as u32,
+            inode: meta.ino(),
+        }
+    }
+
+    pub fn of_path(path: &Path) -> io::Result<Self> {
+        fs::metadata(path).map(|m| Self::of_metadata(&m))
+    }
+}
+
+/// One line of /proc/locks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockEntry {
+    /// True for a waiter (`->` lines): a process blocked on this lock.
+    pub blocked: bool,
+    pub kind: String,
+    /// Pid in the namespace of the reader's /proc; 0 when not visible there.
+    pub pid: i32,
+    pub file: FileKey,
+}
+
+/// Parses /proc/locks. Lines that do not parse are skipped (the format is
+/// stable since Linux 2.6 but OFD and lease lines vary).
+pub fn parse_locks(content: &str) -> Vec<LockEntry> {
+    content.lines().filter_map(parse_lock_line).collect()
+}
+
+fn parse_lock_line(line: &str) -> Option<LockEntry> {
+    let mut words = line.split_whitespace();
+    let _id = words.next()?;
+    let mut kind = words.next()?;
+    let blocked = kind == "->";
+    if blocked {
+        kind = words.next()?;
+    }
+    let _advisory = words.next()?;
+    let _mode = words.next()?;
+    let pid = words.next()?.parse().ok()?;
+    let mut dev = words.next()?.split(':');
+    let major = u32::from_str_radix(dev.next()?, 16).ok()?;
+    let minor = u32::from_str_radix(dev.next()?, 16).ok()?;
+    let inode = dev.next()?.parse().ok()?;
+    Some(LockEntry {
+        blocked,
+        kind: kind.to_string(),
+        pid,
+        file: FileKey {
+            major,
+            minor,
+            inode,
+        },
+    })
+}
+
+/// Reads and parses /proc/locks.
+pub fn read_locks() -> io::Result<Vec<LockEntry>> {
+    fs::read_to_string("/proc/locks").map(|c| parse_locks(&c))
+}
+
+/// Clock ticks per second for converting start times.
+pub fn ticks_per_second() -> u64 {
+    match nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK) {
+        Ok(Some(t)) if t > 0 => t as u64,
+        _ => 100,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_spaces_and_parens_in_comm() {
+        let line = "1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10 18446744073709551615";
+        let st = parse_stat(line).unwrap();
+        assert_eq!(st.pid, 1234);
+        assert_eq!(st.state, 'S');
+        assert_eq!(st.ppid, 1);
+        assert_eq!(st.pgrp, 1234);
+        assert_eq!(st.start_time, 987654);
+    }
+
+    #[test]
+    fn rejects_truncated_stat() {
+        assert!(parse_stat("12 (x) S 1 2").is_none());
+        assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn self_id_is_alive() {
+        let me = self_id().unwrap();
+        assert!(me.is_alive());
+        let fake = ProcessId {
+            pid: me.pid,
+            start_time: me.start_time + 1,
+        };
+        assert!(!fake.is_alive());
+    }
+
+    #[test]
+    fn parses_proc_locks_holder_and_waiter() {
+        let c = "1: FLOCK  ADVISORY  WRITE 2219 fe:00:10010696 0 EOF\n\
+                 1: -> FLOCK  ADVISORY  WRITE 2260 fe:00:10010696 0 EOF\n\
+                 2: POSIX  ADVISORY  READ 99 08:1a:42 0 EOF\n\
+                 nonsense line\n";
+        let e = parse_locks(c);
+        assert_eq!(e.len(), 3);
+        assert!(!e[0].blocked);
+        assert!(e[1].blocked);
+        assert_eq!(e[1].pid, 2260);
+        assert_eq!(
+            e[1].file,
+            FileKey {
+                major: 0xfe,
+                minor: 0,
+                inode: 10010696
+            }
+        );
+        assert_eq!(e[2].kind, "POSIX");
+        assert_eq!(e[2].file.minor, 0x1a);
+    }
+}

@@ -1,0 +1,614 @@
+//! The driver: one select loop per supervisor that turns kernel events
+//! (signals, flock results, inotify hints, timers) into `pivot::Input`s and
+//! carries out the `pivot::Effect`s. All decisions live in `pivot` and
+//! `contention`; this module only does I/O.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use nix::sys::signal::Signal;
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook_tokio::Signals;
+use tokio::sync::oneshot;
+use tracing::{debug, error, info, warn};
+
+use crate::child::{self, Backoff, KubeletCommand};
+use crate::claims::{live_claims, Claim, ClaimError, ClaimGuard};
+use crate::contention::{judge, Contender, Verdict};
+use crate::holder::HolderRecord;
+use crate::lock::{self, LockError, LockFile};
+use crate::notify::Notifier;
+use crate::pivot::{Effect, Input, Pivot, Run, Settings, State, StopPurpose};
+use crate::procfs::{self, ProcessId};
+use crate::role::{now_rfc3339, Rank};
+use crate::watch::{Hint, Watcher};
+
+/// After an open of the lock file, how long to keep looking for the opener
+/// to block in flock (open and flock are two syscalls).
+const OPEN_WINDOW: Duration = Duration::from_millis(500);
+/// While a higher claim exists but its owner is not blocked yet.
+const PENDING_WINDOW: Duration = Duration::from_secs(2);
+/// Re-check cadence inside those windows.
+const FAST_RECHECK: Duration = Duration::from_millis(1);
+/// Cadence of group/handover polls (events usually come first).
+const SLOW_RECHECK: Duration = Duration::from_millis(5);
+/// A deferring supervisor takes the lock back after this long if the
+/// contender it deferred to never took it.
+const DEFER_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often to complain about a process group that survives SIGKILL.
+const UNKILLABLE_REPORT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error("cannot register this supervisor's claim beside lock file {lock}: {source}; the lock directory must be writable by kubelet-pivot")]
+    Claim {
+        lock: PathBuf,
+        #[source]
+        source: ClaimError,
+    },
+    #[error("cannot read this process's identity from /proc: {0}; is /proc mounted?")]
+    Proc(#[source] std::io::Error),
+    #[error("cannot install signal handlers: {0}")]
+    Signals(#[source] std::io::Error),
+}
+
+/// What a supervisor needs to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub rank: Rank,
+    pub lock_path: PathBuf,
+    pub stop_timeout: Duration,
+    pub exit_on_yield: bool,
+    pub yield_on_any_open: bool,
+    pub force_poll: bool,
+    pub kubelet: KubeletCommand,
+}
+
+/// Why the loop woke up.
+enum Wake {
+    Signal(i32),
+    Acquired(Result<(), LockError>),
+    Hint(Hint),
+    BackoffElapsed,
+    StopDeadline,
+    Recheck,
+    Watchdog,
+}
+
+struct Driver {
+    opts: Options,
+    me: ProcessId,
+    lock: LockFile,
+    _claim: ClaimGuard,
+    pivot: Pivot,
+    watcher: Watcher,
+    notifier: Notifier,
+    acquiring: Option<oneshot::Receiver<Result<(), LockError>>>,
+    /// Look at contention again until then (fast cadence).
+    recheck_until: Option<Instant>,
+    holder_since: String,
+    last_status: String,
+    last_unkillable_report: Option<Instant>,
+}
+
+async fn recv_opt<T>(rx: &mut Option<oneshot::Receiver<T>>) -> Option<T> {
+    match rx.as_mut() {
+        Some(r) => r.await.ok(),
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_opt(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn tick_opt(iv: &mut Option<tokio::time::Interval>) {
+    match iv.as_mut() {
+        Some(i) => {
+            i.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs a supervisor until it exits; returns the process exit code.
+pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
+    let me = procfs::self_id().map_err(SupervisorError::Proc)?;
+    if let Err(err) = nix::sys::prctl::set_child_subreaper(true) {
+        warn!(%err, "cannot become a child subreaper; orphaned kubelet helpers go to init");
+    }
+    lock::prepare(&opts.lock_path)?;
+    let claim = ClaimGuard::create(
+        &opts.lock_path,
+        Claim {
+            role: opts.rank.role,
+            generation: opts.rank.generation,
+            pid: me.pid,
+            start_time: me.start_time,
+            since: now_rfc3339(),
+        },
+    )
+    .map_err(|source| SupervisorError::Claim {
+        lock: opts.lock_path.clone(),
+        source,
+    })?;
+    let lock = LockFile::open(&opts.lock_path)?;
+    let mut signals =
+        Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD]).map_err(SupervisorError::Signals)?;
+    let watcher = Watcher::new(&opts.lock_path, opts.force_poll);
+    let pivot = Pivot::new(
+        Settings {
+            stop_timeout: opts.stop_timeout,
+            exit_on_yield: opts.exit_on_yield,
+        },
+        Backoff::default(),
+    );
+    info!(rank = %opts.rank, pid = me.pid, lock = %opts.lock_path.display(), watch = ?watcher.mode(), "supervisor starting");
+    let mut d = Driver {
+        opts,
+        me,
+        lock,
+        _claim: claim,
+        pivot,
+        watcher,
+        notifier: Notifier::new(),
+        acquiring: None,
+        recheck_until: None,
+        holder_since: now_rfc3339(),
+        last_status: String::new(),
+        last_unkillable_report: None,
+    };
+    let mut watchdog = Notifier::watchdog_interval().map(tokio::time::interval);
+    let mut inputs = d.apply(Effect::Acquire).await?;
+    loop {
+        d.feed_all(inputs).await?;
+        if let State::Exited(code) = d.pivot.state {
+            signals.handle().close();
+            return Ok(code);
+        }
+        d.publish_status();
+        let (backoff_until, stop_deadline) = match &d.pivot.state {
+            State::Holding(Run::Backoff { until, .. }) => (Some(*until), None),
+            State::Stopping {
+                deadline,
+                killed: false,
+                ..
+            } => (None, Some(*deadline)),
+            _ => (None, None),
+        };
+        let recheck = d.next_recheck(Instant::now());
+        let wake = tokio::select! {
+            Some(sig) = signals.next() => Wake::Signal(sig),
+            Some(res) = recv_opt(&mut d.acquiring) => Wake::Acquired(res),
+            hint = d.watcher.next() => Wake::Hint(hint),
+            _ = sleep_opt(backoff_until) => Wake::BackoffElapsed,
+            _ = sleep_opt(stop_deadline) => Wake::StopDeadline,
+            _ = sleep_opt(recheck) => Wake::Recheck,
+            _ = tick_opt(&mut watchdog) => Wake::Watchdog,
+        };
+        inputs = d.wake(wake).await?;
+    }
+}
+
+impl Driver {
+    fn rank(&self) -> Rank {
+        self.opts.rank
+    }
+
+    async fn wake(&mut self, wake: Wake) -> Result<Vec<Input>, SupervisorError> {
+        Ok(match wake {
+            Wake::Signal(sig) => self.on_signal(sig),
+            Wake::Acquired(res) => {
+                self.acquiring = None;
+                res?;
+                self.on_acquired()?
+            }
+            Wake::Hint(hint) => self.on_hint(hint),
+            Wake::BackoffElapsed => vec![Input::BackoffElapsed],
+            Wake::StopDeadline => {
+                if let Some(k) = self.pivot.kubelet() {
+                    warn!(pid = k.id.pid, timeout = ?self.opts.stop_timeout, "kubelet did not exit within --stop-timeout after SIGTERM; sending SIGKILL to its process group");
+                }
+                vec![Input::StopDeadline]
+            }
+            Wake::Recheck => self.on_recheck(),
+            Wake::Watchdog => {
+                self.notifier.watchdog();
+                vec![]
+            }
+        })
+    }
+
+    fn next_recheck(&mut self, now: Instant) -> Option<Instant> {
+        match &self.pivot.state {
+            State::Stopping { .. } | State::Deferring { .. } => Some(now + SLOW_RECHECK),
+            State::Holding(_) => match self.recheck_until {
+                Some(until) if until > now => Some(now + FAST_RECHECK),
+                _ => {
+                    self.recheck_until = None;
+                    None
+                }
+            },
+            _ => None,
+        }
+    }
+
+    async fn feed_all(&mut self, inputs: Vec<Input>) -> Result<(), SupervisorError> {
+        let mut queue: VecDeque<Input> = inputs.into();
+        while let Some(input) = queue.pop_front() {
+            debug!(?input, "input");
+            let effects = self.pivot.step(input, Instant::now());
+            for effect in effects {
+                queue.extend(self.apply(effect).await?);
+            }
+        }
+        Ok(())
+    }
+
+    fn on_signal(&mut self, sig: i32) -> Vec<Input> {
+        match sig {
+            SIGTERM | SIGINT => {
+                info!(signal = sig, "termination requested");
+                vec![Input::Terminate]
+            }
+            SIGHUP => {
+                info!("SIGHUP: restarting the kubelet");
+                vec![Input::Reload]
+            }
+            SIGCHLD => self.reap(),
+            _ => vec![],
+        }
+    }
+
+    /// Reaps exited children; reports our kubelet's exit and, while
+    /// stopping, whether its whole group is gone.
+    fn reap(&mut self) -> Vec<Input> {
+        let mut out = Vec::new();
+        let current = self.pivot.kubelet();
+        for (pid, how) in child::reap_all() {
+            if Some(pid) == current.map(|k| k.id.pid) {
+                if matches!(self.pivot.state, State::Stopping { .. }) {
+                    info!(pid, %how, "kubelet exited");
+                } else {
+                    warn!(pid, %how, "kubelet exited unexpectedly");
+                }
+                out.push(Input::KubeletExited { pid, how });
+            } else {
+                debug!(pid, %how, "reaped a process");
+            }
+        }
+        out.extend(self.group_gone_input());
+        out
+    }
+
+    fn group_gone_input(&mut self) -> Option<Input> {
+        if let State::Stopping {
+            kubelet, killed, ..
+        } = &self.pivot.state
+        {
+            if child::group_gone(kubelet.pgid()) {
+                return Some(Input::GroupGone);
+            }
+            if *killed {
+                let now = Instant::now();
+                if self
+                    .last_unkillable_report
+                    .is_none_or(|t| now.duration_since(t) >= UNKILLABLE_REPORT)
+                {
+                    self.last_unkillable_report = Some(now);
+                    error!(pgid = kubelet.pgid(), "kubelet process group is still alive after SIGKILL (a process in uninterruptible sleep?); keeping the lock so that no second kubelet starts; check `ps -o pid,stat,wchan -g {}`", kubelet.pgid());
+                }
+            }
+        }
+        None
+    }
+
+    fn on_recheck(&mut self) -> Vec<Input> {
+        match &self.pivot.state {
+            State::Stopping { .. } => {
+                let mut v = child::reap_all()
+                    .into_iter()
+                    .filter(|(pid, _)| Some(*pid) == self.pivot.kubelet().map(|k| k.id.pid))
+                    .map(|(pid, how)| Input::KubeletExited { pid, how })
+                    .collect::<Vec<_>>();
+                v.extend(self.group_gone_input());
+                v
+            }
+            State::Deferring { .. } => self.check_handover(),
+            State::Holding(_) => self.check_contention(),
+            _ => vec![],
+        }
+    }
+
+    fn on_hint(&mut self, hint: Hint) -> Vec<Input> {
+        debug!(?hint, "watch hint");
+        match (&self.pivot.state, hint) {
+            (State::Holding(_) | State::Stopping { .. }, Hint::LockChanged | Hint::Tick)
+                if !self.lock.path_is_ours() =>
+            {
+                self.handle_replacement()
+            }
+            (State::Holding(_), Hint::LockOpened) => {
+                if self.opts.yield_on_any_open {
+                    return vec![Input::Contended(Contender::AnyOpen)];
+                }
+                self.recheck_until = Some(Instant::now() + OPEN_WINDOW);
+                self.check_contention()
+            }
+            (State::Holding(_), _) => self.check_contention(),
+            (State::Deferring { .. }, _) => self.check_handover(),
+            _ => vec![],
+        }
+    }
+
+    fn verdict(&self) -> Verdict {
+        let claims = live_claims(&self.opts.lock_path, Some(self.me));
+        let locks = procfs::read_locks().unwrap_or_default();
+        judge(self.lock.key(), self.rank(), &claims, &locks)
+    }
+
+    fn check_contention(&mut self) -> Vec<Input> {
+        if !matches!(self.pivot.state, State::Holding(_)) {
+            return vec![];
+        }
+        match self.verdict() {
+            Verdict::Yield(c) => {
+                info!(contender = %c, "verified contender is blocked on the lock; yielding");
+                self.recheck_until = None;
+                vec![Input::Contended(c)]
+            }
+            Verdict::Pending { rank } => {
+                debug!(%rank, "higher claim present but not blocked on the lock yet");
+                let until = Instant::now() + PENDING_WINDOW;
+                if self.recheck_until.is_none_or(|u| u < until) {
+                    self.recheck_until = Some(until);
+                }
+                vec![]
+            }
+            Verdict::Quiet => vec![],
+        }
+    }
+
+    /// While deferring: has the contender taken the lock, or gone away?
+    fn check_handover(&mut self) -> Vec<Input> {
+        let State::Deferring { to, since } = &self.pivot.state else {
+            return vec![];
+        };
+        let locks = procfs::read_locks().unwrap_or_default();
+        let key = self.lock.key();
+        if locks.iter().any(|e| !e.blocked && e.file == key) {
+            debug!(contender = %to, "lock taken by another process");
+            return vec![Input::HandoverSeen];
+        }
+        if since.elapsed() >= DEFER_TIMEOUT {
+            warn!(contender = %to, "contender did not take the lock within {:?}; taking it back", DEFER_TIMEOUT);
+            return vec![Input::HandoverSeen];
+        }
+        if *to != Contender::AnyOpen && !matches!(self.verdict(), Verdict::Yield(_)) {
+            info!(contender = %to, "contender is no longer waiting for the lock; taking it back");
+            return vec![Input::HandoverSeen];
+        }
+        vec![]
+    }
+
+    fn on_acquired(&mut self) -> Result<Vec<Input>, SupervisorError> {
+        if !self.lock.path_is_ours() {
+            warn!(path = %self.lock.path().display(), "the lock file was deleted or replaced while we waited; reopening it");
+            let _ = self.lock.release();
+            self.lock = LockFile::open(&self.opts.lock_path)?;
+            self.watcher.rewatch_lock();
+            return self.start_acquire();
+        }
+        let defer_to = match self.verdict() {
+            Verdict::Yield(c) => {
+                info!(contender = %c, "got the lock but a higher contender is blocked on it; handing it over instead of racing it");
+                Some(c)
+            }
+            _ => None,
+        };
+        self.holder_since = now_rfc3339();
+        Ok(vec![Input::Acquired { defer_to }])
+    }
+
+    fn start_acquire(&mut self) -> Result<Vec<Input>, SupervisorError> {
+        if self.lock.try_acquire()? {
+            return self.on_acquired();
+        }
+        // Someone holds it: we stand by, blocked on the same descriptor.
+        self.notifier.ready();
+        let lock = self.lock.clone();
+        let (tx, rx) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("flock".into())
+            .spawn(move || {
+                let _ = tx.send(lock.acquire_blocking());
+            })
+            .map_err(|e| {
+                SupervisorError::Lock(LockError::Flock {
+                    path: self.lock.path().to_path_buf(),
+                    source: e,
+                })
+            })?;
+        self.acquiring = Some(rx);
+        Ok(vec![])
+    }
+
+    fn handle_replacement(&mut self) -> Vec<Input> {
+        let path = self.opts.lock_path.clone();
+        warn!(path = %path.display(), "lock file was deleted or replaced while we hold it; re-creating and re-locking it (the kubelet keeps running)");
+        let fresh = match LockFile::open(&path) {
+            Ok(f) => f,
+            Err(err) => {
+                error!(%err, "cannot re-create the lock file; stopping our kubelet and exiting so that no second kubelet can start beside it");
+                return vec![Input::LockLost];
+            }
+        };
+        match fresh.try_acquire() {
+            Ok(true) => {
+                let old = std::mem::replace(&mut self.lock, fresh);
+                // Waiters blocked on the old inode wake up, see it is no
+                // longer at the path, and reopen the new one.
+                let _ = old.release();
+                self.watcher.rewatch_lock();
+                info!(path = %path.display(), "re-created and re-locked the lock file");
+                vec![]
+            }
+            Ok(false) | Err(_) => {
+                error!(path = %path.display(), "another process locked the re-created lock file; stopping our kubelet and exiting with code 1 so that only one kubelet runs");
+                vec![Input::LockLost]
+            }
+        }
+    }
+
+    async fn apply(&mut self, effect: Effect) -> Result<Vec<Input>, SupervisorError> {
+        debug!(?effect, "effect");
+        match effect {
+            Effect::Acquire => return self.start_acquire(),
+            Effect::Release => {
+                if let Err(err) = self.lock.release() {
+                    error!(%err, "failed to release the lock");
+                }
+            }
+            Effect::Fence => self.fence().await,
+            Effect::WriteHolder => self.write_holder().await,
+            Effect::RemoveHolder => {
+                let lock = self.opts.lock_path.clone();
+                let me = self.me;
+                let res =
+                    tokio::task::spawn_blocking(move || HolderRecord::remove_if_ours(&lock, me))
+                        .await;
+                if let Ok(Err(err)) = res {
+                    warn!(%err, "failed to remove the holder record");
+                }
+            }
+            Effect::Spawn => {
+                // Runs on the main thread (current-thread runtime), which
+                // lives as long as we do: PR_SET_PDEATHSIG stays armed.
+                return Ok(
+                    match child::spawn(&self.opts.kubelet, Some(self.lock.raw_fd())) {
+                        Ok(k) => {
+                            info!(pid = k.id.pid, program = %self.opts.kubelet.program.display(), "started kubelet");
+                            vec![Input::KubeletStarted(k)]
+                        }
+                        Err(err) => {
+                            error!(%err, "kubelet failed to start; retrying with backoff");
+                            vec![Input::KubeletFailedToStart]
+                        }
+                    },
+                );
+            }
+            Effect::SignalGroup(pgid, sig) => {
+                debug!(pgid, %sig, "signalling kubelet process group");
+                child::signal_group(pgid, sig);
+            }
+            Effect::NotifyStopping => self.notifier.stopping(),
+            Effect::Exit(code) => info!(code, "supervisor exiting"),
+        }
+        Ok(vec![])
+    }
+
+    async fn write_holder(&mut self) {
+        let mut rec = HolderRecord::new(self.rank(), self.me, self.holder_since.clone());
+        if let Some(k) = self.pivot.kubelet() {
+            rec.kubelet_pid = Some(k.id.pid);
+            rec.kubelet_start_time = Some(k.id.start_time);
+        }
+        let lock = self.opts.lock_path.clone();
+        match tokio::task::spawn_blocking(move || rec.write(&lock)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                warn!(%err, "failed to write the holder record; `status` will be wrong until the next write")
+            }
+            Err(err) => warn!(%err, "holder record writer task failed"),
+        }
+    }
+
+    /// Kills whatever kubelet the previous holder left behind, and waits
+    /// until its process group is gone, before ours may start.
+    async fn fence(&mut self) {
+        let rec = match HolderRecord::read(&self.opts.lock_path) {
+            Ok(Some(r)) if r.supervisor() != self.me => r,
+            Ok(_) => return,
+            Err(err) => {
+                warn!(%err, "cannot read the previous holder record; nothing to fence");
+                return;
+            }
+        };
+        let Some(k) = rec.kubelet() else { return };
+        let leader_reused =
+            matches!(procfs::id_of(k.pid), Some(now) if now.start_time != k.start_time);
+        if leader_reused || child::group_gone(k.pid) {
+            return;
+        }
+        warn!(pgid = k.pid, previous = %rec.rank(), "the previous holder's kubelet is still running; killing its process group before starting ours");
+        let started = Instant::now();
+        let mut last_report = started;
+        loop {
+            child::signal_group(k.pid, Signal::SIGKILL);
+            child::reap_all();
+            if child::group_gone(k.pid) {
+                info!(pgid = k.pid, waited = ?started.elapsed(), "previous kubelet fenced");
+                return;
+            }
+            if last_report.elapsed() >= UNKILLABLE_REPORT {
+                last_report = Instant::now();
+                error!(pgid = k.pid, "previous kubelet's process group survives SIGKILL; not starting ours until it is gone");
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    fn status_line(&self) -> String {
+        match &self.pivot.state {
+            State::Waiting => match HolderRecord::read(&self.opts.lock_path) {
+                Ok(Some(r)) if r.is_live() && r.supervisor() != self.me => {
+                    format!("standing by: lock held by {} pid {}", r.rank(), r.pid)
+                }
+                _ if self.acquiring.is_some() => {
+                    "standing by: lock held by another process".to_string()
+                }
+                _ => "waiting for the lock".to_string(),
+            },
+            State::Deferring { to, .. } => format!("standing by: handing the lock to {to}"),
+            State::Holding(Run::Starting) => "starting kubelet".to_string(),
+            State::Holding(Run::Running(k)) => format!("running kubelet pid {}", k.id.pid),
+            State::Holding(Run::Backoff { delay, .. }) => {
+                format!(
+                    "kubelet exited; restarting in {}",
+                    humantime::format_duration(*delay)
+                )
+            }
+            State::Stopping {
+                kubelet, purpose, ..
+            } => {
+                let why = match purpose {
+                    StopPurpose::Yield(c) => format!("yielding to {c}"),
+                    StopPurpose::Shutdown => "shutting down".to_string(),
+                    StopPurpose::Restart => "restart requested".to_string(),
+                    StopPurpose::LockLost => "lock file lost".to_string(),
+                };
+                format!("stopping kubelet pid {}: {why}", kubelet.id.pid)
+            }
+            State::Exited(code) => format!("exited with code {code}"),
+        }
+    }
+
+    fn publish_status(&mut self) {
+        let line = self.status_line();
+        if line != self.last_status {
+            info!(rank = %self.rank(), yields = self.pivot.yields, "{line}");
+            self.last_status = line.clone();
+        }
+        if matches!(self.pivot.state, State::Holding(Run::Running(_))) {
+            self.notifier.ready();
+        }
+        self.notifier.status(&line);
+    }
+}
