@@ -202,9 +202,13 @@ pub fn signal_group(pgid: i32, sig: Signal) -> bool {
     }
 }
 
-/// True when no process (zombies included) is left in the group.
+/// True when no live process is left in the group (zombies do not count:
+/// they hold no files and run nothing).
 pub fn group_gone(pgid: i32) -> bool {
-    matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH))
+    match killpg(Pid::from_raw(pgid), None) {
+        Err(Errno::ESRCH) => true,
+        _ => procfs::live_group_members(pgid).is_empty(),
+    }
 }
 
 /// Capped exponential backoff between kubelet restarts.

@@ -96,6 +96,21 @@ impl ProcessId {
     }
 }
 
+/// Pids of the processes of group `pgid` that are not zombies. A zombie has
+/// released its files and locks and runs no code, so it does not count (an
+/// init that is slow to reap must not block a handoff).
+pub fn live_group_members(pgid: i32) -> Vec<i32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(stat)
+        .filter(|s| s.pgrp == pgid && s.state != 'Z' && s.state != 'X')
+        .map(|s| s.pid)
+        .collect()
+}
+
 /// Device and inode of a file, as /proc/locks prints them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FileKey {

@@ -391,9 +391,17 @@ impl Driver {
             warn!(contender = %to, "contender did not take the lock within {:?}; taking it back", DEFER_TIMEOUT);
             return vec![Input::HandoverSeen];
         }
-        if *to != Contender::AnyOpen && !matches!(self.verdict(), Verdict::Yield(_)) {
-            info!(contender = %to, "contender is no longer waiting for the lock; taking it back");
-            return vec![Input::HandoverSeen];
+        // Between our release and the contender's flock returning it is
+        // neither blocked nor holding; only its death ends the wait early.
+        let contender_pid = match to {
+            Contender::Claimant { pid, .. } | Contender::Unclaimed { pid } => Some(*pid),
+            Contender::AnyOpen => None,
+        };
+        if let Some(pid) = contender_pid {
+            if procfs::stat(pid).is_none_or(|s| s.state == 'Z' || s.state == 'X') {
+                info!(contender = %to, "contender died before taking the lock; taking it back");
+                return vec![Input::HandoverSeen];
+            }
         }
         vec![]
     }
