@@ -73,8 +73,11 @@ pub fn claims_dir(lock: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Our own claim; removed when dropped. The lock on its file lives exactly
-/// as long as this process (or this guard).
+/// Our own claim. The file is deliberately NOT removed on drop: its flock
+/// ends only when the process is gone (all threads, including one blocked
+/// in flock on the lock file), so a claim can never vanish while its owner
+/// still shows as a waiter in /proc/locks (which would make it look like an
+/// unclaimed plain kubelet). Readers remove claims whose lock is free.
 #[derive(Debug)]
 pub struct ClaimGuard {
     path: PathBuf,
@@ -107,14 +110,6 @@ impl ClaimGuard {
 
     pub fn path(&self) -> &Path {
         &self.path
-    }
-}
-
-impl Drop for ClaimGuard {
-    fn drop(&mut self) {
-        // Best effort: a leftover claim is unlocked once we are gone and is
-        // cleaned up by the next reader.
-        let _ = fs::remove_file(&self.path);
     }
 }
 
@@ -215,6 +210,8 @@ mod tests {
         assert!(!dead.exists());
         let path = g.path().to_path_buf();
         drop(g);
+        assert!(path.exists(), "a dropped claim stays until a reader sees it dead");
+        assert!(live_claims(&lock, None).is_empty());
         assert!(!path.exists());
         let _ = procfs::self_id();
     }

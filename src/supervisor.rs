@@ -348,10 +348,29 @@ impl Driver {
         }
     }
 
+    /// Looks at /proc/locks and the claims. /proc/locks is read first: a
+    /// supervisor writes its claim before it opens the lock, so any waiter
+    /// in that snapshot already has its claim on disk when the claims are
+    /// listed. A waiter judged unclaimed is confirmed with a second read (it
+    /// may have exited between the reads).
     fn verdict(&self) -> Verdict {
-        let claims = live_claims(&self.opts.lock_path, Some(self.me));
+        let key = self.lock.key();
         let locks = procfs::read_locks().unwrap_or_default();
-        judge(self.lock.key(), self.rank(), &claims, &locks)
+        let claims = live_claims(&self.opts.lock_path, Some(self.me));
+        match judge(key, self.rank(), &claims, &locks) {
+            Verdict::Yield(Contender::Unclaimed { pid }) => {
+                let still_blocked = procfs::read_locks()
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|e| e.blocked && e.file == key && e.pid == pid);
+                if still_blocked {
+                    Verdict::Yield(Contender::Unclaimed { pid })
+                } else {
+                    Verdict::Quiet
+                }
+            }
+            v => v,
+        }
     }
 
     fn check_contention(&mut self) -> Vec<Input> {
