@@ -210,7 +210,10 @@ mod tests {
         assert!(!dead.exists());
         let path = g.path().to_path_buf();
         drop(g);
-        assert!(path.exists(), "a dropped claim stays until a reader sees it dead");
+        assert!(
+            path.exists(),
+            "a dropped claim stays until a reader sees it dead"
+        );
         assert!(live_claims(&lock, None).is_empty());
         assert!(!path.exists());
         let _ = procfs::self_id();

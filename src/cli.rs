@@ -24,6 +24,58 @@ pub enum Command {
     SelfHosted(SelfHostedArgs),
     /// Show who holds the kubelet lock, the waiting claims and the config state. Exit 0 with a live holder, 3 without.
     Status(StatusArgs),
+    /// Inspect and repair the dynamic-config checkpoint store (operator commands).
+    Checkpoint(CheckpointArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckpointArgs {
+    /// Checkpoint directory for dynamic kubelet configuration.
+    #[arg(long, env = "KUBELET_PIVOT_DYNAMIC_CONFIG_DIR", default_value = DEFAULT_DYNAMIC_CONFIG_DIR, global = true)]
+    pub dynamic_config_dir: PathBuf,
+    #[command(subcommand)]
+    pub action: CheckpointAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CheckpointAction {
+    /// List checkpoints with their state (assigned, last-known-good, bad).
+    List,
+    /// Show one checkpoint's source, state and files.
+    Show {
+        /// UID of the checkpoint (see `checkpoint list`).
+        uid: String,
+    },
+    /// Checkpoint a local payload and assign it (testing and air-gapped nodes). A file becomes key --key; a directory gives one key per regular file.
+    Assign {
+        /// A KubeletConfiguration file, or a directory of ConfigMap-like key files.
+        path: PathBuf,
+        /// Key of the KubeletConfiguration in the payload.
+        #[arg(long, default_value = "kubelet")]
+        key: String,
+        /// Name recorded in the config source.
+        #[arg(long, default_value = "local")]
+        name: String,
+        /// Namespace recorded in the config source.
+        #[arg(long, default_value = "local")]
+        namespace: String,
+        /// UID (default: "local-" + the first 16 hex digits of the payload's sha256).
+        #[arg(long)]
+        uid: Option<String>,
+        /// Resource version recorded in the config source.
+        #[arg(long, default_value = "1")]
+        resource_version: String,
+        /// Assign even if the payload does not validate (to exercise the rollback).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Go back to the local config (init file or defaults): clears the assignment.
+    Reset,
+    /// Remove a config from bad-configs so it can be tried again (the proposal's out-of-band repair).
+    ForgetBad {
+        /// UID of the bad config.
+        uid: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

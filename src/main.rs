@@ -7,9 +7,11 @@ use std::process::ExitCode;
 use clap::Parser;
 use kubelet_pivot::child::KubeletCommand;
 use kubelet_pivot::cli::{Cli, Command, CommonArgs, LogFormat, OutputFormat, WatchModeArg};
+use kubelet_pivot::lifecycle::LocalConfig;
 use kubelet_pivot::lock;
+use kubelet_pivot::operator;
 use kubelet_pivot::role::Rank;
-use kubelet_pivot::status::{self, ConfigView, EXIT_NO_HOLDER};
+use kubelet_pivot::status::{self, EXIT_NO_HOLDER};
 use kubelet_pivot::supervisor::{self, Options};
 
 /// Exit code for a configuration or usage error found before start.
@@ -43,7 +45,10 @@ fn options(rank: Rank, common: CommonArgs) -> Result<Options, String> {
     let kubelet =
         KubeletCommand::resolve(&program, kubelet.collect()).map_err(|e| e.to_string())?;
     lock::check_path(&common.lock_file).map_err(|e| e.to_string())?;
+    let local = LocalConfig::load(common.init_config.as_deref()).map_err(|e| e.to_string())?;
     Ok(Options {
+        store_dir: common.dynamic_config_dir,
+        local,
         rank,
         lock_path: common.lock_file,
         stop_timeout: common.stop_timeout,
@@ -84,8 +89,14 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Bootstrap(a) => supervise(Rank::BOOTSTRAP, a.common),
         Command::SelfHosted(a) => supervise(Rank::self_hosted(a.generation), a.common),
+        Command::Checkpoint(a) => {
+            match operator::run(&a.dynamic_config_dir, a.action, &mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => fail(EXIT_FAILURE, err),
+            }
+        }
         Command::Status(a) => {
-            let report = status::report(&a.lock_file, ConfigView::default());
+            let report = status::report(&a.lock_file, &a.dynamic_config_dir);
             let printed = match a.output {
                 OutputFormat::Json => serde_json::to_string_pretty(&report)
                     .map_err(std::io::Error::other)

@@ -11,6 +11,7 @@ use crate::claims::{live_claims, Claim};
 use crate::holder::{HolderError, HolderRecord};
 use crate::procfs::{self, FileKey};
 use crate::role::Role;
+use crate::store::{Store, StoreError};
 
 /// Exit code of `status` when no live holder exists.
 pub const EXIT_NO_HOLDER: i32 = 3;
@@ -64,10 +65,35 @@ pub struct LockView {
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigView {
+    /// What the holder last applied: {origin, source, hashAlgorithm, hash, since}.
     pub active: Option<serde_json::Value>,
     pub assigned: Option<serde_json::Value>,
     pub last_known_good: Option<serde_json::Value>,
     pub error: Option<String>,
+    pub bad_configs: serde_json::Value,
+}
+
+impl ConfigView {
+    /// Reads the checkpoint store without writing anything.
+    pub fn from_store(dir: &Path) -> (ConfigView, Vec<String>) {
+        let store = Store::open_read_only(dir);
+        let mut warnings = Vec::new();
+        let mut warn = |e: StoreError| warnings.push(e.to_string());
+        let json =
+            |v: Option<crate::store::ConfigSource>| v.and_then(|v| serde_json::to_value(v).ok());
+        let assigned = store.assigned().map_err(&mut warn).ok().flatten();
+        let lkg = store.last_known_good().map_err(&mut warn).ok().flatten();
+        let effective = store.effective_record().map_err(&mut warn).ok().flatten();
+        let bad = store.bad_configs().map_err(&mut warn).unwrap_or_default();
+        let view = ConfigView {
+            error: effective.as_ref().and_then(|e| e.error.clone()),
+            active: effective.and_then(|e| serde_json::to_value(e).ok()),
+            assigned: json(assigned),
+            last_known_good: json(lkg),
+            bad_configs: serde_json::to_value(bad).unwrap_or_default(),
+        };
+        (view, warnings)
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -122,11 +148,11 @@ pub fn lock_view(lock: &Path) -> LockView {
     }
 }
 
-pub fn report(lock: &Path, config: ConfigView) -> Report {
-    Report {
-        lock: lock_view(lock),
-        config,
-    }
+pub fn report(lock: &Path, store_dir: &Path) -> Report {
+    let mut lock = lock_view(lock);
+    let (config, warnings) = ConfigView::from_store(store_dir);
+    lock.warnings.extend(warnings);
+    Report { lock, config }
 }
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {

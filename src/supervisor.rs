@@ -18,11 +18,13 @@ use crate::child::{self, Backoff, KubeletCommand};
 use crate::claims::{live_claims, Claim, ClaimError, ClaimGuard};
 use crate::contention::{judge, Contender, Verdict};
 use crate::holder::HolderRecord;
+use crate::lifecycle::{self, Access, LocalConfig, Resolved};
 use crate::lock::{self, LockError, LockFile};
 use crate::notify::Notifier;
 use crate::pivot::{Effect, Input, Pivot, Run, Settings, State, StopPurpose};
 use crate::procfs::{self, ProcessId};
 use crate::role::{now_rfc3339, Rank};
+use crate::store::{Store, StoreError};
 use crate::watch::{Hint, Watcher};
 
 /// After an open of the lock file, how long to keep looking for the opener
@@ -54,6 +56,8 @@ pub enum SupervisorError {
     Proc(#[source] std::io::Error),
     #[error("cannot install signal handlers: {0}")]
     Signals(#[source] std::io::Error),
+    #[error("cannot open the checkpoint store: {0}")]
+    Store(#[from] StoreError),
 }
 
 /// What a supervisor needs to run.
@@ -66,6 +70,10 @@ pub struct Options {
     pub yield_on_any_open: bool,
     pub force_poll: bool,
     pub kubelet: KubeletCommand,
+    /// The dynamic-config checkpoint directory.
+    pub store_dir: PathBuf,
+    /// The validated local config (init file or defaults).
+    pub local: LocalConfig,
 }
 
 /// Why the loop woke up.
@@ -93,6 +101,21 @@ struct Driver {
     holder_since: String,
     last_status: String,
     last_unkillable_report: Option<Instant>,
+    store: Store,
+    /// The config the running (or next) kubelet was started with.
+    applied: Option<Resolved>,
+    holder_since_time: std::time::SystemTime,
+}
+
+/// Runs blocking store I/O off the async loop.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => Some(v),
+        Err(err) => {
+            error!(%err, "store task failed");
+            None
+        }
+    }
 }
 
 async fn recv_opt<T>(rx: &mut Option<oneshot::Receiver<T>>) -> Option<T> {
@@ -140,9 +163,10 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         source,
     })?;
     let lock = LockFile::open(&opts.lock_path)?;
+    let store = Store::open(&opts.store_dir)?;
     let mut signals =
         Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD]).map_err(SupervisorError::Signals)?;
-    let watcher = Watcher::new(&opts.lock_path, opts.force_poll);
+    let watcher = Watcher::new(&opts.lock_path, Some(&store.meta_path()), opts.force_poll);
     let pivot = Pivot::new(
         Settings {
             stop_timeout: opts.stop_timeout,
@@ -164,6 +188,9 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         holder_since: now_rfc3339(),
         last_status: String::new(),
         last_unkillable_report: None,
+        store,
+        applied: None,
+        holder_since_time: std::time::SystemTime::now(),
     };
     let mut watchdog = Notifier::watchdog_interval().map(tokio::time::interval);
     let mut inputs = d.apply(Effect::Acquire).await?;
@@ -204,13 +231,19 @@ impl Driver {
 
     async fn wake(&mut self, wake: Wake) -> Result<Vec<Input>, SupervisorError> {
         Ok(match wake {
-            Wake::Signal(sig) => self.on_signal(sig),
+            Wake::Signal(sig) => self.on_signal(sig).await,
             Wake::Acquired(res) => {
                 self.acquiring = None;
                 res?;
                 self.on_acquired()?
             }
-            Wake::Hint(hint) => self.on_hint(hint),
+            Wake::Hint(hint) => {
+                let mut inputs = self.on_hint(hint);
+                if matches!(hint, Hint::ConfigChanged | Hint::Tick) {
+                    inputs.extend(self.check_config().await);
+                }
+                inputs
+            }
             Wake::BackoffElapsed => vec![Input::BackoffElapsed],
             Wake::StopDeadline => {
                 if let Some(k) = self.pivot.kubelet() {
@@ -252,7 +285,7 @@ impl Driver {
         Ok(())
     }
 
-    fn on_signal(&mut self, sig: i32) -> Vec<Input> {
+    async fn on_signal(&mut self, sig: i32) -> Vec<Input> {
         match sig {
             SIGTERM | SIGINT => {
                 info!(signal = sig, "termination requested");
@@ -262,14 +295,14 @@ impl Driver {
                 info!("SIGHUP: restarting the kubelet");
                 vec![Input::Reload]
             }
-            SIGCHLD => self.reap(),
+            SIGCHLD => self.reap().await,
             _ => vec![],
         }
     }
 
     /// Reaps exited children; reports our kubelet's exit and, while
     /// stopping, whether its whole group is gone.
-    fn reap(&mut self) -> Vec<Input> {
+    async fn reap(&mut self) -> Vec<Input> {
         let mut out = Vec::new();
         let current = self.pivot.kubelet();
         for (pid, how) in child::reap_all() {
@@ -278,6 +311,7 @@ impl Driver {
                     info!(pid, %how, "kubelet exited");
                 } else {
                     warn!(pid, %how, "kubelet exited unexpectedly");
+                    self.count_crash().await;
                 }
                 out.push(Input::KubeletExited { pid, how });
             } else {
@@ -308,6 +342,86 @@ impl Driver {
             }
         }
         None
+    }
+
+    /// A kubelet exit we did not cause counts against a config on trial.
+    async fn count_crash(&mut self) {
+        let Some(applied) = self.applied.clone() else {
+            return;
+        };
+        let store = self.store.clone();
+        let since = self.holder_since_time;
+        match blocking(move || lifecycle::on_crash(&store, &applied, since)).await {
+            Some(Ok(Some(reason))) => {
+                warn!(%reason, "config crash-looped in its trial period; rolling back to last-known-good");
+                // The next start runs last-known-good: start it promptly.
+                self.pivot.backoff.reset();
+            }
+            Some(Err(err)) => {
+                error!(%err, "cannot record the kubelet crash in the checkpoint store")
+            }
+            _ => {}
+        }
+    }
+
+    /// On a store change (or the safety tick): restart the kubelet when the
+    /// effective config changed; promote a config that survived its trial.
+    async fn check_config(&mut self) -> Vec<Input> {
+        if !matches!(self.pivot.state, State::Holding(Run::Running(_))) {
+            return vec![];
+        }
+        let Some(applied) = self.applied.clone() else {
+            return vec![];
+        };
+        let store = self.store.clone();
+        let local = self.opts.local.clone();
+        let Some((resolved, promoted)) = blocking(move || {
+            let promoted = lifecycle::maybe_promote(&store, &applied);
+            (lifecycle::resolve(&store, &local, Access::Holder), promoted)
+        })
+        .await
+        else {
+            return vec![];
+        };
+        if let Err(err) = promoted {
+            error!(%err, "cannot promote the config to last-known-good");
+        }
+        let old_hash = self.applied.as_ref().map(Resolved::hash);
+        if Some(resolved.hash()) != old_hash {
+            info!(from = ?old_hash, to = %resolved.hash(), config = %resolved.describe(), "effective kubelet config changed; restarting the kubelet with it");
+            return vec![Input::Reload];
+        }
+        self.applied = Some(resolved);
+        vec![]
+    }
+
+    /// Resolves the config for the next kubelet start and writes the file
+    /// the kubelet reads. Returns the kubelet command to run.
+    async fn prepare_config(&mut self) -> Option<KubeletCommand> {
+        let store = self.store.clone();
+        let local = self.opts.local.clone();
+        let result = blocking(move || {
+            let resolved = lifecycle::resolve(&store, &local, Access::Holder);
+            lifecycle::on_applied(&store, &resolved)?;
+            let path = store.write_effective_config(&resolved.config.effective_bytes())?;
+            Ok::<_, StoreError>((resolved, path))
+        })
+        .await?;
+        match result {
+            Ok((resolved, path)) => {
+                info!(config = %resolved.describe(), hash = %resolved.hash(), error = ?resolved.error.as_ref().map(|e| e.to_string()), "kubelet config resolved");
+                let cmd = KubeletCommand {
+                    program: self.opts.kubelet.program.clone(),
+                    args: lifecycle::kubelet_args(&self.opts.kubelet.args, &path),
+                };
+                self.applied = Some(resolved);
+                Some(cmd)
+            }
+            Err(err) => {
+                error!(%err, "cannot write the effective kubelet config; not starting the kubelet (will retry with backoff)");
+                None
+            }
+        }
     }
 
     fn on_recheck(&mut self) -> Vec<Input> {
@@ -441,6 +555,7 @@ impl Driver {
             _ => None,
         };
         self.holder_since = now_rfc3339();
+        self.holder_since_time = std::time::SystemTime::now();
         Ok(vec![Input::Acquired { defer_to }])
     }
 
@@ -516,20 +631,21 @@ impl Driver {
                 }
             }
             Effect::Spawn => {
+                let Some(cmd) = self.prepare_config().await else {
+                    return Ok(vec![Input::KubeletFailedToStart]);
+                };
                 // Runs on the main thread (current-thread runtime), which
                 // lives as long as we do: PR_SET_PDEATHSIG stays armed.
-                return Ok(
-                    match child::spawn(&self.opts.kubelet, Some(self.lock.raw_fd())) {
-                        Ok(k) => {
-                            info!(pid = k.id.pid, program = %self.opts.kubelet.program.display(), "started kubelet");
-                            vec![Input::KubeletStarted(k)]
-                        }
-                        Err(err) => {
-                            error!(%err, "kubelet failed to start; retrying with backoff");
-                            vec![Input::KubeletFailedToStart]
-                        }
-                    },
-                );
+                return Ok(match child::spawn(&cmd, Some(self.lock.raw_fd())) {
+                    Ok(k) => {
+                        info!(pid = k.id.pid, program = %self.opts.kubelet.program.display(), "started kubelet");
+                        vec![Input::KubeletStarted(k)]
+                    }
+                    Err(err) => {
+                        error!(%err, "kubelet failed to start; retrying with backoff");
+                        vec![Input::KubeletFailedToStart]
+                    }
+                });
             }
             Effect::SignalGroup(pgid, sig) => {
                 debug!(pgid, %sig, "signalling kubelet process group");

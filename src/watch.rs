@@ -29,6 +29,8 @@ pub enum Hint {
     ClaimsChanged,
     /// The holder record was written or removed.
     HolderChanged,
+    /// meta/assigned or meta/last-known-good of the checkpoint store changed.
+    ConfigChanged,
     /// Nothing specific: time to look (polling mode or safety tick).
     Tick,
 }
@@ -47,6 +49,8 @@ pub struct Watcher {
     lock_wd: Option<WatchDescriptor>,
     dir_wd: Option<WatchDescriptor>,
     claims_wd: Option<WatchDescriptor>,
+    meta_dir: Option<PathBuf>,
+    meta_wd: Option<WatchDescriptor>,
 }
 
 fn name_of(p: &Path) -> OsString {
@@ -56,7 +60,8 @@ fn name_of(p: &Path) -> OsString {
 impl Watcher {
     /// Sets up watches; on any inotify failure logs a warning and polls.
     /// `force_poll` selects polling on purpose (`--watch-mode poll`).
-    pub fn new(lock_path: &Path, force_poll: bool) -> Watcher {
+    /// `meta_dir` is the checkpoint store's meta directory (config changes).
+    pub fn new(lock_path: &Path, meta_dir: Option<&Path>, force_poll: bool) -> Watcher {
         let mut w = Watcher {
             lock_path: lock_path.to_path_buf(),
             lock_name: name_of(lock_path),
@@ -65,6 +70,8 @@ impl Watcher {
             lock_wd: None,
             dir_wd: None,
             claims_wd: None,
+            meta_dir: meta_dir.map(Path::to_path_buf),
+            meta_wd: None,
         };
         if force_poll {
             tracing::info!(
@@ -107,6 +114,12 @@ impl Watcher {
             claims_dir(&self.lock_path),
             WatchMask::MOVED_TO | WatchMask::DELETE | WatchMask::MOVED_FROM,
         )?);
+        if let Some(meta) = &self.meta_dir {
+            self.meta_wd = Some(watches.add(
+                meta,
+                WatchMask::MOVED_TO | WatchMask::DELETE | WatchMask::CLOSE_WRITE,
+            )?);
+        }
         self.stream = Some(inotify.into_event_stream(vec![0u8; 4096])?);
         Ok(())
     }
@@ -160,6 +173,9 @@ impl Watcher {
         }
         if wd == self.claims_wd {
             return Hint::ClaimsChanged;
+        }
+        if wd == self.meta_wd {
+            return Hint::ConfigChanged;
         }
         if wd == self.dir_wd {
             match event.name.as_deref() {

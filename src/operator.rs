@@ -1,0 +1,208 @@
+//! `kubelet-pivot checkpoint ...`: the operator's view of, and repairs to,
+//! the checkpoint store. Writes take the store's writer lock.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use crate::cli::CheckpointAction;
+use crate::kubeconfig::KubeletConfig;
+use crate::store::{ConfigSource, Store, StoreError, MAX_PAYLOAD};
+
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("payload has no key {key:?} (keys: {keys}); pass --key")]
+    MissingKey { key: String, keys: String },
+    #[error("{path} is not a valid KubeletConfiguration: {detail}; fix it, or pass --force to assign it anyway and watch the node roll back")]
+    Invalid { path: String, detail: String },
+    #[error("no checkpoint with UID {0}; see `kubelet-pivot checkpoint list`")]
+    NoSuchUid(String),
+    #[error("cannot write output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+fn read_payload(path: &Path, key: &str) -> Result<BTreeMap<String, Vec<u8>>, OperatorError> {
+    let read = |p: &Path| {
+        fs::read(p).map_err(|e| OperatorError::Read {
+            path: p.display().to_string(),
+            source: e,
+        })
+    };
+    let mut files = BTreeMap::new();
+    let meta = fs::metadata(path).map_err(|e| OperatorError::Read {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    if meta.is_dir() {
+        let entries = fs::read_dir(path).map_err(|e| OperatorError::Read {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+        for entry in entries.flatten() {
+            let p = entry.path();
+            if entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
+                files.insert(entry.file_name().to_string_lossy().into_owned(), read(&p)?);
+            }
+        }
+    } else {
+        files.insert(key.to_string(), read(path)?);
+    }
+    Ok(files)
+}
+
+fn payload_uid(files: &BTreeMap<String, Vec<u8>>) -> String {
+    let mut h = Sha256::new();
+    for (k, v) in files {
+        h.update((k.len() as u64).to_le_bytes());
+        h.update(k.as_bytes());
+        h.update((v.len() as u64).to_le_bytes());
+        h.update(v);
+    }
+    let digest = h.finalize();
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("local-{hex}")
+}
+
+/// Runs a checkpoint subcommand, printing to `out`.
+pub fn run(
+    dir: &Path,
+    action: CheckpointAction,
+    out: &mut impl Write,
+) -> Result<(), OperatorError> {
+    match action {
+        CheckpointAction::List => {
+            let store = Store::open_read_only(dir);
+            let assigned = store.assigned()?;
+            let lkg = store.last_known_good()?;
+            let bad = store.bad_configs()?;
+            writeln!(out, "{:<28} {:<16} STATE", "UID", "RESOURCEVERSION")?;
+            for (uid, rv) in store.list_checkpoints() {
+                let mut marks = Vec::new();
+                let is = |s: &Option<ConfigSource>| {
+                    s.as_ref()
+                        .is_some_and(|s| s.uid == uid && s.resource_version == rv)
+                };
+                if is(&assigned) {
+                    marks.push("assigned".to_string());
+                }
+                if is(&lkg) {
+                    marks.push("last-known-good".to_string());
+                }
+                if let Some(b) = bad.get(&uid).filter(|b| b.resource_version == rv) {
+                    marks.push(format!("bad since {}: {}", b.time, b.reason));
+                }
+                writeln!(out, "{uid:<28} {rv:<16} {}", marks.join(", "))?;
+            }
+            Ok(())
+        }
+        CheckpointAction::Show { uid } => {
+            let store = Store::open_read_only(dir);
+            let versions: Vec<String> = store
+                .list_checkpoints()
+                .into_iter()
+                .filter(|(u, _)| *u == uid)
+                .map(|(_, rv)| rv)
+                .collect();
+            if versions.is_empty() {
+                return Err(OperatorError::NoSuchUid(uid));
+            }
+            let assigned = store.assigned()?;
+            let bad = store.bad_configs()?;
+            for rv in versions {
+                let src = assigned
+                    .clone()
+                    .filter(|a| a.uid == uid && a.resource_version == rv)
+                    .unwrap_or(ConfigSource {
+                        namespace: "?".into(),
+                        name: "?".into(),
+                        uid: uid.clone(),
+                        resource_version: rv.clone(),
+                        kubelet_config_key: "kubelet".into(),
+                    });
+                writeln!(out, "UID {uid} RESOURCEVERSION {rv}")?;
+                if let Some(b) = bad.get(&uid).filter(|b| b.resource_version == rv) {
+                    writeln!(out, "BAD since {}: {}", b.time, b.reason)?;
+                }
+                for (key, data) in store.load_checkpoint(&src)? {
+                    writeln!(out, "--- {key} ({} bytes)", data.len())?;
+                    writeln!(out, "{}", String::from_utf8_lossy(&data))?;
+                }
+            }
+            Ok(())
+        }
+        CheckpointAction::Assign {
+            path,
+            key,
+            name,
+            namespace,
+            uid,
+            resource_version,
+            force,
+        } => {
+            let files = read_payload(&path, &key)?;
+            let size: usize = files.values().map(Vec::len).sum();
+            if size > MAX_PAYLOAD {
+                return Err(StoreError::TooLarge { size }.into());
+            }
+            let Some(body) = files.get(&key) else {
+                return Err(OperatorError::MissingKey {
+                    key,
+                    keys: files.keys().cloned().collect::<Vec<_>>().join(", "),
+                });
+            };
+            if let Err(e) = KubeletConfig::parse_and_validate(body) {
+                if !force {
+                    return Err(OperatorError::Invalid {
+                        path: path.display().to_string(),
+                        detail: e.to_string(),
+                    });
+                }
+                writeln!(out, "warning: assigning an invalid config (--force): {e}")?;
+            }
+            let src = ConfigSource {
+                namespace,
+                name,
+                uid: uid.unwrap_or_else(|| payload_uid(&files)),
+                resource_version,
+                kubelet_config_key: key,
+            };
+            let store = Store::open(dir)?;
+            let _guard = store.lock()?;
+            store.save_checkpoint(&src, &files)?;
+            store.set_assigned(Some(&src))?;
+            writeln!(out, "assigned {src}")?;
+            Ok(())
+        }
+        CheckpointAction::Reset => {
+            let store = Store::open(dir)?;
+            let _guard = store.lock()?;
+            store.set_assigned(None)?;
+            writeln!(out, "assignment cleared: the node runs its local config")?;
+            Ok(())
+        }
+        CheckpointAction::ForgetBad { uid } => {
+            let store = Store::open(dir)?;
+            let _guard = store.lock()?;
+            if store.forget_bad(&uid)? {
+                writeln!(
+                    out,
+                    "forgot bad config {uid}; it will be tried again if assigned"
+                )?;
+                Ok(())
+            } else {
+                Err(OperatorError::NoSuchUid(uid))
+            }
+        }
+    }
+}

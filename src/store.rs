@@ -1,0 +1,632 @@
+//! The dynamic-config checkpoint store under `--dynamic-config-dir`, shared
+//! by every supervisor of the node:
+//!
+//! ```text
+//! meta/assigned              ConfigSource JSON (absent = local config)
+//! meta/last-known-good       ConfigSource JSON (absent = local config)
+//! checkpoints/{uid}/{resourceVersion}/{key files}
+//! v1/bad-configs.json        {uid: {time, reason, resourceVersion}}
+//! v1/startups.json           [RFC 3339, ...] kubelet restarts after crashes in the trial
+//! v1/trial.json              {source, since}: the stored trial clock
+//! v1/effective.json          what runs: source, hash + algorithm, error
+//! effective/kubelet-config.json   the file the kubelet is started with
+//! ```
+//!
+//! Every file is written with `fsutil::write_atomic`; a checkpoint directory
+//! is filled under a temp name and renamed into place, so readers (and a
+//! crash at any instruction) see the old or the new state only. Directories
+//! are 0700, files 0600, symlinks anywhere below the root are refused.
+//! Writers serialize on a flock of `.store.lock` (held only while writing).
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use crate::fsutil::{self, FsError, TEMP_PREFIX};
+
+pub const DIR_MODE: u32 = 0o700;
+pub const FILE_MODE: u32 = 0o600;
+/// Largest payload (all files of one checkpoint together).
+pub const MAX_PAYLOAD: usize = 1024 * 1024;
+/// Longest ConfigMap key.
+const MAX_KEY_LEN: usize = 253;
+
+/// A remote config source, as the Dynamic Kubelet Configuration proposal
+/// serializes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigSource {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub resource_version: String,
+    pub kubelet_config_key: String,
+}
+
+impl std::fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ConfigMap {}/{} (UID: {}, ResourceVersion: {})",
+            self.namespace, self.name, self.uid, self.resource_version
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BadEntry {
+    pub time: String,
+    pub reason: String,
+    pub resource_version: String,
+}
+
+pub type BadConfigs = BTreeMap<String, BadEntry>;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Trial {
+    pub source: ConfigSource,
+    /// RFC 3339 start of the trial (when this assignment was first applied).
+    pub since: String,
+}
+
+/// What a holder last applied (for `status` and hash comparison).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectiveRecord {
+    /// `None` = the local config (init file or defaults).
+    pub source: Option<ConfigSource>,
+    /// "assigned", "last-known-good" or "local".
+    pub origin: String,
+    pub hash_algorithm: String,
+    pub hash: String,
+    pub error: Option<String>,
+    pub since: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    #[error(
+        "{path} is a symlink; kubelet-pivot refuses symlinks in the checkpoint store (remove it)"
+    )]
+    Symlink { path: PathBuf },
+    #[error("{path} is corrupt ({reason}); it was not written by kubelet-pivot's atomic writer: inspect it, then remove it or run `kubelet-pivot checkpoint reset`")]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("invalid payload key {key:?}: {reason}")]
+    BadKey { key: String, reason: &'static str },
+    #[error("payload of {size} bytes exceeds the {MAX_PAYLOAD}-byte limit")]
+    TooLarge { size: usize },
+    #[error("invalid {what} {value:?}: {reason}")]
+    BadSource {
+        what: &'static str,
+        value: String,
+        reason: &'static str,
+    },
+    #[error("checkpoint {uid}/{resource_version} not found in {dir}")]
+    MissingCheckpoint {
+        uid: String,
+        resource_version: String,
+        dir: PathBuf,
+    },
+    #[error("failed to lock the store ({path}): {source}")]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Validates a ConfigMap key used as a file name: `[-._a-zA-Z0-9]+`, not
+/// `.` or `..`, at most 253 characters.
+pub fn validate_key(key: &str) -> Result<(), StoreError> {
+    let bad = |reason| {
+        Err(StoreError::BadKey {
+            key: key.to_string(),
+            reason,
+        })
+    };
+    if key.is_empty() {
+        return bad("empty");
+    }
+    if key.len() > MAX_KEY_LEN {
+        return bad("longer than 253 characters");
+    }
+    if key == "." || key == ".." {
+        return bad("'.' and '..' are not allowed");
+    }
+    if key.starts_with(TEMP_PREFIX) {
+        return bad("reserved prefix");
+    }
+    if !key
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+    {
+        return bad("must consist of alphanumeric characters, '-', '_' or '.'");
+    }
+    Ok(())
+}
+
+/// uid and resourceVersion become directory names: same rules as keys.
+fn validate_path_part(what: &'static str, value: &str) -> Result<(), StoreError> {
+    validate_key(value).map_err(|e| match e {
+        StoreError::BadKey { reason, .. } => StoreError::BadSource {
+            what,
+            value: value.to_string(),
+            reason,
+        },
+        other => other,
+    })
+}
+
+impl ConfigSource {
+    pub fn validate(&self) -> Result<(), StoreError> {
+        validate_path_part("uid", &self.uid)?;
+        validate_path_part("resourceVersion", &self.resource_version)?;
+        validate_key(&self.kubelet_config_key)?;
+        if self.namespace.is_empty() || self.name.is_empty() {
+            return Err(StoreError::BadSource {
+                what: "namespace/name",
+                value: format!("{}/{}", self.namespace, self.name),
+                reason: "namespace and name are required",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Held while writing; released on drop.
+pub struct StoreLock {
+    _file: File,
+}
+
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+impl Store {
+    /// Opens the store, creating its directories (0700) if needed, and
+    /// removes leftovers of interrupted writes.
+    pub fn open(root: &Path) -> Result<Store, StoreError> {
+        let store = Store {
+            root: root.to_path_buf(),
+        };
+        for dir in [
+            root.to_path_buf(),
+            store.meta_dir(),
+            store.checkpoints_dir(),
+            store.v1_dir(),
+            store.effective_dir(),
+        ] {
+            store.check_no_symlink(&dir)?;
+            fsutil::ensure_dir(&dir, DIR_MODE)?;
+        }
+        Ok(store)
+    }
+
+    /// Opens an existing store read-only (for `status`): nothing is created.
+    pub fn open_read_only(root: &Path) -> Store {
+        Store {
+            root: root.to_path_buf(),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    fn meta_dir(&self) -> PathBuf {
+        self.root.join("meta")
+    }
+    fn checkpoints_dir(&self) -> PathBuf {
+        self.root.join("checkpoints")
+    }
+    fn v1_dir(&self) -> PathBuf {
+        self.root.join("v1")
+    }
+    fn effective_dir(&self) -> PathBuf {
+        self.root.join("effective")
+    }
+    pub fn meta_path(&self) -> PathBuf {
+        self.meta_dir()
+    }
+    pub fn effective_config_path(&self) -> PathBuf {
+        self.effective_dir().join("kubelet-config.json")
+    }
+
+    /// Refuses a path below the root any component of which is a symlink.
+    fn check_no_symlink(&self, path: &Path) -> Result<(), StoreError> {
+        let mut cur = PathBuf::new();
+        for comp in path.components() {
+            cur.push(comp);
+            if matches!(comp, Component::RootDir | Component::Prefix(_)) {
+                continue;
+            }
+            // Only components at or below the store root are ours to police.
+            if !cur.starts_with(&self.root) {
+                continue;
+            }
+            match fs::symlink_metadata(&cur) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    return Err(StoreError::Symlink { path: cur });
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Serializes writers (supervisors and the operator CLI).
+    pub fn lock(&self) -> Result<StoreLock, StoreError> {
+        let path = self.root.join(".store.lock");
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(FILE_MODE)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| StoreError::Lock {
+                path: path.clone(),
+                source: e,
+            })?;
+        loop {
+            match fs2::FileExt::lock_exclusive(&file) {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(StoreError::Lock { path, source: e }),
+            }
+        }
+        Ok(StoreLock { _file: file })
+    }
+
+    fn read_json<T: DeserializeOwned>(&self, path: &Path) -> Result<Option<T>, StoreError> {
+        self.check_no_symlink(path)?;
+        let Some(bytes) = fsutil::read_nofollow(path).map_err(|e| self.symlink_or(path, e))? else {
+            return Ok(None);
+        };
+        if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+            return Ok(None);
+        }
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })
+    }
+
+    fn symlink_or(&self, path: &Path, e: FsError) -> StoreError {
+        if e.io_error().raw_os_error() == Some(libc::ELOOP) {
+            StoreError::Symlink {
+                path: path.to_path_buf(),
+            }
+        } else {
+            StoreError::Fs(e)
+        }
+    }
+
+    fn write_json<T: Serialize>(&self, path: &Path, value: &T) -> Result<(), StoreError> {
+        self.check_no_symlink(path)?;
+        let data = serde_json::to_vec_pretty(value).map_err(|e| StoreError::Corrupt {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        fsutil::write_atomic(path, &data, FILE_MODE)?;
+        Ok(())
+    }
+
+    fn write_optional(&self, path: &Path, src: Option<&ConfigSource>) -> Result<(), StoreError> {
+        match src {
+            Some(s) => {
+                s.validate()?;
+                self.write_json(path, s)
+            }
+            None => Ok(fsutil::remove_durable(path)?),
+        }
+    }
+
+    pub fn assigned(&self) -> Result<Option<ConfigSource>, StoreError> {
+        self.read_json(&self.meta_dir().join("assigned"))
+    }
+    pub fn set_assigned(&self, src: Option<&ConfigSource>) -> Result<(), StoreError> {
+        self.write_optional(&self.meta_dir().join("assigned"), src)
+    }
+    pub fn last_known_good(&self) -> Result<Option<ConfigSource>, StoreError> {
+        self.read_json(&self.meta_dir().join("last-known-good"))
+    }
+    pub fn set_last_known_good(&self, src: Option<&ConfigSource>) -> Result<(), StoreError> {
+        self.write_optional(&self.meta_dir().join("last-known-good"), src)
+    }
+
+    pub fn bad_configs(&self) -> Result<BadConfigs, StoreError> {
+        Ok(self
+            .read_json(&self.v1_dir().join("bad-configs.json"))?
+            .unwrap_or_default())
+    }
+    /// Whether this exact source (uid and resourceVersion) is known bad.
+    pub fn bad_entry(&self, src: &ConfigSource) -> Result<Option<BadEntry>, StoreError> {
+        Ok(self
+            .bad_configs()?
+            .remove(&src.uid)
+            .filter(|e| e.resource_version == src.resource_version))
+    }
+    pub fn mark_bad(&self, src: &ConfigSource, reason: &str, time: &str) -> Result<(), StoreError> {
+        let mut bad = self.bad_configs()?;
+        bad.insert(
+            src.uid.clone(),
+            BadEntry {
+                time: time.to_string(),
+                reason: reason.to_string(),
+                resource_version: src.resource_version.clone(),
+            },
+        );
+        self.write_json(&self.v1_dir().join("bad-configs.json"), &bad)
+    }
+    /// Returns whether an entry was removed.
+    pub fn forget_bad(&self, uid: &str) -> Result<bool, StoreError> {
+        let mut bad = self.bad_configs()?;
+        let removed = bad.remove(uid).is_some();
+        if removed {
+            self.write_json(&self.v1_dir().join("bad-configs.json"), &bad)?;
+        }
+        Ok(removed)
+    }
+
+    pub fn startups(&self) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .read_json(&self.v1_dir().join("startups.json"))?
+            .unwrap_or_default())
+    }
+    pub fn set_startups(&self, list: &[String]) -> Result<(), StoreError> {
+        self.write_json(&self.v1_dir().join("startups.json"), &list)
+    }
+
+    pub fn trial(&self) -> Result<Option<Trial>, StoreError> {
+        self.read_json(&self.v1_dir().join("trial.json"))
+    }
+    pub fn set_trial(&self, trial: Option<&Trial>) -> Result<(), StoreError> {
+        let path = self.v1_dir().join("trial.json");
+        match trial {
+            Some(t) => self.write_json(&path, t),
+            None => Ok(fsutil::remove_durable(&path)?),
+        }
+    }
+
+    pub fn effective_record(&self) -> Result<Option<EffectiveRecord>, StoreError> {
+        self.read_json(&self.v1_dir().join("effective.json"))
+    }
+    pub fn set_effective_record(&self, rec: &EffectiveRecord) -> Result<(), StoreError> {
+        self.write_json(&self.v1_dir().join("effective.json"), rec)
+    }
+    /// Writes the config file the kubelet is started with.
+    pub fn write_effective_config(&self, bytes: &[u8]) -> Result<PathBuf, StoreError> {
+        let path = self.effective_config_path();
+        self.check_no_symlink(&path)?;
+        fsutil::write_atomic(&path, bytes, FILE_MODE)?;
+        Ok(path)
+    }
+
+    fn checkpoint_dir(&self, uid: &str, rv: &str) -> PathBuf {
+        self.checkpoints_dir().join(uid).join(rv)
+    }
+
+    /// Saves a payload as `checkpoints/{uid}/{resourceVersion}/`. The files
+    /// go into a temp directory that is renamed into place; an existing
+    /// checkpoint of the same uid and resourceVersion is kept (same version,
+    /// same content).
+    pub fn save_checkpoint(
+        &self,
+        src: &ConfigSource,
+        files: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<(), StoreError> {
+        src.validate()?;
+        let size: usize = files.values().map(Vec::len).sum();
+        if size > MAX_PAYLOAD {
+            return Err(StoreError::TooLarge { size });
+        }
+        for key in files.keys() {
+            validate_key(key)?;
+        }
+        let uid_dir = self.checkpoints_dir().join(&src.uid);
+        self.check_no_symlink(&uid_dir)?;
+        fsutil::ensure_dir(&uid_dir, DIR_MODE)?;
+        let final_dir = uid_dir.join(&src.resource_version);
+        self.check_no_symlink(&final_dir)?;
+        if final_dir.is_dir() {
+            return Ok(());
+        }
+        let tmp = uid_dir.join(format!(
+            "{TEMP_PREFIX}{}.{}",
+            src.resource_version,
+            std::process::id()
+        ));
+        if tmp.exists() {
+            fs::remove_dir_all(&tmp).map_err(|e| FsError::io("remove stale temp dir", &tmp, e))?;
+        }
+        fsutil::ensure_dir(&tmp, DIR_MODE)?;
+        for (key, data) in files {
+            fsutil::write_atomic(&tmp.join(key), data, FILE_MODE)?;
+        }
+        fsutil::sync_dir(&tmp)?;
+        fs::rename(&tmp, &final_dir)
+            .map_err(|e| FsError::io("rename checkpoint into", &final_dir, e))?;
+        fsutil::sync_dir(&uid_dir)?;
+        Ok(())
+    }
+
+    /// Loads every file of a checkpoint.
+    pub fn load_checkpoint(
+        &self,
+        src: &ConfigSource,
+    ) -> Result<BTreeMap<String, Vec<u8>>, StoreError> {
+        src.validate()?;
+        let dir = self.checkpoint_dir(&src.uid, &src.resource_version);
+        self.check_no_symlink(&dir)?;
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StoreError::MissingCheckpoint {
+                    uid: src.uid.clone(),
+                    resource_version: src.resource_version.clone(),
+                    dir: self.checkpoints_dir(),
+                })
+            }
+            Err(e) => return Err(FsError::io("read checkpoint directory", &dir, e).into()),
+        };
+        let mut files = BTreeMap::new();
+        let mut size = 0usize;
+        for entry in entries {
+            let entry = entry.map_err(|e| FsError::io("read checkpoint directory", &dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(TEMP_PREFIX) {
+                continue;
+            }
+            let path = entry.path();
+            let data = fsutil::read_nofollow(&path)
+                .map_err(|e| self.symlink_or(&path, e))?
+                .unwrap_or_default();
+            size += data.len();
+            if size > MAX_PAYLOAD {
+                return Err(StoreError::TooLarge { size });
+            }
+            files.insert(name, data);
+        }
+        Ok(files)
+    }
+
+    /// (uid, resourceVersion) of every checkpoint on disk.
+    pub fn list_checkpoints(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let Ok(uids) = fs::read_dir(self.checkpoints_dir()) else {
+            return out;
+        };
+        for uid in uids.flatten() {
+            let uid_name = uid.file_name().to_string_lossy().into_owned();
+            if uid_name.starts_with(TEMP_PREFIX) {
+                continue;
+            }
+            if let Ok(rvs) = fs::read_dir(uid.path()) {
+                for rv in rvs.flatten() {
+                    let rv_name = rv.file_name().to_string_lossy().into_owned();
+                    if !rv_name.starts_with(TEMP_PREFIX) {
+                        out.push((uid_name.clone(), rv_name));
+                    }
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(uid: &str, rv: &str) -> ConfigSource {
+        ConfigSource {
+            namespace: "kube-system".into(),
+            name: "my-node-config".into(),
+            uid: uid.into(),
+            resource_version: rv.into(),
+            kubelet_config_key: "kubelet".into(),
+        }
+    }
+
+    #[test]
+    fn meta_round_trip_and_absent_is_local() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("store")).unwrap();
+        assert_eq!(s.assigned().unwrap(), None);
+        s.set_assigned(Some(&src("u1", "5"))).unwrap();
+        assert_eq!(s.assigned().unwrap(), Some(src("u1", "5")));
+        s.set_assigned(None).unwrap();
+        assert_eq!(s.assigned().unwrap(), None);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(d.path().join("store/meta"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o700);
+    }
+
+    #[test]
+    fn checkpoint_save_load_and_key_rules() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(d.path()).unwrap();
+        let mut files = BTreeMap::new();
+        files.insert("kubelet".to_string(), b"{}".to_vec());
+        s.save_checkpoint(&src("u1", "5"), &files).unwrap();
+        assert_eq!(s.load_checkpoint(&src("u1", "5")).unwrap(), files);
+        assert_eq!(s.list_checkpoints(), vec![("u1".into(), "5".into())]);
+        for bad in ["../x", "a/b", "..", "", "sp ace"] {
+            let mut f = BTreeMap::new();
+            f.insert(bad.to_string(), b"x".to_vec());
+            assert!(
+                s.save_checkpoint(&src("u2", "1"), &f).is_err(),
+                "{bad:?} accepted"
+            );
+        }
+        let mut big = BTreeMap::new();
+        big.insert("kubelet".to_string(), vec![b' '; MAX_PAYLOAD + 1]);
+        assert!(matches!(
+            s.save_checkpoint(&src("u3", "1"), &big),
+            Err(StoreError::TooLarge { .. })
+        ));
+        assert!(matches!(
+            s.load_checkpoint(&src("nope", "1")),
+            Err(StoreError::MissingCheckpoint { .. })
+        ));
+    }
+
+    #[test]
+    fn symlinks_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(d.path()).unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        fs::write(elsewhere.path().join("assigned"), b"{}").unwrap();
+        std::os::unix::fs::symlink(
+            elsewhere.path().join("assigned"),
+            d.path().join("meta/assigned"),
+        )
+        .unwrap();
+        assert!(matches!(s.assigned(), Err(StoreError::Symlink { .. })));
+        std::os::unix::fs::symlink(elsewhere.path(), d.path().join("checkpoints/u9")).unwrap();
+        assert!(matches!(
+            s.load_checkpoint(&src("u9", "1")),
+            Err(StoreError::Symlink { .. })
+        ));
+    }
+
+    #[test]
+    fn corrupt_meta_is_reported_with_path() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(d.path()).unwrap();
+        fs::write(d.path().join("meta/assigned"), b"{\"namespace\":").unwrap();
+        let err = s.assigned().unwrap_err().to_string();
+        assert!(err.contains("meta/assigned"), "{err}");
+        assert!(err.contains("corrupt"), "{err}");
+    }
+
+    #[test]
+    fn bad_configs_track_resource_version() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(d.path()).unwrap();
+        s.mark_bad(&src("u1", "5"), "crash loop", "2026-01-01T00:00:00Z")
+            .unwrap();
+        assert!(s.bad_entry(&src("u1", "5")).unwrap().is_some());
+        assert!(s.bad_entry(&src("u1", "6")).unwrap().is_none());
+        assert!(s.forget_bad("u1").unwrap());
+        assert!(!s.forget_bad("u1").unwrap());
+        assert!(s.bad_entry(&src("u1", "5")).unwrap().is_none());
+    }
+}
