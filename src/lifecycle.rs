@@ -325,7 +325,13 @@ pub fn on_applied(store: &Store, r: &Resolved) -> Result<(), StoreError> {
         error: r.error.as_ref().map(|e| e.to_string()),
         since: now_rfc3339(),
     };
-    if store.effective_record()?.as_ref() != Some(&record) {
+    let unchanged = store.effective_record()?.is_some_and(|old| {
+        EffectiveRecord {
+            since: record.since.clone(),
+            ..old
+        } == record
+    });
+    if !unchanged {
         store.set_effective_record(&record)?;
     }
     Ok(())

@@ -377,14 +377,22 @@ impl Driver {
         let local = self.opts.local.clone();
         let Some((resolved, promoted)) = blocking(move || {
             let promoted = lifecycle::maybe_promote(&store, &applied);
-            (lifecycle::resolve(&store, &local, Access::Holder), promoted)
+            let resolved = lifecycle::resolve(&store, &local, Access::Holder);
+            // Same effective config: nothing restarts, but what runs (origin,
+            // error, trial) is recorded.
+            let recorded = if resolved.hash() == applied.hash() {
+                lifecycle::on_applied(&store, &resolved)
+            } else {
+                Ok(())
+            };
+            (resolved, promoted.and(recorded))
         })
         .await
         else {
             return vec![];
         };
         if let Err(err) = promoted {
-            error!(%err, "cannot promote the config to last-known-good");
+            error!(%err, "cannot update the config state (promotion or effective record) in the store");
         }
         let old_hash = self.applied.as_ref().map(Resolved::hash);
         if Some(resolved.hash()) != old_hash {
