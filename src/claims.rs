@@ -73,15 +73,18 @@ pub fn claims_dir(lock: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Our own claim. The file is deliberately NOT removed on drop: its flock
-/// ends only when the process is gone (all threads, including one blocked
+/// Our own claim. The file is deliberately neither removed nor closed on
+/// drop: its flock ends only when the process is gone (all threads, including one blocked
 /// in flock on the lock file), so a claim can never vanish while its owner
 /// still shows as a waiter in /proc/locks (which would make it look like an
 /// unclaimed plain kubelet). Readers remove claims whose lock is free.
 #[derive(Debug)]
 pub struct ClaimGuard {
     path: PathBuf,
-    _file: File,
+    /// Never closed before the process exits: closing it would release the
+    /// claim's flock while our flock waiter may still be listed in
+    /// /proc/locks, and a holder would take us for an unclaimed kubelet.
+    _file: std::mem::ManuallyDrop<File>,
     pub claim: Claim,
 }
 
@@ -103,7 +106,7 @@ impl ClaimGuard {
         fsutil::commit_temp(&tmp, &file, &path)?;
         Ok(ClaimGuard {
             path,
-            _file: file,
+            _file: std::mem::ManuallyDrop::new(file),
             claim,
         })
     }
@@ -210,12 +213,10 @@ mod tests {
         assert!(!dead.exists());
         let path = g.path().to_path_buf();
         drop(g);
-        assert!(
-            path.exists(),
-            "a dropped claim stays until a reader sees it dead"
-        );
-        assert!(live_claims(&lock, None).is_empty());
-        assert!(!path.exists());
+        // Dropping the guard keeps the claim (file and flock) until the
+        // process exits.
+        assert!(path.exists());
+        assert_eq!(live_claims(&lock, None).len(), 1);
         let _ = procfs::self_id();
     }
 }

@@ -39,6 +39,9 @@ const SLOW_RECHECK: Duration = Duration::from_millis(5);
 /// A deferring supervisor takes the lock back after this long if the
 /// contender it deferred to never took it.
 const DEFER_TIMEOUT: Duration = Duration::from_secs(2);
+/// While blocked in flock: how often to check that the recorded holder is
+/// alive (a dead holder's leftovers may keep the lock held).
+const DEAD_HOLDER_CHECK: Duration = Duration::from_millis(100);
 /// How often to complain about a process group that survives SIGKILL.
 const UNKILLABLE_REPORT: Duration = Duration::from_secs(5);
 
@@ -251,6 +254,10 @@ impl Driver {
                 }
                 vec![Input::StopDeadline]
             }
+            Wake::Recheck if self.pivot.state == State::Waiting => {
+                self.fence_dead_holder().await;
+                vec![]
+            }
             Wake::Recheck => self.on_recheck(),
             Wake::Watchdog => {
                 self.notifier.watchdog();
@@ -262,6 +269,7 @@ impl Driver {
     fn next_recheck(&mut self, now: Instant) -> Option<Instant> {
         match &self.pivot.state {
             State::Stopping { .. } | State::Deferring { .. } => Some(now + SLOW_RECHECK),
+            State::Waiting if self.acquiring.is_some() => Some(now + DEAD_HOLDER_CHECK),
             State::Holding(_) => match self.recheck_until {
                 Some(until) if until > now => Some(now + FAST_RECHECK),
                 _ => {
@@ -692,6 +700,39 @@ impl Driver {
                 return;
             }
         };
+        self.fence_kubelet_of(&rec).await;
+    }
+
+    /// While waiting: if the recorded holder is dead (its claim's flock is
+    /// free AND its pid/start time are gone) but the lock is still held, the
+    /// lock is held by leftovers of its kubelet (a helper process that
+    /// inherited the locked descriptor and has no PDEATHSIG). Fence them from
+    /// outside, or nobody would ever get the lock.
+    async fn fence_dead_holder(&mut self) {
+        let rec = match HolderRecord::read(&self.opts.lock_path) {
+            Ok(Some(r)) if r.supervisor() != self.me => r,
+            _ => return,
+        };
+        if rec.is_live() {
+            return;
+        }
+        let holder_claim_alive = live_claims(&self.opts.lock_path, Some(self.me))
+            .iter()
+            .any(|c| c.claim.process() == rec.supervisor());
+        if holder_claim_alive {
+            return;
+        }
+        let key = self.lock.key();
+        let locked = procfs::read_locks()
+            .unwrap_or_default()
+            .iter()
+            .any(|e| !e.blocked && e.file == key);
+        if locked {
+            self.fence_kubelet_of(&rec).await;
+        }
+    }
+
+    async fn fence_kubelet_of(&mut self, rec: &HolderRecord) {
         let Some(k) = rec.kubelet() else { return };
         let leader_reused =
             matches!(procfs::id_of(k.pid), Some(now) if now.start_time != k.start_time);
