@@ -47,6 +47,8 @@ fn options(rank: Rank, common: CommonArgs) -> Result<Options, String> {
     lock::check_path(&common.lock_file).map_err(|e| e.to_string())?;
     let local = LocalConfig::load(common.init_config.as_deref()).map_err(|e| e.to_string())?;
     Ok(Options {
+        kubeconfig: common.kubeconfig,
+        node_name: kubelet_pivot::sync::node_name(common.node_name),
         store_dir: common.dynamic_config_dir,
         local,
         rank,

@@ -20,11 +20,13 @@ use crate::contention::{judge, Contender, Verdict};
 use crate::holder::HolderRecord;
 use crate::lifecycle::{self, Access, LocalConfig, Resolved};
 use crate::lock::{self, LockError, LockFile};
+use crate::nodeconfig::ConfigReport;
 use crate::notify::Notifier;
 use crate::pivot::{Effect, Input, Pivot, Run, Settings, State, StopPurpose};
 use crate::procfs::{self, ProcessId};
 use crate::role::{now_rfc3339, Rank};
 use crate::store::{Store, StoreError};
+use crate::sync::{self, ClientError, Syncer};
 use crate::watch::{Hint, Watcher};
 
 /// After an open of the lock file, how long to keep looking for the opener
@@ -61,6 +63,8 @@ pub enum SupervisorError {
     Signals(#[source] std::io::Error),
     #[error("cannot open the checkpoint store: {0}")]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Api(#[from] ClientError),
 }
 
 /// What a supervisor needs to run.
@@ -77,6 +81,10 @@ pub struct Options {
     pub store_dir: PathBuf,
     /// The validated local config (init file or defaults).
     pub local: LocalConfig,
+    /// `--kubeconfig`; without it, in-cluster config if present, else
+    /// local-only mode.
+    pub kubeconfig: Option<PathBuf>,
+    pub node_name: String,
 }
 
 /// Why the loop woke up.
@@ -108,6 +116,11 @@ struct Driver {
     /// The config the running (or next) kubelet was started with.
     applied: Option<Resolved>,
     holder_since_time: std::time::SystemTime,
+    /// API client (None = local-only mode).
+    client: Option<kube::Client>,
+    /// The syncer of the current holder tenure.
+    sync_task: Option<tokio::task::JoinHandle<()>>,
+    reports: tokio::sync::watch::Sender<Option<ConfigReport>>,
 }
 
 /// Runs blocking store I/O off the async loop.
@@ -167,6 +180,13 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     })?;
     let lock = LockFile::open(&opts.lock_path)?;
     let store = Store::open(&opts.store_dir)?;
+    let client = sync::client(opts.kubeconfig.as_ref()).await?;
+    match &client {
+        Some(_) => {
+            info!(node = %opts.node_name, "API server configured: the node's config assignment is followed")
+        }
+        None => info!("no API server configured: local-only mode"),
+    }
     let mut signals =
         Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD]).map_err(SupervisorError::Signals)?;
     let watcher = Watcher::new(&opts.lock_path, Some(&store.meta_path()), opts.force_poll);
@@ -194,11 +214,15 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         store,
         applied: None,
         holder_since_time: std::time::SystemTime::now(),
+        client,
+        sync_task: None,
+        reports: tokio::sync::watch::channel(None).0,
     };
     let mut watchdog = Notifier::watchdog_interval().map(tokio::time::interval);
     let mut inputs = d.apply(Effect::Acquire).await?;
     loop {
         d.feed_all(inputs).await?;
+        d.tend_syncer();
         if let State::Exited(code) = d.pivot.state {
             signals.handle().close();
             return Ok(code);
@@ -352,6 +376,51 @@ impl Driver {
         None
     }
 
+    /// The syncer runs exactly while we hold the lock (only the holder
+    /// writes the store and reports status).
+    fn tend_syncer(&mut self) {
+        let holding = self.pivot.holds_lock() && !matches!(self.pivot.state, State::Exited(_));
+        match (&self.client, holding, &self.sync_task) {
+            (Some(client), true, None) => {
+                let syncer = Syncer::new(
+                    client.clone(),
+                    self.opts.node_name.clone(),
+                    self.store.clone(),
+                    self.reports.subscribe(),
+                );
+                self.sync_task = Some(tokio::spawn(syncer.run()));
+            }
+            (_, false, Some(task)) => {
+                task.abort();
+                self.sync_task = None;
+            }
+            _ => {}
+        }
+    }
+
+    fn publish_report(&self, r: &Resolved) {
+        let report = ConfigReport {
+            origin: r.origin,
+            source: r.source.clone(),
+            local_kind: if self.opts.local.path.is_some() {
+                "init"
+            } else {
+                "default"
+            },
+            error: r.error.as_ref().map(|e| e.to_string()),
+            assigned: r.assigned.clone(),
+            last_known_good: r.last_known_good.clone(),
+        };
+        self.reports.send_if_modified(|cur| {
+            if cur.as_ref() == Some(&report) {
+                false
+            } else {
+                *cur = Some(report);
+                true
+            }
+        });
+    }
+
     /// A kubelet exit we did not cause counts against a config on trial.
     async fn count_crash(&mut self) {
         let Some(applied) = self.applied.clone() else {
@@ -407,6 +476,7 @@ impl Driver {
             info!(from = ?old_hash, to = %resolved.hash(), config = %resolved.describe(), "effective kubelet config changed; restarting the kubelet with it");
             return vec![Input::Reload];
         }
+        self.publish_report(&resolved);
         self.applied = Some(resolved);
         vec![]
     }
@@ -430,6 +500,7 @@ impl Driver {
                     program: self.opts.kubelet.program.clone(),
                     args: lifecycle::kubelet_args(&self.opts.kubelet.args, &path),
                 };
+                self.publish_report(&resolved);
                 self.applied = Some(resolved);
                 Some(cmd)
             }

@@ -1,0 +1,471 @@
+//! Kubernetes API sync: watch this node's config assignment, download and
+//! checkpoint the ConfigMap it names, and report the config status back on
+//! the Node. Runs only in the lock holder (only the holder writes the store)
+//! and never blocks the kubelet: with the API server unreachable the node
+//! keeps running from its checkpoints.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Node, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use crate::nodeconfig::{self, Assignment, ConfigRef, ConfigReport};
+use crate::role::now_rfc3339;
+use crate::store::{ConfigSource, Store};
+
+/// Component name in Events.
+const COMPONENT: &str = "kubelet-pivot";
+/// Namespace of Node events (as the kubelet does).
+const EVENT_NAMESPACE: &str = "default";
+/// Retries of a status patch on conflict / throttling / server errors.
+const PATCH_ATTEMPTS: u32 = 5;
+/// First retry delay of a failed download (doubles up to DOWNLOAD_BACKOFF_MAX).
+const DOWNLOAD_BACKOFF: Duration = Duration::from_secs(1);
+const DOWNLOAD_BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot read --kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("cannot use --kubeconfig {path}: {source}")]
+    Config {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("cannot build the API client: {0}")]
+    Client(#[source] kube::Error),
+}
+
+/// Builds the API client: `--kubeconfig`, else in-cluster config when the
+/// pod environment provides it, else `None` (local-only mode).
+pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Option<Client>, ClientError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc =
+                kube::config::Kubeconfig::read_from(path).map_err(|e| ClientError::Kubeconfig {
+                    path: path.clone(),
+                    source: e,
+                })?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| ClientError::Config {
+                    path: path.clone(),
+                    source: e,
+                })?
+        }
+        None => match kube::Config::incluster() {
+            Ok(c) => c,
+            Err(_) => return Ok(None),
+        },
+    };
+    Client::try_from(config)
+        .map(Some)
+        .map_err(ClientError::Client)
+}
+
+/// The node name: `--node-name`, else the hostname.
+pub fn node_name(flag: Option<String>) -> String {
+    flag.or_else(|| {
+        nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+    })
+    .unwrap_or_else(|| "localhost".to_string())
+}
+
+fn api_code(err: &kube::Error) -> Option<u16> {
+    match err {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+/// The status error text for a failed download: a 403 says what RBAC is
+/// missing; everything else uses the v1.11 text (details in the log).
+fn download_error(r: &ConfigRef, err: &kube::Error) -> String {
+    match api_code(err) {
+        Some(403) => format!(
+            "failed to sync: forbidden: cannot get configmaps in namespace {} (grant get/list/watch on configmaps there to group system:nodes, see manifests/10-rbac.yaml)",
+            r.namespace
+        ),
+        _ => "failed to sync: failed to download config, see Kubelet log for details".to_string(),
+    }
+}
+
+fn payload(cm: &ConfigMap) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    for (k, v) in cm.data.iter().flatten() {
+        files.insert(k.clone(), v.as_bytes().to_vec());
+    }
+    for (k, v) in cm.binary_data.iter().flatten() {
+        files.insert(k.clone(), v.0.clone());
+    }
+    files
+}
+
+/// The syncer of one holder tenure.
+pub struct Syncer {
+    client: Client,
+    node: String,
+    store: Store,
+    reports: watch::Receiver<Option<ConfigReport>>,
+    /// What the node asks for, as last acted on.
+    acted_on: Option<Assignment>,
+    /// The checkpointed ConfigMap version of the current assignment.
+    checkpointed: Option<ConfigSource>,
+    sync_error: Option<String>,
+    last_node: Option<Node>,
+    last_condition: Option<nodeconfig::Condition>,
+    retry_at: Option<tokio::time::Instant>,
+    retry_delay: Duration,
+}
+
+impl Syncer {
+    pub fn new(
+        client: Client,
+        node: String,
+        store: Store,
+        reports: watch::Receiver<Option<ConfigReport>>,
+    ) -> Self {
+        Syncer {
+            client,
+            node,
+            store,
+            reports,
+            acted_on: None,
+            checkpointed: None,
+            sync_error: None,
+            last_node: None,
+            last_condition: None,
+            retry_at: None,
+            retry_delay: DOWNLOAD_BACKOFF,
+        }
+    }
+
+    /// Runs until the task is aborted (when this supervisor stops holding).
+    pub async fn run(mut self) {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let cfg = watcher::Config::default().fields(&format!("metadata.name={}", self.node));
+        let mut node_events = watcher::watcher(nodes, cfg).default_backoff().boxed();
+        let mut cm_events: Option<BoxStream<'static, Result<Event<ConfigMap>, watcher::Error>>> =
+            None;
+        info!(node = %self.node, "watching this node's config assignment");
+        loop {
+            tokio::select! {
+                ev = node_events.next() => match ev {
+                    Some(Ok(Event::Apply(node) | Event::InitApply(node))) => {
+                        let assignment = nodeconfig::assignment_of(&node);
+                        self.last_node = Some(node);
+                        if self.acted_on.as_ref() != Some(&assignment) {
+                            cm_events = self.reconcile(assignment).await;
+                        }
+                    }
+                    Some(Ok(Event::Delete(_))) => warn!(node = %self.node, "this node's Node object was deleted; keeping the current config"),
+                    Some(Ok(Event::Init | Event::InitDone)) => {}
+                    Some(Err(err)) => warn!(%err, "watch of this node failed; retrying with backoff (the kubelet keeps its current config)"),
+                    None => return,
+                },
+                ev = next_opt(&mut cm_events) => match ev {
+                    Some(Ok(Event::Apply(cm) | Event::InitApply(cm))) => self.on_configmap_update(cm).await,
+                    Some(Ok(Event::Delete(cm))) => warn!(name = ?cm.metadata.name, "assigned ConfigMap was deleted; the node keeps its checkpoint"),
+                    Some(Ok(_)) => {}
+                    Some(Err(err)) => warn!(%err, "watch of the assigned ConfigMap failed; retrying with backoff"),
+                    None => cm_events = None,
+                },
+                changed = self.reports.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    self.report().await;
+                }
+                _ = sleep_until_opt(self.retry_at) => {
+                    self.retry_at = None;
+                    if let Some(a) = self.acted_on.take() {
+                        cm_events = self.reconcile(a).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Acts on a new assignment. Returns the ConfigMap watch to follow, if
+    /// the assigned ConfigMap is mutable.
+    async fn reconcile(
+        &mut self,
+        assignment: Assignment,
+    ) -> Option<BoxStream<'static, Result<Event<ConfigMap>, watcher::Error>>> {
+        self.acted_on = Some(assignment.clone());
+        match assignment {
+            Assignment::Local => {
+                self.sync_error = None;
+                self.checkpointed = None;
+                let store = self.store.clone();
+                let res = tokio::task::spawn_blocking(move || {
+                    let _g = store.lock()?;
+                    if store.assigned()?.is_some() {
+                        store.set_assigned(None)?;
+                        return Ok::<bool, crate::store::StoreError>(true);
+                    }
+                    Ok(false)
+                })
+                .await;
+                match res {
+                    Ok(Ok(true)) => info!(
+                        "config assignment removed from the node; resetting to the local config"
+                    ),
+                    Ok(Ok(false)) => {}
+                    Ok(Err(err)) => {
+                        warn!(%err, "cannot clear the assignment in the checkpoint store")
+                    }
+                    Err(err) => warn!(%err, "store task failed"),
+                }
+                self.report().await;
+                None
+            }
+            Assignment::Invalid(why) => {
+                warn!(reason = %why, "the node's config assignment is invalid; not applying it, the kubelet keeps its current config");
+                self.sync_error = Some(why);
+                self.report().await;
+                None
+            }
+            Assignment::Remote(r) => {
+                let cms: Api<ConfigMap> = Api::namespaced(self.client.clone(), &r.namespace);
+                match cms.get(&r.name).await {
+                    Ok(cm) => {
+                        self.retry_delay = DOWNLOAD_BACKOFF;
+                        let immutable = cm.immutable == Some(true);
+                        if !self.checkpoint(&r, &cm).await {
+                            return None;
+                        }
+                        if immutable {
+                            debug!(configmap = %r, "immutable ConfigMap: fetched once, not watched");
+                            None
+                        } else {
+                            warn!(configmap = %r, "the assigned ConfigMap is mutable: it is watched and every change is a new checkpoint; prefer immutable ConfigMaps with a content hash in the name");
+                            let cfg = watcher::Config::default()
+                                .fields(&format!("metadata.name={}", r.name));
+                            Some(watcher::watcher(cms, cfg).default_backoff().boxed())
+                        }
+                    }
+                    Err(err) => {
+                        warn!(configmap = %r, %err, retry_in = ?self.retry_delay, "failed to download the assigned config");
+                        self.sync_error = Some(download_error(&r, &err));
+                        self.retry_at = Some(tokio::time::Instant::now() + self.retry_delay);
+                        self.retry_delay = (self.retry_delay * 2).min(DOWNLOAD_BACKOFF_MAX);
+                        self.report().await;
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    async fn on_configmap_update(&mut self, cm: ConfigMap) {
+        let Some(Assignment::Remote(r)) = self.acted_on.clone() else {
+            return;
+        };
+        let rv = cm.metadata.resource_version.clone().unwrap_or_default();
+        if self
+            .checkpointed
+            .as_ref()
+            .is_some_and(|c| c.resource_version == rv)
+        {
+            return;
+        }
+        info!(configmap = %r, resource_version = %rv, "assigned ConfigMap changed: new checkpoint");
+        self.checkpoint(&r, &cm).await;
+    }
+
+    /// Checkpoints the ConfigMap and assigns it. Returns false on failure
+    /// (reported as a sync error).
+    async fn checkpoint(&mut self, r: &ConfigRef, cm: &ConfigMap) -> bool {
+        let files = payload(cm);
+        if !files.contains_key(&r.key) {
+            warn!(configmap = %r, keys = ?files.keys().collect::<Vec<_>>(), "the assigned ConfigMap has no such key");
+            self.sync_error = Some(format!(
+                "failed to sync: failed to download config, ConfigMap {}/{} has no key {:?}",
+                r.namespace, r.name, r.key
+            ));
+            self.report().await;
+            return false;
+        }
+        let source = ConfigSource {
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+            uid: cm.metadata.uid.clone().unwrap_or_default(),
+            resource_version: cm.metadata.resource_version.clone().unwrap_or_default(),
+            kubelet_config_key: r.key.clone(),
+        };
+        let store = self.store.clone();
+        let src = source.clone();
+        let res = tokio::task::spawn_blocking(move || {
+            let _g = store.lock()?;
+            store.save_checkpoint(&src, &files)?;
+            if store.assigned()?.as_ref() != Some(&src) {
+                store.set_assigned(Some(&src))?;
+            }
+            Ok::<(), crate::store::StoreError>(())
+        })
+        .await;
+        match res {
+            Ok(Ok(())) => {
+                info!(source = %source, "checkpointed and assigned");
+                self.checkpointed = Some(source);
+                self.sync_error = None;
+                true
+            }
+            Ok(Err(err)) => {
+                warn!(%err, "cannot checkpoint the assigned config");
+                self.sync_error = Some(format!(
+                    "failed to sync: internal failure, see Kubelet log for details ({err})"
+                ));
+                self.report().await;
+                false
+            }
+            Err(err) => {
+                warn!(%err, "store task failed");
+                false
+            }
+        }
+    }
+
+    /// Reports the current config status on the Node: condition, status
+    /// annotation, Node.status.config, and an Event when it changed.
+    async fn report(&mut self) {
+        let Some(report) = self.reports.borrow_and_update().clone() else {
+            return;
+        };
+        let cond = nodeconfig::condition(&report, self.sync_error.as_deref());
+        let config = nodeconfig::config_status(&report, self.sync_error.as_deref());
+        let now = now_rfc3339();
+        let status = nodeconfig::status_patch(self.last_node.as_ref(), &cond, &config, &now);
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let pp = PatchParams::default();
+        let status_patch = Patch::Strategic(status);
+        let patched_status = retry(|| nodes.patch_status(&self.node, &pp, &status_patch)).await;
+        let annotation = Patch::Merge(nodeconfig::annotation_patch(&config));
+        let patched_meta = retry(|| nodes.patch(&self.node, &pp, &annotation)).await;
+        match (&patched_status, &patched_meta) {
+            (Ok(node), Ok(_)) => {
+                self.last_node = Some(node.clone());
+            }
+            (Err(err), _) | (_, Err(err)) => {
+                warn!(%err, "cannot report the config status on the Node; will report again on the next change");
+                return;
+            }
+        }
+        if self.last_condition.as_ref() != Some(&cond) {
+            info!(status = cond.status.as_str(), reason = %cond.reason, message = %cond.message, "KubeletConfigOK");
+            self.event(&cond, &now).await;
+            self.last_condition = Some(cond);
+        }
+    }
+
+    async fn event(&self, cond: &nodeconfig::Condition, now: &str) {
+        let (type_, reason) = match cond.status {
+            nodeconfig::ConditionStatus::True => ("Normal", "KubeletConfigOK"),
+            nodeconfig::ConditionStatus::False => ("Warning", "KubeletConfigRolledBack"),
+            nodeconfig::ConditionStatus::Unknown => ("Warning", "KubeletConfigSyncFailed"),
+        };
+        let time: Option<Time> =
+            serde_json::from_value(serde_json::Value::String(now.to_string())).ok();
+        let micro: Option<MicroTime> =
+            serde_json::from_value(serde_json::Value::String(now.to_string())).ok();
+        let uid = self.last_node.as_ref().and_then(|n| n.metadata.uid.clone());
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let ev = CoreEvent {
+            metadata: ObjectMeta {
+                name: Some(format!("{}.{nanos:x}", self.node)),
+                namespace: Some(EVENT_NAMESPACE.to_string()),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(self.node.clone()),
+                uid,
+                ..Default::default()
+            },
+            reason: Some(reason.into()),
+            message: Some(format!("{}: {}", cond.message, cond.reason)),
+            type_: Some(type_.into()),
+            count: Some(1),
+            first_timestamp: time.clone(),
+            last_timestamp: time,
+            event_time: micro,
+            reporting_component: Some(COMPONENT.into()),
+            reporting_instance: Some(self.node.clone()),
+            action: Some("Sync".into()),
+            source: Some(k8s_openapi::api::core::v1::EventSource {
+                component: Some(COMPONENT.into()),
+                host: Some(self.node.clone()),
+            }),
+            ..Default::default()
+        };
+        let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), EVENT_NAMESPACE);
+        if let Err(err) = events.create(&PostParams::default(), &ev).await {
+            warn!(%err, "cannot post the config Event on the Node");
+        }
+    }
+}
+
+/// Retries an API call on 409/429/5xx and transport errors with a short
+/// exponential backoff.
+async fn retry<T, F, Fut>(mut call: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut delay = Duration::from_millis(100);
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Ok(v) => return Ok(v),
+            Err(err) => {
+                let retryable = match api_code(&err) {
+                    Some(code) => code == 409 || code == 429 || code >= 500,
+                    None => true,
+                };
+                if !retryable || attempt >= PATCH_ATTEMPTS {
+                    return Err(err);
+                }
+                debug!(%err, attempt, "retrying");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+                attempt += 1;
+            }
+        }
+    }
+}
+
+async fn next_opt<S: futures::Stream + Unpin>(s: &mut Option<S>) -> Option<S::Item> {
+    match s.as_mut() {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
