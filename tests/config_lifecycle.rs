@@ -199,7 +199,8 @@ fn invalid_assignment_is_never_started_and_reported() {
         "the invalid config to be marked bad",
         || {
             let st = status(&scene);
-            st["config"]["badConfigs"].get(&uid).is_some().then_some(st)
+            (st["config"]["badConfigs"].get(&uid).is_some() && !st["config"]["error"].is_null())
+                .then_some(st)
         },
     );
     assert_eq!(
