@@ -57,6 +57,14 @@ impl std::fmt::Display for ConfigStatusError {
             ConfigStatusError::ValidateFailed => {
                 f.write_str("failed to validate config, see Kubelet log for details")
             }
+            // A config recorded bad for failing to load or validate keeps
+            // reporting that cause's v1.11 text.
+            ConfigStatusError::KnownBad { reason } if reason.starts_with(BAD_LOAD) => {
+                ConfigStatusError::LoadFailed.fmt(f)
+            }
+            ConfigStatusError::KnownBad { reason } if reason.starts_with(BAD_VALIDATE) => {
+                ConfigStatusError::ValidateFailed.fmt(f)
+            }
             ConfigStatusError::KnownBad { reason } => {
                 write!(
                     f,
@@ -69,6 +77,10 @@ impl std::fmt::Display for ConfigStatusError {
         }
     }
 }
+
+/// Prefixes of the reasons recorded in bad-configs.
+const BAD_LOAD: &str = "failed to load";
+const BAD_VALIDATE: &str = "failed to validate";
 
 /// The local config: the init file, or built-in defaults.
 #[derive(Debug, Clone)]
@@ -231,12 +243,12 @@ pub fn resolve(store: &Store, local: &LocalConfig, access: Access) -> Resolved {
                 Err(SourceError::Load(detail)) => {
                     error!(source = %src, %detail, "failed to load the assigned config; falling back to last-known-good");
                     status_error = Some(ConfigStatusError::LoadFailed);
-                    mark_bad(store, access, src, &format!("failed to load: {detail}"));
+                    mark_bad(store, access, src, &format!("{BAD_LOAD}: {detail}"));
                 }
                 Err(SourceError::Validate(detail)) => {
                     error!(source = %src, %detail, "failed to validate the assigned config; falling back to last-known-good");
                     status_error = Some(ConfigStatusError::ValidateFailed);
-                    mark_bad(store, access, src, &format!("failed to validate: {detail}"));
+                    mark_bad(store, access, src, &format!("{BAD_VALIDATE}: {detail}"));
                 }
             },
             Err(err) => {
@@ -487,6 +499,10 @@ mod tests {
         // Second resolve: known bad, not re-validated.
         let r = resolve(&store, &local, Access::Holder);
         assert!(matches!(r.error, Some(ConfigStatusError::KnownBad { .. })));
+        assert_eq!(
+            r.error.as_ref().unwrap().to_string(),
+            "failed to validate config, see Kubelet log for details"
+        );
     }
 
     #[test]
