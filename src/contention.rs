@@ -44,8 +44,8 @@ pub enum Verdict {
     /// Yield to this contender now.
     Yield(Contender),
     /// A higher claim exists but its owner is not (yet) blocked on the lock:
-    /// look again shortly.
-    Pending { rank: Rank },
+    /// look again shortly. `pid` is the pid the claim records.
+    Pending { rank: Rank, pid: i32 },
     /// Nothing to do.
     Quiet,
 }
@@ -89,13 +89,11 @@ pub fn judge(lock: FileKey, mine: Rank, claims: &[LiveClaim], locks: &[LockEntry
     {
         return Verdict::Yield(Contender::Unclaimed { pid: *pid });
     }
-    match claims
-        .iter()
-        .map(|c| c.claim.rank())
-        .filter(|r| r.generation > mine.generation)
-        .max_by_key(|r| r.generation)
-    {
-        Some(rank) => Verdict::Pending { rank },
+    match outranked_by(mine, claims) {
+        Some(c) => Verdict::Pending {
+            rank: c.claim.rank(),
+            pid: c.claim.pid,
+        },
         None => Verdict::Quiet,
     }
 }
@@ -204,7 +202,8 @@ mod tests {
         assert_eq!(
             judge(LOCK, Rank::self_hosted(1), &claims, &locks),
             Verdict::Pending {
-                rank: Rank::self_hosted(3)
+                rank: Rank::self_hosted(3),
+                pid: 1
             }
         );
     }

@@ -53,6 +53,8 @@ pub enum State {
     Deferring {
         to: Contender,
         since: Instant,
+        /// Take the lock back after this long if the contender never took it.
+        patience: Duration,
     },
     /// We hold the lock.
     Holding(Run),
@@ -66,12 +68,19 @@ pub enum State {
     Exited(i32),
 }
 
+/// Whom to hand the lock to after acquiring it, and for how long to wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deferral {
+    pub to: Contender,
+    pub patience: Duration,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
-    /// flock returned; `defer_to` is set when a higher contender is blocked
-    /// on the lock and should get it instead of us.
+    /// flock returned; `defer_to` is set when a higher contender should get
+    /// the lock instead of us.
     Acquired {
-        defer_to: Option<Contender>,
+        defer_to: Option<Deferral>,
     },
     KubeletStarted(Kubelet),
     KubeletFailedToStart,
@@ -112,6 +121,8 @@ pub enum Effect {
 pub struct Settings {
     pub stop_timeout: Duration,
     pub exit_on_yield: bool,
+    /// After a yield: how long to wait for the contender to take the lock.
+    pub defer_timeout: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -163,7 +174,11 @@ impl Pivot {
             self.state = State::Exited(0);
             fx.push(Effect::Exit(0));
         } else {
-            self.state = State::Deferring { to, since: now };
+            self.state = State::Deferring {
+                to,
+                since: now,
+                patience: self.settings.defer_timeout,
+            };
         }
         fx
     }
@@ -187,8 +202,12 @@ impl Pivot {
         match (state, input) {
             (State::Exited(_), _) => vec![],
 
-            (State::Waiting, I::Acquired { defer_to: Some(to) }) => {
-                self.state = State::Deferring { to, since: now };
+            (State::Waiting, I::Acquired { defer_to: Some(d) }) => {
+                self.state = State::Deferring {
+                    to: d.to,
+                    since: now,
+                    patience: d.patience,
+                };
                 vec![Effect::Release]
             }
             (State::Waiting, I::Acquired { defer_to: None }) => {
@@ -348,6 +367,7 @@ mod tests {
             Settings {
                 stop_timeout: Duration::from_secs(30),
                 exit_on_yield,
+                defer_timeout: Duration::from_secs(2),
             },
             Backoff::default(),
         )
@@ -389,12 +409,19 @@ mod tests {
         let now = Instant::now();
         let fx = p.step(
             Input::Acquired {
-                defer_to: Some(v2()),
+                defer_to: Some(Deferral {
+                    to: v2(),
+                    patience: Duration::from_millis(500),
+                }),
             },
             now,
         );
         assert_eq!(fx, vec![Effect::Release]);
         assert!(!p.holds_lock());
+        assert!(matches!(
+            p.state,
+            State::Deferring { patience, .. } if patience == Duration::from_millis(500)
+        ));
         assert_eq!(p.step(Input::HandoverSeen, now), vec![Effect::Acquire]);
         assert_eq!(p.state, State::Waiting);
     }

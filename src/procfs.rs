@@ -179,10 +179,29 @@ fn parse_lock_line(line: &str) -> Option<LockEntry> {
     })
 }
 
-/// Reads and parses /proc/locks.
+/// Reads and parses /proc/locks with large read() calls. The kernel renders
+/// each call under its lock, but only up to a page per call, so the table
+/// is not one atomic snapshot when it is larger than a page: lines can be
+/// skipped or repeated when locks come and go between two calls. Callers
+/// that act on an *absence* (an unclaimed waiter) confirm with a second read.
 pub fn read_locks() -> io::Result<Vec<LockEntry>> {
-    fs::read_to_string("/proc/locks").map(|c| parse_locks(&c))
+    use std::io::Read;
+    let mut f = fs::File::open("/proc/locks")?;
+    let mut content = Vec::with_capacity(LOCKS_READ_SIZE);
+    let mut chunk = vec![0u8; LOCKS_READ_SIZE];
+    loop {
+        match f.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => content.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(parse_locks(&String::from_utf8_lossy(&content)))
 }
+
+/// Size of each read() of /proc/locks (the kernel returns at most a page).
+const LOCKS_READ_SIZE: usize = 64 * 1024;
 
 /// Clock ticks per second for converting start times.
 pub fn ticks_per_second() -> u64 {

@@ -22,7 +22,7 @@ use crate::lifecycle::{self, Access, LocalConfig, Resolved};
 use crate::lock::{self, LockError, LockFile};
 use crate::nodeconfig::ConfigReport;
 use crate::notify::Notifier;
-use crate::pivot::{Effect, Input, Pivot, Run, Settings, State, StopPurpose};
+use crate::pivot::{Deferral, Effect, Input, Pivot, Run, Settings, State, StopPurpose};
 use crate::procfs::{self, ProcessId};
 use crate::role::{now_rfc3339, Rank};
 use crate::store::{Store, StoreError};
@@ -39,8 +39,13 @@ const FAST_RECHECK: Duration = Duration::from_millis(1);
 /// Cadence of group/handover polls (events usually come first).
 const SLOW_RECHECK: Duration = Duration::from_millis(5);
 /// A deferring supervisor takes the lock back after this long if the
-/// contender it deferred to never took it.
+/// contender it deferred to (blocked in flock when we released) never took it.
 const DEFER_TIMEOUT: Duration = Duration::from_secs(2);
+/// A supervisor that wins flock while a higher claim exists whose owner is
+/// not blocked yet (it is between writing its claim and calling flock)
+/// gives it this long; short enough that a stuck claimant costs less than
+/// the 1 s availability budget.
+const PENDING_DEFER: Duration = Duration::from_millis(500);
 /// While blocked in flock: how often to check that the recorded holder is
 /// alive (a dead holder's leftovers may keep the lock held).
 const DEAD_HOLDER_CHECK: Duration = Duration::from_millis(100);
@@ -194,6 +199,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         Settings {
             stop_timeout: opts.stop_timeout,
             exit_on_yield: opts.exit_on_yield,
+            defer_timeout: DEFER_TIMEOUT,
         },
         Backoff::default(),
     );
@@ -555,21 +561,21 @@ impl Driver {
     /// listed. A waiter judged unclaimed is confirmed with a second read (it
     /// may have exited between the reads).
     fn verdict(&self) -> Verdict {
-        let key = self.lock.key();
-        let locks = procfs::read_locks().unwrap_or_default();
-        let claims = live_claims(&self.opts.lock_path, Some(self.me));
-        match judge(key, self.rank(), &claims, &locks) {
-            Verdict::Yield(Contender::Unclaimed { pid }) => {
-                let still_blocked = procfs::read_locks()
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|e| e.blocked && e.file == key && e.pid == pid);
-                if still_blocked {
+        let judge_now = || {
+            let locks = procfs::read_locks().unwrap_or_default();
+            let claims = live_claims(&self.opts.lock_path, Some(self.me));
+            judge(self.lock.key(), self.rank(), &claims, &locks)
+        };
+        match judge_now() {
+            // Acting on an absence (no claim for this waiter) needs a second
+            // look: the waiter may have exited between the reads, or a large
+            // /proc/locks may have been read torn.
+            Verdict::Yield(Contender::Unclaimed { pid }) => match judge_now() {
+                Verdict::Yield(Contender::Unclaimed { pid: again }) if again == pid => {
                     Verdict::Yield(Contender::Unclaimed { pid })
-                } else {
-                    Verdict::Quiet
                 }
-            }
+                _ => Verdict::Quiet,
+            },
             v => v,
         }
     }
@@ -584,7 +590,7 @@ impl Driver {
                 self.recheck_until = None;
                 vec![Input::Contended(c)]
             }
-            Verdict::Pending { rank } => {
+            Verdict::Pending { rank, .. } => {
                 debug!(%rank, "higher claim present but not blocked on the lock yet");
                 let until = Instant::now() + PENDING_WINDOW;
                 if self.recheck_until.is_none_or(|u| u < until) {
@@ -598,7 +604,12 @@ impl Driver {
 
     /// While deferring: has the contender taken the lock, or gone away?
     fn check_handover(&mut self) -> Vec<Input> {
-        let State::Deferring { to, since } = &self.pivot.state else {
+        let State::Deferring {
+            to,
+            since,
+            patience,
+        } = &self.pivot.state
+        else {
             return vec![];
         };
         let locks = procfs::read_locks().unwrap_or_default();
@@ -607,8 +618,8 @@ impl Driver {
             debug!(contender = %to, "lock taken by another process");
             return vec![Input::HandoverSeen];
         }
-        if since.elapsed() >= DEFER_TIMEOUT {
-            warn!(contender = %to, "contender did not take the lock within {:?}; taking it back", DEFER_TIMEOUT);
+        if since.elapsed() >= *patience {
+            warn!(contender = %to, "contender did not take the lock within {:?}; taking it back", patience);
             return vec![Input::HandoverSeen];
         }
         // Between our release and the contender's flock returning it is
@@ -637,9 +648,19 @@ impl Driver {
         let defer_to = match self.verdict() {
             Verdict::Yield(c) => {
                 info!(contender = %c, "got the lock but a higher contender is blocked on it; handing it over instead of racing it");
-                Some(c)
+                Some(Deferral {
+                    to: c,
+                    patience: DEFER_TIMEOUT,
+                })
             }
-            _ => None,
+            Verdict::Pending { rank, pid } => {
+                info!(%rank, pid, patience = ?PENDING_DEFER, "got the lock but a higher claimant is about to contend; handing it over instead of starting a kubelet");
+                Some(Deferral {
+                    to: Contender::Claimant { rank, pid },
+                    patience: PENDING_DEFER,
+                })
+            }
+            Verdict::Quiet => None,
         };
         self.holder_since = now_rfc3339();
         self.holder_since_time = std::time::SystemTime::now();
