@@ -404,6 +404,21 @@ impl Driver {
         }
     }
 
+    /// Stops the syncer before the lock is released, and waits for any
+    /// store write it has in flight (writes hold the store's writer lock), so
+    /// that no write of ours lands after the next holder took over.
+    async fn stop_syncer(&mut self) {
+        let Some(task) = self.sync_task.take() else {
+            return;
+        };
+        task.abort();
+        let _ = task.await;
+        let store = self.store.clone();
+        if let Some(Err(err)) = blocking(move || store.lock().map(drop)).await {
+            warn!(%err, "cannot take the store lock to fence in-flight writes");
+        }
+    }
+
     fn publish_report(&self, r: &Resolved) {
         let report = ConfigReport {
             origin: r.origin,
@@ -722,6 +737,7 @@ impl Driver {
         match effect {
             Effect::Acquire => return self.start_acquire(),
             Effect::Release => {
+                self.stop_syncer().await;
                 if let Err(err) = self.lock.release() {
                     error!(%err, "failed to release the lock");
                 }

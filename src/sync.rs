@@ -133,6 +133,9 @@ pub struct Syncer {
     last_condition: Option<nodeconfig::Condition>,
     retry_at: Option<tokio::time::Instant>,
     retry_delay: Duration,
+    /// When a failed status report is tried again.
+    report_retry_at: Option<tokio::time::Instant>,
+    report_retry_delay: Duration,
 }
 
 impl Syncer {
@@ -154,6 +157,8 @@ impl Syncer {
             last_condition: None,
             retry_at: None,
             retry_delay: DOWNLOAD_BACKOFF,
+            report_retry_at: None,
+            report_retry_delay: DOWNLOAD_BACKOFF,
         }
     }
 
@@ -165,6 +170,9 @@ impl Syncer {
         let mut cm_events: Option<BoxStream<'static, Result<Event<ConfigMap>, watcher::Error>>> =
             None;
         info!(node = %self.node, "watching this node's config assignment");
+        // A new holder reports what it runs right away, even though the
+        // supervisor published it before this syncer subscribed.
+        self.reports.mark_changed();
         loop {
             tokio::select! {
                 ev = node_events.next() => match ev {
@@ -176,7 +184,10 @@ impl Syncer {
                         }
                     }
                     Some(Ok(Event::Delete(_))) => warn!(node = %self.node, "this node's Node object was deleted; keeping the current config"),
-                    Some(Ok(Event::Init | Event::InitDone)) => {}
+                    // A fresh listing (first start, or after the API server
+                    // came back): report again, the last report may be lost.
+                    Some(Ok(Event::InitDone)) => self.report().await,
+                    Some(Ok(Event::Init)) => {}
                     Some(Err(err)) => warn!(%err, "watch of this node failed; retrying with backoff (the kubelet keeps its current config)"),
                     None => return,
                 },
@@ -191,6 +202,10 @@ impl Syncer {
                     if changed.is_err() {
                         return;
                     }
+                    self.report().await;
+                }
+                _ = sleep_until_opt(self.report_retry_at) => {
+                    self.report_retry_at = None;
                     self.report().await;
                 }
                 _ = sleep_until_opt(self.retry_at) => {
@@ -350,6 +365,7 @@ impl Syncer {
         let Some(report) = self.reports.borrow_and_update().clone() else {
             return;
         };
+        self.report_retry_at = None;
         let cond = nodeconfig::condition(&report, self.sync_error.as_deref());
         let config = nodeconfig::config_status(&report, self.sync_error.as_deref());
         let now = now_rfc3339();
@@ -363,9 +379,12 @@ impl Syncer {
         match (&patched_status, &patched_meta) {
             (Ok(node), Ok(_)) => {
                 self.last_node = Some(node.clone());
+                self.report_retry_delay = DOWNLOAD_BACKOFF;
             }
             (Err(err), _) | (_, Err(err)) => {
-                warn!(%err, "cannot report the config status on the Node; will report again on the next change");
+                warn!(%err, retry_in = ?self.report_retry_delay, "cannot report the config status on the Node; will try again");
+                self.report_retry_at = Some(tokio::time::Instant::now() + self.report_retry_delay);
+                self.report_retry_delay = (self.report_retry_delay * 2).min(DOWNLOAD_BACKOFF_MAX);
                 return;
             }
         }

@@ -1,0 +1,858 @@
+//! The Kubernetes API sync end to end: the real `kubelet-pivot` binary talks real HTTP to the
+//! strict fake API server (`tests/support/apiserver.rs`), runs the stand-in kubelet and keeps
+//! its checkpoint store on disk. Every wait is on an observable fact (a kubelet's `start` line,
+//! the Node object on the server, the store, the server's request log); the few bounded sleeps
+//! check that something does NOT happen and say so.
+//!
+//! Build the stand-in first: `cargo build --examples && cargo test --test api_sync`.
+
+mod support;
+
+#[path = "support/apiserver.rs"]
+mod apiserver;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant, SystemTime};
+
+use apiserver::{ApiServer, RequestRecord};
+use nix::sys::signal::Signal;
+use serde_json::Value;
+use support::{wait_until, write_file, Proc, Scene};
+
+/// The node every test runs as.
+const NODE: &str = "node-a";
+/// Namespace of the kubelet ConfigMaps (the shipped RBAC grants access there).
+const NS: &str = "kubelet-config";
+const SOURCE_ANNOTATION: &str = "kubelet-pivot.io/config-source";
+const STATUS_ANNOTATION: &str = "kubelet-pivot.io/config-status";
+const CONDITION: &str = "KubeletConfigOK";
+/// A stand-in kubelet whose --config contains this crashes 50 ms after start.
+const CRASH_MARK: &str = "crashme.example";
+/// Deadline for anything the product should do promptly.
+const DEADLINE: Duration = Duration::from_secs(8);
+/// Window of a "does NOT happen" check (a bounded sleep by design).
+const QUIET_WINDOW: Duration = Duration::from_millis(1500);
+const VALIDATE_FAILED: &str = "failed to validate config, see Kubelet log for details";
+const SYNC_FAILED_PREFIX: &str = "failed to sync, desired config unclear, cause:";
+
+// ------------------------------------------------------------------------------------------
+// Helpers
+// ------------------------------------------------------------------------------------------
+
+/// A KubeletConfiguration with `extra` YAML fields.
+fn kubelet_config(extra: &str) -> String {
+    format!("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n{extra}")
+}
+
+/// One node: a scene, a fake API server with the Node registered, and a kubeconfig for it.
+struct Cluster {
+    scene: Scene,
+    server: ApiServer,
+    kubeconfig: PathBuf,
+}
+
+impl Cluster {
+    fn new() -> Cluster {
+        let scene = Scene::new();
+        let server = ApiServer::start();
+        server.create_node(NODE, std::iter::empty::<(&str, &str)>());
+        let kubeconfig = scene.path().join("kubeconfig");
+        server.write_kubeconfig(&kubeconfig);
+        Cluster {
+            scene,
+            server,
+            kubeconfig,
+        }
+    }
+
+    /// `kubelet-pivot <role..> --kubeconfig .. --node-name NODE --stop-timeout 2s <extra..>`,
+    /// with the stand-in crashing on [`CRASH_MARK`].
+    fn supervisor(&self, role: &[&str], extra: &[&str]) -> Proc {
+        let kubeconfig = self.kubeconfig.to_str().expect("utf-8 temp path");
+        let mut args = role.to_vec();
+        args.extend_from_slice(&[
+            "--kubeconfig",
+            kubeconfig,
+            "--node-name",
+            NODE,
+            "--stop-timeout",
+            "2s",
+        ]);
+        args.extend_from_slice(extra);
+        self.scene.spawn(
+            self.scene
+                .pivot(&args, &[], &[("STANDIN_CRASH_ON_CONFIG", CRASH_MARK)]),
+        )
+    }
+
+    fn bootstrap(&self) -> Proc {
+        self.supervisor(&["bootstrap"], &[])
+    }
+
+    /// Creates ConfigMap `name` in [`NS`] with key `kubelet` = `kubelet_config(extra)`;
+    /// returns its uid.
+    fn configmap(&self, name: &str, extra: &str, immutable: bool) -> String {
+        let cm = self
+            .server
+            .create_configmap(NS, name, payload(extra), immutable);
+        string_at(&cm, &["metadata", "uid"])
+    }
+
+    /// Points the node's config-source annotation at `NS/name` (`None` removes it).
+    fn assign(&self, name: Option<&str>) {
+        let value = name.map(|name| format!("{NS}/{name}"));
+        self.server
+            .set_node_annotation(NODE, SOURCE_ANNOTATION, value.as_deref());
+    }
+
+    /// The node's KubeletConfigOK condition, if reported.
+    fn condition(&self) -> Option<Value> {
+        condition_of(&self.server.node(NODE))
+    }
+
+    /// Waits for a KubeletConfigOK condition that satisfies `accept`.
+    fn wait_condition(&self, what: &str, accept: impl Fn(&Value) -> bool) -> Value {
+        wait_until(DEADLINE, what, || self.condition().filter(|c| accept(c)))
+    }
+
+    /// The node's config-status annotation, parsed.
+    fn status_annotation(&self) -> Option<Value> {
+        let node = self.server.node(NODE);
+        let text = node["metadata"]["annotations"][STATUS_ANNOTATION].as_str()?;
+        Some(
+            serde_json::from_str(text)
+                .unwrap_or_else(|err| panic!("{STATUS_ANNOTATION} is not JSON ({err}): {text}")),
+        )
+    }
+
+    /// Waits for a config-status annotation that satisfies `accept` (it is a PATCH of its own,
+    /// sent after the condition's).
+    fn wait_annotation(&self, what: &str, accept: impl Fn(&Value) -> bool) -> Value {
+        wait_until(DEADLINE, what, || {
+            self.status_annotation().filter(|a| accept(a))
+        })
+    }
+
+    /// Requests whose path contains `needle`.
+    fn requests_to(&self, needle: &str) -> Vec<RequestRecord> {
+        self.server
+            .requests()
+            .into_iter()
+            .filter(|r| r.path.contains(needle))
+            .collect()
+    }
+
+    /// `kubelet-pivot status -o json`.
+    fn status(&self) -> Value {
+        let out = Command::new(support::pivot_bin())
+            .args(["status", "-o", "json", "--lock-file"])
+            .arg(self.scene.lock())
+            .arg("--dynamic-config-dir")
+            .arg(self.scene.config_dir())
+            .output()
+            .expect("run kubelet-pivot status");
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|err| {
+            panic!(
+                "status -o json is not JSON ({err}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+
+    /// The single running kubelet and the content of its --config file.
+    fn running_config(&self) -> (i32, String) {
+        let pid = wait_until(DEADLINE, "a running kubelet", || {
+            match self.scene.running_kubelets().as_slice() {
+                [pid] => Some(*pid),
+                _ => None,
+            }
+        });
+        let start = self
+            .scene
+            .starts()
+            .into_iter()
+            .rev()
+            .find(|line| line.pid == pid)
+            .expect("start line of the running kubelet");
+        let path = start.field("config").expect("config= in the start line");
+        (pid, std::fs::read_to_string(path).unwrap_or_default())
+    }
+
+    /// Starts a bootstrap, waits for its kubelet, assigns `configmap` and waits for the kubelet
+    /// restarted with `needle` in its config. Returns the bootstrap and that kubelet's pid.
+    fn bootstrap_then_assign(&self, configmap: &str, needle: &str) -> (Proc, i32) {
+        let bootstrap = self.bootstrap();
+        let (first, _) = self.running_config();
+        self.assign(Some(configmap));
+        (bootstrap, self.wait_kubelet_with(needle, Some(first)))
+    }
+
+    /// Waits for a running kubelet other than `old` whose config contains `needle`.
+    fn wait_kubelet_with(&self, needle: &str, old: Option<i32>) -> i32 {
+        wait_until(
+            DEADLINE,
+            &format!("a (re)started kubelet whose config contains {needle}"),
+            || {
+                let (pid, content) = self.running_config();
+                (Some(pid) != old && content.contains(needle)).then_some(pid)
+            },
+        )
+    }
+
+    /// Waits for a running kubelet started by `parent` whose config contains `needle`.
+    fn wait_kubelet_of(&self, parent: &Proc, needle: &str) -> i32 {
+        let ppid = i128::from(parent.pid());
+        wait_until(
+            DEADLINE,
+            &format!("a kubelet of pid {ppid} whose config contains {needle}"),
+            || {
+                let (pid, content) = self.running_config();
+                let start = self
+                    .scene
+                    .starts()
+                    .into_iter()
+                    .rev()
+                    .find(|l| l.pid == pid)?;
+                (start.num("ppid") == ppid && content.contains(needle)).then_some(pid)
+            },
+        )
+    }
+
+    /// Asserts for [`QUIET_WINDOW`] that `pid` stays the only running kubelet.
+    fn assert_kubelet_untouched(&self, pid: i32, why: &str) {
+        // A bounded sleep on purpose: this checks that a restart does NOT happen.
+        let until = Instant::now() + QUIET_WINDOW;
+        while Instant::now() < until {
+            assert_eq!(
+                self.scene.running_kubelets(),
+                vec![pid],
+                "the kubelet was restarted or stopped ({why})"
+            );
+            std::thread::sleep(support::POLL_INTERVAL);
+        }
+        assert!(support::pid_alive(pid), "kubelet pid {pid} is gone ({why})");
+    }
+}
+
+fn payload(extra: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([("kubelet".to_owned(), kubelet_config(extra))])
+}
+
+fn string_at(value: &Value, path: &[&str]) -> String {
+    path.iter()
+        .fold(value, |v, key| &v[*key])
+        .as_str()
+        .unwrap_or_else(|| panic!("no string at {path:?} in {value}"))
+        .to_owned()
+}
+
+fn condition_of(node: &Value) -> Option<Value> {
+    node["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == CONDITION)
+        .cloned()
+}
+
+fn field(cond: &Value, key: &str) -> String {
+    cond[key].as_str().unwrap_or_default().to_owned()
+}
+
+/// `"maxPods":N` as it appears in the effective (JSON) config file.
+fn max_pods(n: u32) -> String {
+    format!("\"maxPods\":{n}")
+}
+
+/// Names in a directory, sorted.
+fn dir_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|err| panic!("failed to list {}: {err}", dir.display()))
+        .map(|entry| {
+            let entry =
+                entry.unwrap_or_else(|err| panic!("failed to list {}: {err}", dir.display()));
+            entry.file_name().to_string_lossy().into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+fn read_json(path: &Path) -> Option<Value> {
+    let bytes = std::fs::read(path).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+// ------------------------------------------------------------------------------------------
+// Tests
+// ------------------------------------------------------------------------------------------
+
+/// 1. An assignment restarts the kubelet with the ConfigMap's content, and the node reports
+///    it: condition True naming the UID, the status annotation, an Event.
+#[test]
+fn assignment_restarts_kubelet_and_reports_condition_annotation_and_event() {
+    let c = Cluster::new();
+    let uid = c.configmap("cfg-a", "maxPods: 42\n", true);
+    let _p = c.bootstrap();
+    let (first, content) = c.running_config();
+    assert!(!content.contains(&max_pods(42)), "{content}");
+
+    c.assign(Some("cfg-a"));
+    let second = c.wait_kubelet_with(&max_pods(42), Some(first));
+
+    let cond = c.wait_condition("KubeletConfigOK True naming the ConfigMap's UID", |c| {
+        c["status"] == "True" && field(c, "message").contains(&uid)
+    });
+    assert_eq!(cond["reason"], "passing all checks", "{cond}");
+    let annotation = c.wait_annotation("the status annotation naming the UID", |a| {
+        a["active"]["configMap"]["uid"] == uid.as_str()
+    });
+    assert_eq!(
+        annotation["assigned"]["configMap"]["uid"],
+        uid.as_str(),
+        "{annotation}"
+    );
+    assert!(annotation["error"].is_null(), "{annotation}");
+    // The Event is posted after both patches.
+    let event = wait_until(
+        DEADLINE,
+        "an Event about the new config on the Node",
+        || {
+            c.server.events().into_iter().find(|e| {
+                e["involvedObject"]["kind"] == "Node"
+                    && e["involvedObject"]["name"] == NODE
+                    && field(e, "message").contains(&uid)
+            })
+        },
+    );
+    assert_eq!(event["metadata"]["namespace"], "default", "{event}");
+    assert_eq!(event["type"], "Normal", "{event}");
+    assert_eq!(c.scene.running_kubelets(), vec![second]);
+    c.scene.assert_no_overlap();
+}
+
+/// 2. An invalid assigned config never reaches a kubelet: the running one stays, and the node
+///    reports False with the v1.11 validation text.
+#[test]
+fn invalid_config_is_reported_false_and_never_started() {
+    let c = Cluster::new();
+    let uid = c.configmap("cfg-bad", "port: 70000\n", true);
+    let _p = c.bootstrap();
+    let (first, _) = c.running_config();
+    c.wait_condition("the initial KubeletConfigOK True", |c| {
+        c["status"] == "True"
+    });
+
+    c.assign(Some("cfg-bad"));
+    let cond = c.wait_condition("KubeletConfigOK False", |c| c["status"] == "False");
+    assert_eq!(cond["reason"], VALIDATE_FAILED, "{cond}");
+    assert_eq!(cond["message"], "using last-known-good (default)", "{cond}");
+    let st = c.status();
+    assert!(st["config"]["badConfigs"].get(&uid).is_some(), "{st}");
+    c.assert_kubelet_untouched(first, "an invalid config was assigned");
+    // The effective config file is rewritten before every start: one start in all, and the
+    // file still without the invalid port, means no kubelet ever got it.
+    let starts = c.scene.starts();
+    assert_eq!(starts.len(), 1, "a kubelet was (re)started: {starts:#?}");
+    let (_, content) = c.running_config();
+    assert!(!content.contains("70000"), "{content}");
+}
+
+/// 3. A config that crash-loops the kubelet is marked bad, the node rolls back to
+///    last-known-good and reports False, all within the config's trial period.
+#[test]
+fn crash_looping_config_is_marked_bad_and_rolled_back_within_the_trial() {
+    const TRIAL_SECS: u64 = 10;
+    let c = Cluster::new();
+    let good = c.configmap(
+        "cfg-good",
+        "maxPods: 55\nconfigTrialDuration: 500ms\n",
+        true,
+    );
+    let bad = c.configmap(
+        "cfg-crash",
+        &format!("maxPods: 66\nproviderID: {CRASH_MARK}\ncrashLoopThreshold: 1\nconfigTrialDuration: {TRIAL_SECS}s\n"),
+        true,
+    );
+    let (_p, _) = c.bootstrap_then_assign("cfg-good", &max_pods(55));
+    wait_until(
+        DEADLINE,
+        "the good config to become last-known-good",
+        || (c.status()["config"]["lastKnownGood"]["uid"] == good.as_str()).then_some(()),
+    );
+
+    let assigned_at = Instant::now();
+    c.assign(Some("cfg-crash"));
+    let cond = c.wait_condition("KubeletConfigOK False after the crash loop", |c| {
+        c["status"] == "False"
+    });
+    let reported_after = assigned_at.elapsed();
+    assert!(
+        reported_after < Duration::from_secs(TRIAL_SECS),
+        "reported after the {TRIAL_SECS} s trial period: {reported_after:?}"
+    );
+    assert!(
+        field(&cond, "message").contains(&format!("using last-known-good (UID: {good}")),
+        "{cond}"
+    );
+    assert!(field(&cond, "reason").contains("crash loop"), "{cond}");
+    let st = c.status();
+    let reason = st["config"]["badConfigs"][&bad]["reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(reason.contains("crash loop"), "{st}");
+    let crashes = c.scene.events("crash").len();
+    assert!(
+        crashes >= 2,
+        "expected > crashLoopThreshold (1) crashes, saw {crashes}"
+    );
+    let lkg = c.wait_kubelet_with(&max_pods(55), None);
+    let annotation = c.wait_annotation("the status annotation of the rollback", |a| {
+        !a["error"].is_null()
+    });
+    assert_eq!(annotation["active"]["configMap"]["uid"], good.as_str());
+    assert_eq!(annotation["assigned"]["configMap"]["uid"], bad.as_str());
+    c.assert_kubelet_untouched(lkg, "last-known-good must stay up");
+    c.scene.assert_no_overlap();
+}
+
+/// 4a. An immutable ConfigMap is fetched exactly once and never watched (nor listed).
+#[test]
+fn immutable_configmap_is_fetched_once_and_never_watched() {
+    let c = Cluster::new();
+    let uid = c.configmap("cfg-imm", "maxPods: 43\n", true);
+    let (_p, _) = c.bootstrap_then_assign("cfg-imm", &max_pods(43));
+    c.wait_condition("KubeletConfigOK True", |c| {
+        c["status"] == "True" && field(c, "message").contains(&uid)
+    });
+    // Bounded sleep: a watch or re-fetch would be issued right after the first GET.
+    std::thread::sleep(QUIET_WINDOW);
+    let requests = c.requests_to("configmaps");
+    assert_eq!(
+        requests.len(),
+        1,
+        "expected exactly one request on configmaps: {requests:#?}"
+    );
+    let get = &requests[0];
+    assert_eq!(get.method, "GET");
+    assert_eq!(
+        get.path,
+        format!("/api/v1/namespaces/{NS}/configmaps/cfg-imm")
+    );
+    assert!(!get.watch);
+    assert_eq!(c.server.open_watches("/api/v1/namespaces"), 0);
+}
+
+/// 4b. A mutable ConfigMap is watched; a change of its data is a new checkpoint (new
+///     resourceVersion) and the kubelet restarts with the new content.
+#[test]
+fn mutable_configmap_is_watched_and_a_change_is_a_new_checkpoint() {
+    let c = Cluster::new();
+    let uid = c.configmap("cfg-mut", "maxPods: 44\n", false);
+    let (_p, second) = c.bootstrap_then_assign("cfg-mut", &max_pods(44));
+    wait_until(DEADLINE, "a watch on the assigned ConfigMap", || {
+        c.requests_to("configmaps")
+            .iter()
+            .any(|r| r.watch && r.path == format!("/api/v1/namespaces/{NS}/configmaps"))
+            .then_some(())
+    });
+    let rv1 = string_at(
+        &read_json(&c.scene.config_dir().join("meta/assigned")).expect("meta/assigned"),
+        &["resourceVersion"],
+    );
+
+    let updated = c
+        .server
+        .update_configmap_data(NS, "cfg-mut", payload("maxPods: 45\n"))
+        .expect("update a mutable ConfigMap");
+    let rv2 = string_at(&updated, &["metadata", "resourceVersion"]);
+    assert_ne!(rv1, rv2);
+    c.wait_kubelet_with(&max_pods(45), Some(second));
+    let checkpoints = c.scene.config_dir().join("checkpoints").join(&uid);
+    assert!(checkpoints.join(&rv1).is_dir(), "old checkpoint kept");
+    assert!(checkpoints.join(&rv2).is_dir(), "new checkpoint written");
+    let assigned = read_json(&c.scene.config_dir().join("meta/assigned")).expect("meta/assigned");
+    assert_eq!(assigned["uid"], uid.as_str(), "{assigned}");
+    assert_eq!(assigned["resourceVersion"], rv2.as_str(), "{assigned}");
+    c.wait_condition("KubeletConfigOK True for the new resourceVersion", |c| {
+        c["status"] == "True" && field(c, "message").contains(&format!("ResourceVersion: {rv2}"))
+    });
+    c.scene.assert_no_overlap();
+}
+
+/// Runs a bootstrap with the server up until `cfg-a` (maxPods 42) runs and is reported, then
+/// stops it. Returns the ConfigMap's uid.
+fn checkpoint_in_a_previous_run(c: &Cluster) -> String {
+    let uid = c.configmap("cfg-a", "maxPods: 42\n", true);
+    c.assign(Some("cfg-a"));
+    let mut p = c.bootstrap();
+    c.wait_kubelet_with(&max_pods(42), None);
+    c.wait_condition("KubeletConfigOK True in the first run", |c| {
+        c["status"] == "True" && field(c, "message").contains(&uid)
+    });
+    p.signal(Signal::SIGTERM);
+    assert!(p.wait_exit(DEADLINE).success(), "{}", c.scene.output());
+    uid
+}
+
+/// 5a. With the API server down at start, the kubelet starts promptly from the checkpoints of
+///     a previous run.
+#[test]
+fn api_server_down_at_start_runs_from_checkpoints() {
+    let c = Cluster::new();
+    checkpoint_in_a_previous_run(&c);
+    c.server.stop();
+    let started = Instant::now();
+    let _p = c.bootstrap();
+    c.wait_kubelet_with(&max_pods(42), None);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "the kubelet waited for the API server: {took:?}"
+    );
+}
+
+/// 5b. A holder that started while the API server was down reports its status once the
+///     server is back.
+#[test]
+fn api_server_back_after_an_outage_at_start_gets_the_status() {
+    let c = Cluster::new();
+    let uid = checkpoint_in_a_previous_run(&c);
+    c.server.stop();
+    let _p = c.bootstrap();
+    c.wait_kubelet_with(&max_pods(42), None);
+    let back_at = SystemTime::now();
+    c.server.clear_requests();
+    c.server.restart_on_same_port();
+    wait_until(
+        DEADLINE,
+        "a status PATCH after the server came back",
+        || {
+            c.requests_to(&format!("/api/v1/nodes/{NODE}/status"))
+                .iter()
+                .any(|r| r.method == "PATCH" && r.status == 200)
+                .then_some(())
+        },
+    );
+    let cond = c.wait_condition("KubeletConfigOK True with a fresh heartbeat", |c| {
+        let heartbeat = humantime::parse_rfc3339_weak(&field(c, "lastHeartbeatTime"));
+        // RFC 3339 in the condition has whole seconds.
+        heartbeat.is_ok_and(|t| t + Duration::from_secs(1) >= back_at)
+    });
+    assert_eq!(cond["status"], "True", "{cond}");
+    assert!(field(&cond, "message").contains(&uid), "{cond}");
+}
+
+/// 5c. An API outage while the kubelet runs leaves the kubelet alone; after it the node still
+///     follows its assignment.
+#[test]
+fn api_server_outage_mid_run_leaves_the_kubelet_alone() {
+    let c = Cluster::new();
+    let uid = c.configmap("cfg-a", "maxPods: 42\n", true);
+    c.configmap("cfg-b", "maxPods: 46\n", true);
+    let (_p, running) = c.bootstrap_then_assign("cfg-a", &max_pods(42));
+    c.wait_condition("KubeletConfigOK True", |c| {
+        c["status"] == "True" && field(c, "message").contains(&uid)
+    });
+    c.server.stop();
+    c.assert_kubelet_untouched(running, "the API server is down");
+    c.server.restart_on_same_port();
+    // The node watch resumes and a later assignment is applied.
+    c.assign(Some("cfg-b"));
+    c.wait_kubelet_with(&max_pods(46), Some(running));
+    c.scene.assert_no_overlap();
+}
+
+/// 5d. A status change during an API outage (here: the assigned config survives its trial
+///     and becomes last-known-good) reaches the Node once the server is back.
+#[test]
+fn status_change_during_an_outage_is_reported_when_the_server_is_back() {
+    let c = Cluster::new();
+    let uid = c.configmap("cfg-a", "maxPods: 42\nconfigTrialDuration: 2s\n", true);
+    let (_p, running) = c.bootstrap_then_assign("cfg-a", &max_pods(42));
+    c.wait_annotation("the status annotation of cfg-a on trial", |a| {
+        a["active"]["configMap"]["uid"] == uid.as_str() && a["lastKnownGood"].is_null()
+    });
+    c.server.stop();
+    wait_until(DEADLINE, "cfg-a to become last-known-good", || {
+        (c.status()["config"]["lastKnownGood"]["uid"] == uid.as_str()).then_some(())
+    });
+    // Let the report of the promotion fail for good (its retries end) before the server is back.
+    wait_until(DEADLINE, "the failed status report to be logged", || {
+        c.scene
+            .output()
+            .contains("cannot report the config status on the Node")
+            .then_some(())
+    });
+    c.server.restart_on_same_port();
+    c.wait_annotation(
+        "the status annotation naming the new last-known-good",
+        |a| a["lastKnownGood"]["configMap"]["uid"] == uid.as_str(),
+    );
+    assert_eq!(c.scene.running_kubelets(), vec![running]);
+}
+
+/// 6. After the server drops every watch, the sync re-watches and applies a later change.
+#[test]
+fn dropped_watch_is_resumed_and_a_later_change_is_applied() {
+    let c = Cluster::new();
+    c.configmap("cfg-a", "maxPods: 42\n", true);
+    c.configmap("cfg-b", "maxPods: 47\n", true);
+    let (_p, running) = c.bootstrap_then_assign("cfg-a", &max_pods(42));
+    let node_watches = || {
+        c.requests_to("/api/v1/nodes")
+            .iter()
+            .filter(|r| r.watch)
+            .count()
+    };
+    wait_until(DEADLINE, "an open watch on the node", || {
+        (c.server.open_watches("/api/v1/nodes") > 0).then_some(())
+    });
+    let before = node_watches();
+    c.server.drop_watches();
+    wait_until(DEADLINE, "the node watch to be renewed", || {
+        (node_watches() > before && c.server.open_watches("/api/v1/nodes") > 0).then_some(())
+    });
+    c.assign(Some("cfg-b"));
+    c.wait_kubelet_with(&max_pods(47), Some(running));
+    c.scene.assert_no_overlap();
+}
+
+/// 7. Removing the annotation goes back to the local (init) config.
+#[test]
+fn removing_the_annotation_resets_to_the_local_config() {
+    let c = Cluster::new();
+    let init = c.scene.path().join("init.yaml");
+    write_file(&init, &kubelet_config("maxPods: 77\n"));
+    c.configmap("cfg-a", "maxPods: 42\n", true);
+    let _p = c.supervisor(&["bootstrap"], &["--init-config", init.to_str().unwrap()]);
+    let (first, content) = c.running_config();
+    assert!(content.contains(&max_pods(77)), "{content}");
+    c.assign(Some("cfg-a"));
+    let assigned = c.wait_kubelet_with(&max_pods(42), Some(first));
+
+    c.assign(None);
+    c.wait_kubelet_with(&max_pods(77), Some(assigned));
+    wait_until(DEADLINE, "meta/assigned to be cleared", || {
+        (!c.scene.config_dir().join("meta/assigned").exists()).then_some(())
+    });
+    let cond = c.wait_condition("KubeletConfigOK for the local config", |c| {
+        c["status"] == "True" && c["message"] == "using current (init)"
+    });
+    assert_eq!(cond["reason"], "passing all checks");
+    c.wait_annotation("the status annotation of the local config", |a| {
+        a["active"].is_null() && a["assigned"].is_null() && a["error"].is_null()
+    });
+    c.scene.assert_no_overlap();
+}
+
+/// 8. An annotation that is no reference at all is reported Unknown and changes nothing.
+#[test]
+fn invalid_reference_is_reported_unknown_and_the_kubelet_is_untouched() {
+    let c = Cluster::new();
+    let uid = c.configmap("cfg-a", "maxPods: 42\n", true);
+    let (_p, running) = c.bootstrap_then_assign("cfg-a", &max_pods(42));
+
+    c.server
+        .set_node_annotation(NODE, SOURCE_ANNOTATION, Some("nonsense"));
+    let cond = c.wait_condition("KubeletConfigOK Unknown", |c| c["status"] == "Unknown");
+    assert!(
+        field(&cond, "reason").starts_with(SYNC_FAILED_PREFIX),
+        "{cond}"
+    );
+    assert!(field(&cond, "message").contains(&uid), "{cond}");
+    c.assert_kubelet_untouched(running, "the assignment is invalid");
+    let assigned = read_json(&c.scene.config_dir().join("meta/assigned")).expect("meta/assigned");
+    assert_eq!(assigned["uid"], uid.as_str(), "{assigned}");
+}
+
+/// 9. A 403 on the ConfigMap is reported as forbidden, naming the namespace and the verb.
+#[test]
+fn rbac_forbidden_is_reported_as_such() {
+    let c = Cluster::new();
+    c.configmap("cfg-a", "maxPods: 42\n", true);
+    c.server.deny("get", "configmaps", Some(NS));
+    let _p = c.bootstrap();
+    let (first, _) = c.running_config();
+    c.assign(Some("cfg-a"));
+    let cond = c.wait_condition("KubeletConfigOK Unknown", |c| c["status"] == "Unknown");
+    let reason = field(&cond, "reason");
+    assert!(reason.starts_with(SYNC_FAILED_PREFIX), "{cond}");
+    assert!(reason.contains("forbidden"), "{cond}");
+    assert!(reason.contains(NS), "{cond}");
+    assert!(reason.contains("get"), "{cond}");
+    assert!(!reason.contains("download"), "{cond}");
+    c.wait_annotation("the status annotation with the 403", |a| {
+        a["error"].as_str().is_some_and(|e| e.contains("forbidden"))
+    });
+    assert_eq!(c.scene.running_kubelets(), vec![first]);
+}
+
+/// 10. A bootstrap -> self-hosted pivot in the middle of a config change: the new holder runs
+///     the config assigned to the node (the same ConfigMap UID) and the store holds one
+///     consistent assignment; never two kubelets.
+#[test]
+fn pivot_in_the_middle_of_a_config_change_keeps_one_consistent_assignment() {
+    let c = Cluster::new();
+    let uid = c.configmap("cfg-b", "maxPods: 48\n", true);
+    let _boot = c.bootstrap();
+    let (first, _) = c.running_config();
+    c.wait_condition("the bootstrap's sync to be up", |c| c["status"] == "True");
+
+    c.assign(Some("cfg-b"));
+    let hosted = c.supervisor(&["self-hosted", "--generation", "1"], &[]);
+    let pid = c.wait_kubelet_of(&hosted, &max_pods(48));
+    assert_ne!(pid, first);
+    let st = c.status();
+    assert_eq!(st["lock"]["holder"]["role"], "self-hosted", "{st}");
+    assert_eq!(st["config"]["assigned"]["uid"], uid.as_str(), "{st}");
+    assert_eq!(
+        st["config"]["active"]["source"]["uid"],
+        uid.as_str(),
+        "{st}"
+    );
+    let checkpoints = c.scene.config_dir().join("checkpoints");
+    assert_eq!(dir_names(&checkpoints), vec![uid.clone()], "only cfg-b");
+    let versions = dir_names(&checkpoints.join(&uid));
+    assert_eq!(versions.len(), 1, "one checkpoint of cfg-b: {versions:?}");
+    // Whether the Node then names cfg-b depends on whether the bootstrap reported it before it
+    // yielded (see the next test for the product bug when it did not).
+    assert_eq!(c.scene.running_kubelets(), vec![pid]);
+    c.scene.assert_no_overlap();
+}
+
+/// 10b. After a pivot, the new holder reports the config it runs, also when the old holder's
+///      report of it never reached the server.
+#[test]
+fn new_holder_after_a_pivot_reports_the_config_it_runs() {
+    let c = Cluster::new();
+    let uid = c.configmap("cfg-b", "maxPods: 48\n", true);
+    // The bootstrap's status reports are refused (an RBAC gap or an outage while it applies).
+    c.server.deny("patch", "nodes/status", None);
+    let refused = || {
+        c.requests_to(&format!("/api/v1/nodes/{NODE}/status"))
+            .iter()
+            .filter(|r| r.method == "PATCH" && r.status == 403)
+            .count()
+    };
+    let _boot = c.bootstrap();
+    let (first, _) = c.running_config();
+    wait_until(DEADLINE, "the refused report of the local config", || {
+        (refused() >= 1).then_some(())
+    });
+    c.assign(Some("cfg-b"));
+    c.wait_kubelet_with(&max_pods(48), Some(first));
+    wait_until(DEADLINE, "the refused report of cfg-b", || {
+        (refused() >= 2).then_some(())
+    });
+    c.server.allow_all();
+
+    let hosted = c.supervisor(&["self-hosted", "--generation", "1"], &[]);
+    c.wait_kubelet_of(&hosted, &max_pods(48));
+    c.wait_condition("KubeletConfigOK True for cfg-b from the new holder", |c| {
+        c["status"] == "True" && field(c, "message").contains(&uid)
+    });
+    c.scene.assert_no_overlap();
+}
+
+// ------------------------------------------------------------------------------------------
+// kubectl
+// ------------------------------------------------------------------------------------------
+
+/// `$KUBECTL` or `kubectl` on PATH; `None` (with the reason printed) if it cannot run.
+fn kubectl_binary() -> Option<PathBuf> {
+    let binary = PathBuf::from(std::env::var_os("KUBECTL").unwrap_or_else(|| "kubectl".into()));
+    match Command::new(&binary).args(["version", "--client"]).output() {
+        Ok(out) if out.status.success() => Some(binary),
+        Ok(out) => {
+            eprintln!(
+                "SKIPPED: {} version --client failed: {}",
+                binary.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            None
+        }
+        Err(err) => {
+            eprintln!(
+                "SKIPPED: kubectl is not installed ({}: {err}); install the kubernetes-client package",
+                binary.display()
+            );
+            None
+        }
+    }
+}
+
+fn kubectl(binary: &Path, c: &Cluster, args: &[&str]) -> String {
+    let out: Output = Command::new(binary)
+        .args(args)
+        .arg(format!(
+            "--cache-dir={}",
+            c.scene.path().join("kube-cache").display()
+        ))
+        .env("KUBECONFIG", &c.kubeconfig)
+        .output()
+        .unwrap_or_else(|err| panic!("failed to run kubectl {args:?}: {err}"));
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// 11. The documented operator workflow with real kubectl.
+#[test]
+fn kubectl_workflow_assigns_a_config_and_shows_the_condition() {
+    let Some(binary) = kubectl_binary() else {
+        return;
+    };
+    let c = Cluster::new();
+    let _p = c.bootstrap();
+    let (first, _) = c.running_config();
+    let file = c.scene.path().join("kubelet");
+    write_file(&file, &kubelet_config("maxPods: 50\n"));
+    let from_file = format!("--from-file=kubelet={}", file.display());
+    kubectl(
+        &binary,
+        &c,
+        &[
+            "create",
+            "configmap",
+            "my-node-config",
+            &from_file,
+            "-n",
+            NS,
+        ],
+    );
+    let uid = string_at(
+        &c.server
+            .configmap(NS, "my-node-config")
+            .expect("kubectl created the ConfigMap"),
+        &["metadata", "uid"],
+    );
+    kubectl(
+        &binary,
+        &c,
+        &[
+            "annotate",
+            "node",
+            NODE,
+            &format!("{SOURCE_ANNOTATION}={NS}/my-node-config"),
+        ],
+    );
+    c.wait_kubelet_with(&max_pods(50), Some(first));
+    let node = wait_until(DEADLINE, "kubectl to show KubeletConfigOK True", || {
+        let text = kubectl(&binary, &c, &["get", "node", NODE, "-o", "json"]);
+        let node: Value = serde_json::from_str(&text).expect("kubectl get -o json prints JSON");
+        condition_of(&node)
+            .is_some_and(|c| c["status"] == "True" && field(&c, "message").contains(&uid))
+            .then_some(node)
+    });
+    let text = node["metadata"]["annotations"][STATUS_ANNOTATION]
+        .as_str()
+        .expect("status annotation via kubectl");
+    assert!(text.contains(&uid), "{text}");
+    c.scene.assert_no_overlap();
+}
