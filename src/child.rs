@@ -84,17 +84,20 @@ fn check_executable(path: &Path) -> Result<(), ChildError> {
     Ok(())
 }
 
-/// A running kubelet: its identity and when it started.
+/// A running kubelet: its pid in our namespace (for signals and waitpid),
+/// its identity as /proc shows it (for the holder record), and when it
+/// started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Kubelet {
+    pub pid: i32,
     pub id: ProcessId,
     pub started: Instant,
 }
 
 impl Kubelet {
-    /// Process group id: the kubelet leads its own group.
+    /// Process group id in our namespace: the kubelet leads its own group.
     pub fn pgid(&self) -> i32 {
-        self.id.pid
+        self.pid
     }
 }
 
@@ -149,9 +152,14 @@ pub fn spawn(cmd: &KubeletCommand, inherit_fd: Option<RawFd>) -> Result<Kubelet,
     // The std handle is dropped without waiting: the supervisor reaps every
     // child itself with waitpid(-1) (it may be PID 1 or a subreaper).
     drop(child);
-    let start_time = procfs::stat(pid).map(|s| s.start_time).unwrap_or(0);
+    let view = procfs::view_pid_of_local(pid).unwrap_or(pid);
+    let start_time = procfs::stat(view).map(|s| s.start_time).unwrap_or(0);
     Ok(Kubelet {
-        id: ProcessId { pid, start_time },
+        pid,
+        id: ProcessId {
+            pid: view,
+            start_time,
+        },
         started: Instant::now(),
     })
 }
@@ -202,12 +210,30 @@ pub fn signal_group(pgid: i32, sig: Signal) -> bool {
     }
 }
 
-/// True when no live process is left in the group (zombies do not count:
-/// they hold no files and run nothing).
+/// True when no live process is left in our kubelet's group (`pgid` in our
+/// namespace). Zombies do not count when /proc can tell (they hold no files
+/// and run nothing); with another namespace's /proc, kill(2) decides alone
+/// (our own zombies are reaped by us: we are a subreaper or PID 1).
 pub fn group_gone(pgid: i32) -> bool {
     match killpg(Pid::from_raw(pgid), None) {
         Err(Errno::ESRCH) => true,
-        _ => procfs::live_group_members(pgid).is_empty(),
+        _ if procfs::proc_is_own_namespace() => procfs::live_group_members(pgid).is_empty(),
+        _ => false,
+    }
+}
+
+/// True when no live process is left in a group known by its /proc id
+/// (another supervisor's kubelet, from its holder record).
+pub fn view_group_gone(view_pgid: i32) -> bool {
+    procfs::live_group_members(view_pgid).is_empty()
+}
+
+/// Signals a group known by its /proc id; false when it is gone or not
+/// visible from our namespace.
+pub fn signal_view_group(view_pgid: i32, sig: Signal) -> bool {
+    match procfs::local_pgid_of_view(view_pgid) {
+        Some(local) => signal_group(local, sig),
+        None => false,
     }
 }
 

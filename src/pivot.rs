@@ -237,7 +237,7 @@ impl Pivot {
                 });
                 vec![Effect::WriteHolder]
             }
-            (State::Holding(Run::Running(k)), I::KubeletExited { pid, .. }) if pid == k.id.pid => {
+            (State::Holding(Run::Running(k)), I::KubeletExited { pid, .. }) if pid == k.pid => {
                 let delay = self
                     .backoff
                     .next_delay(now.saturating_duration_since(k.started));
@@ -375,6 +375,7 @@ mod tests {
 
     fn kubelet(pid: i32, at: Instant) -> Kubelet {
         Kubelet {
+            pid,
             id: ProcessId { pid, start_time: 7 },
             started: at,
         }
@@ -400,7 +401,7 @@ mod tests {
         assert_eq!(fx, vec![Effect::Fence, Effect::WriteHolder, Effect::Spawn]);
         let fx = p.step(Input::KubeletStarted(kubelet(10, now)), now);
         assert_eq!(fx, vec![Effect::WriteHolder]);
-        assert_eq!(p.kubelet().map(|k| k.id.pid), Some(10));
+        assert_eq!(p.kubelet().map(|k| k.pid), Some(10));
     }
 
     #[test]
@@ -563,7 +564,7 @@ mod tests {
                 now
             )
             .is_empty());
-        assert_eq!(p.kubelet().map(|k| k.id.pid), Some(10));
+        assert_eq!(p.kubelet().map(|k| k.pid), Some(10));
     }
 
     #[test]

@@ -111,6 +111,60 @@ pub fn live_group_members(pgid: i32) -> Vec<i32> {
         .collect()
 }
 
+// PID namespaces. kubelet-pivot may run in its own PID namespace with the
+// host's /proc mounted (a DaemonSet pod without hostPID, or `unshare --pid`
+// without --mount-proc). Then the kernel's syscalls (kill, waitpid) speak our
+// namespace's pids while /proc speaks the host's. Records on disk use /proc's
+// ("view") pids, which every reader of that /proc understands; signals use
+// our namespace's ("local") pids. The NSpid/NSpgid lines of /proc/PID/status
+// translate between the two.
+
+/// Whether /proc shows the pids of our own PID namespace.
+pub fn proc_is_own_namespace() -> bool {
+    self_id()
+        .map(|id| id.pid == nix::unistd::getpid().as_raw())
+        .unwrap_or(true)
+}
+
+/// The ids of a `NS...:` line of /proc/PID/status, outermost namespace
+/// (that of the /proc mount) first.
+fn ns_ids(view_pid: &str, field: &str) -> Option<Vec<i32>> {
+    let status = fs::read_to_string(format!("/proc/{view_pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix(field))?;
+    line.split_whitespace().map(|w| w.parse().ok()).collect()
+}
+
+/// How deep our PID namespace is below the one of the /proc mount.
+fn own_depth() -> Option<usize> {
+    ns_ids("self", "NSpid:").map(|ids| ids.len().saturating_sub(1))
+}
+
+/// The /proc ("view") pid of a process known by its pid in our namespace.
+pub fn view_pid_of_local(local: i32) -> Option<i32> {
+    if proc_is_own_namespace() {
+        return Some(local);
+    }
+    let depth = own_depth()?;
+    fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let name = e.file_name().into_string().ok()?;
+        let view: i32 = name.parse().ok()?;
+        let ids = ns_ids(&name, "NSpid:")?;
+        (ids.get(depth) == Some(&local)).then_some(view)
+    })
+}
+
+/// Our namespace's process group id for a group known by its /proc ("view")
+/// id; `None` when no live member is visible from our namespace.
+pub fn local_pgid_of_view(view_pgid: i32) -> Option<i32> {
+    if proc_is_own_namespace() {
+        return Some(view_pgid);
+    }
+    let depth = own_depth()?;
+    live_group_members(view_pgid)
+        .into_iter()
+        .find_map(|pid| ns_ids(&pid.to_string(), "NSpgid:")?.get(depth).copied())
+}
+
 /// Device and inode of a file, as /proc/locks prints them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FileKey {
@@ -224,6 +278,17 @@ mod tests {
         assert_eq!(st.ppid, 1);
         assert_eq!(st.pgrp, 1234);
         assert_eq!(st.start_time, 987654);
+    }
+
+    #[test]
+    fn own_namespace_translations_are_identity() {
+        // The test runs in the namespace of its /proc.
+        if proc_is_own_namespace() {
+            let me = std::process::id() as i32;
+            assert_eq!(view_pid_of_local(me), Some(me));
+            assert_eq!(local_pgid_of_view(me), Some(me));
+        }
+        assert!(ns_ids("self", "NSpid:").is_some_and(|v| !v.is_empty()));
     }
 
     #[test]

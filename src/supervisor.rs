@@ -280,7 +280,7 @@ impl Driver {
             Wake::BackoffElapsed => vec![Input::BackoffElapsed],
             Wake::StopDeadline => {
                 if let Some(k) = self.pivot.kubelet() {
-                    warn!(pid = k.id.pid, timeout = ?self.opts.stop_timeout, "kubelet did not exit within --stop-timeout after SIGTERM; sending SIGKILL to its process group");
+                    warn!(pid = k.pid, timeout = ?self.opts.stop_timeout, "kubelet did not exit within --stop-timeout after SIGTERM; sending SIGKILL to its process group");
                 }
                 vec![Input::StopDeadline]
             }
@@ -344,7 +344,7 @@ impl Driver {
         let mut out = Vec::new();
         let current = self.pivot.kubelet();
         for (pid, how) in child::reap_all() {
-            if Some(pid) == current.map(|k| k.id.pid) {
+            if Some(pid) == current.map(|k| k.pid) {
                 if matches!(self.pivot.state, State::Stopping { .. }) {
                     info!(pid, %how, "kubelet exited");
                 } else {
@@ -537,7 +537,7 @@ impl Driver {
             State::Stopping { .. } => {
                 let mut v = child::reap_all()
                     .into_iter()
-                    .filter(|(pid, _)| Some(*pid) == self.pivot.kubelet().map(|k| k.id.pid))
+                    .filter(|(pid, _)| Some(*pid) == self.pivot.kubelet().map(|k| k.pid))
                     .map(|(pid, how)| Input::KubeletExited { pid, how })
                     .collect::<Vec<_>>();
                 v.extend(self.group_gone_input());
@@ -762,7 +762,7 @@ impl Driver {
                 // lives as long as we do: PR_SET_PDEATHSIG stays armed.
                 return Ok(match child::spawn(&cmd, Some(self.lock.raw_fd())) {
                     Ok(k) => {
-                        info!(pid = k.id.pid, program = %self.opts.kubelet.program.display(), "started kubelet");
+                        info!(pid = k.pid, view_pid = k.id.pid, program = %self.opts.kubelet.program.display(), "started kubelet");
                         vec![Input::KubeletStarted(k)]
                     }
                     Err(err) => {
@@ -844,16 +844,16 @@ impl Driver {
         let Some(k) = rec.kubelet() else { return };
         let leader_reused =
             matches!(procfs::id_of(k.pid), Some(now) if now.start_time != k.start_time);
-        if leader_reused || child::group_gone(k.pid) {
+        if leader_reused || child::view_group_gone(k.pid) {
             return;
         }
         warn!(pgid = k.pid, previous = %rec.rank(), "the previous holder's kubelet is still running; killing its process group before starting ours");
         let started = Instant::now();
         let mut last_report = started;
         loop {
-            child::signal_group(k.pid, Signal::SIGKILL);
+            child::signal_view_group(k.pid, Signal::SIGKILL);
             child::reap_all();
-            if child::group_gone(k.pid) {
+            if child::view_group_gone(k.pid) {
                 info!(pgid = k.pid, waited = ?started.elapsed(), "previous kubelet fenced");
                 return;
             }
@@ -878,7 +878,7 @@ impl Driver {
             },
             State::Deferring { to, .. } => format!("standing by: handing the lock to {to}"),
             State::Holding(Run::Starting) => "starting kubelet".to_string(),
-            State::Holding(Run::Running(k)) => format!("running kubelet pid {}", k.id.pid),
+            State::Holding(Run::Running(k)) => format!("running kubelet pid {}", k.pid),
             State::Holding(Run::Backoff { delay, .. }) => {
                 format!(
                     "kubelet exited; restarting in {}",
@@ -894,7 +894,7 @@ impl Driver {
                     StopPurpose::Restart => "restart requested".to_string(),
                     StopPurpose::LockLost => "lock file lost".to_string(),
                 };
-                format!("stopping kubelet pid {}: {why}", kubelet.id.pid)
+                format!("stopping kubelet pid {}: {why}", kubelet.pid)
             }
             State::Exited(code) => format!("exited with code {code}"),
         }
