@@ -212,7 +212,10 @@ impl Pivot {
             }
             (State::Waiting, I::Acquired { defer_to: None }) => {
                 self.state = State::Holding(Run::Starting);
-                vec![Effect::Fence, Effect::WriteHolder, Effect::Spawn]
+                // The record is written once the kubelet runs (KubeletStarted):
+                // fencing reads the previous record first, and the kubelet is
+                // protected by the inherited lock meanwhile.
+                vec![Effect::Fence, Effect::Spawn]
             }
             (State::Deferring { .. }, I::HandoverSeen) => {
                 self.state = State::Waiting;
@@ -398,7 +401,7 @@ mod tests {
         let mut p = pivot(false);
         let now = Instant::now();
         let fx = p.step(Input::Acquired { defer_to: None }, now);
-        assert_eq!(fx, vec![Effect::Fence, Effect::WriteHolder, Effect::Spawn]);
+        assert_eq!(fx, vec![Effect::Fence, Effect::Spawn]);
         let fx = p.step(Input::KubeletStarted(kubelet(10, now)), now);
         assert_eq!(fx, vec![Effect::WriteHolder]);
         assert_eq!(p.kubelet().map(|k| k.pid), Some(10));

@@ -410,7 +410,10 @@ impl Store {
     pub fn write_effective_config(&self, bytes: &[u8]) -> Result<PathBuf, StoreError> {
         let path = self.effective_config_path();
         self.check_no_symlink(&path)?;
-        fsutil::write_atomic(&path, bytes, FILE_MODE)?;
+        // Unchanged content needs no new file (and no fsyncs on the start path).
+        if fsutil::read_nofollow(&path).ok().flatten().as_deref() != Some(bytes) {
+            fsutil::write_atomic(&path, bytes, FILE_MODE)?;
+        }
         Ok(path)
     }
 

@@ -111,7 +111,7 @@ struct Driver {
     pivot: Pivot,
     watcher: Watcher,
     notifier: Notifier,
-    acquiring: Option<oneshot::Receiver<Result<(), LockError>>>,
+    acquiring: Option<AcquireRx>,
     /// Look at contention again until then (fast cadence).
     recheck_until: Option<Instant>,
     holder_since: String,
@@ -162,6 +162,30 @@ async fn tick_opt(iv: &mut Option<tokio::time::Interval>) {
     }
 }
 
+type AcquireRx = oneshot::Receiver<Result<(), LockError>>;
+
+/// Takes the lock if it is free (`None`), else starts a thread blocked in
+/// flock on the same descriptor and returns where its result will arrive.
+fn begin_acquire(lock: &LockFile) -> Result<Option<AcquireRx>, SupervisorError> {
+    if lock.try_acquire()? {
+        return Ok(None);
+    }
+    let waiter = lock.clone();
+    let (tx, rx) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("flock".into())
+        .spawn(move || {
+            let _ = tx.send(waiter.acquire_blocking());
+        })
+        .map_err(|e| {
+            SupervisorError::Lock(LockError::Flock {
+                path: lock.path().to_path_buf(),
+                source: e,
+            })
+        })?;
+    Ok(Some(rx))
+}
+
 /// Runs a supervisor until it exits; returns the process exit code.
 pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     let me = procfs::self_id().map_err(SupervisorError::Proc)?;
@@ -169,6 +193,26 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         warn!(%err, "cannot become a child subreaper; orphaned kubelet helpers go to init");
     }
     lock::prepare(&opts.lock_path)?;
+    // Everything that takes time happens before we announce ourselves: from
+    // the claim on, a holder is waiting for us to block in flock.
+    let store = Store::open(&opts.store_dir)?;
+    let client = sync::client(opts.kubeconfig.as_ref()).await?;
+    match &client {
+        Some(_) => {
+            info!(node = %opts.node_name, "API server configured: the node's config assignment is followed")
+        }
+        None => info!("no API server configured: local-only mode"),
+    }
+    let mut signals =
+        Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD]).map_err(SupervisorError::Signals)?;
+    let pivot = Pivot::new(
+        Settings {
+            stop_timeout: opts.stop_timeout,
+            exit_on_yield: opts.exit_on_yield,
+            defer_timeout: DEFER_TIMEOUT,
+        },
+        Backoff::default(),
+    );
     let claim = ClaimGuard::create(
         &opts.lock_path,
         Claim {
@@ -183,26 +227,10 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         lock: opts.lock_path.clone(),
         source,
     })?;
+    // Open (the event a holder sees) and block in flock right away.
     let lock = LockFile::open(&opts.lock_path)?;
-    let store = Store::open(&opts.store_dir)?;
-    let client = sync::client(opts.kubeconfig.as_ref()).await?;
-    match &client {
-        Some(_) => {
-            info!(node = %opts.node_name, "API server configured: the node's config assignment is followed")
-        }
-        None => info!("no API server configured: local-only mode"),
-    }
-    let mut signals =
-        Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD]).map_err(SupervisorError::Signals)?;
+    let acquiring = begin_acquire(&lock)?;
     let watcher = Watcher::new(&opts.lock_path, Some(&store.meta_path()), opts.force_poll);
-    let pivot = Pivot::new(
-        Settings {
-            stop_timeout: opts.stop_timeout,
-            exit_on_yield: opts.exit_on_yield,
-            defer_timeout: DEFER_TIMEOUT,
-        },
-        Backoff::default(),
-    );
     info!(rank = %opts.rank, pid = me.pid, lock = %opts.lock_path.display(), watch = ?watcher.mode(), "supervisor starting");
     let mut d = Driver {
         opts,
@@ -225,7 +253,14 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         reports: tokio::sync::watch::channel(None).0,
     };
     let mut watchdog = Notifier::watchdog_interval().map(tokio::time::interval);
-    let mut inputs = d.apply(Effect::Acquire).await?;
+    let mut inputs = match acquiring {
+        None => d.on_acquired()?,
+        Some(rx) => {
+            d.notifier.ready();
+            d.acquiring = Some(rx);
+            vec![]
+        }
+    };
     loop {
         d.feed_all(inputs).await?;
         d.tend_syncer();
@@ -683,26 +718,15 @@ impl Driver {
     }
 
     fn start_acquire(&mut self) -> Result<Vec<Input>, SupervisorError> {
-        if self.lock.try_acquire()? {
-            return self.on_acquired();
+        match begin_acquire(&self.lock)? {
+            None => self.on_acquired(),
+            Some(rx) => {
+                // Someone holds it: we stand by, blocked on the same descriptor.
+                self.notifier.ready();
+                self.acquiring = Some(rx);
+                Ok(vec![])
+            }
         }
-        // Someone holds it: we stand by, blocked on the same descriptor.
-        self.notifier.ready();
-        let lock = self.lock.clone();
-        let (tx, rx) = oneshot::channel();
-        std::thread::Builder::new()
-            .name("flock".into())
-            .spawn(move || {
-                let _ = tx.send(lock.acquire_blocking());
-            })
-            .map_err(|e| {
-                SupervisorError::Lock(LockError::Flock {
-                    path: self.lock.path().to_path_buf(),
-                    source: e,
-                })
-            })?;
-        self.acquiring = Some(rx);
-        Ok(vec![])
     }
 
     fn handle_replacement(&mut self) -> Vec<Input> {
