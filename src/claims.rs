@@ -73,6 +73,13 @@ pub fn claims_dir(lock: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Creates the claims directory beside the lock file (done first at start,
+/// so that an unwritable lock directory is reported before anything else).
+pub fn prepare(lock: &Path) -> Result<(), ClaimError> {
+    fsutil::ensure_dir(&claims_dir(lock), CLAIMS_DIR_MODE)?;
+    Ok(())
+}
+
 /// Our own claim. The file is deliberately neither removed nor closed on
 /// drop: its flock ends only when the process is gone (all threads, including one blocked
 /// in flock on the lock file), so a claim can never vanish while its owner
@@ -113,6 +120,16 @@ impl ClaimGuard {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Removes the claim file (the descriptor and its flock stay until the
+    /// process exits). For a supervisor that leaves while *holding* the
+    /// lock: it is not blocked in flock, so nobody can take it for an
+    /// unclaimed waiter.
+    pub fn withdraw(&self) {
+        if let Err(err) = fs::remove_file(&self.path) {
+            tracing::debug!(%err, path = %self.path.display(), "claim already gone");
+        }
     }
 }
 

@@ -109,6 +109,9 @@ pub enum Effect {
     /// Write the holder record for the current state.
     WriteHolder,
     RemoveHolder,
+    /// Remove our claim file (only when leaving while holding: a waiter
+    /// blocked in flock keeps its claim until the process is gone).
+    WithdrawClaim,
     Spawn,
     SignalGroup(i32, Signal),
     /// Tell systemd we are stopping.
@@ -187,7 +190,11 @@ impl Pivot {
         self.state = State::Exited(code);
         let mut fx = Vec::new();
         if held {
+            // A holder that leaves withdraws its claim before unlocking, so
+            // the waiter that gets the lock does not defer to a claimant
+            // that is about to exit.
             fx.push(Effect::RemoveHolder);
+            fx.push(Effect::WithdrawClaim);
             fx.push(Effect::Release);
         }
         fx.push(Effect::Exit(code));
@@ -480,7 +487,12 @@ mod tests {
         assert!(p.step(Input::StopDeadline, now).is_empty());
         assert_eq!(
             p.step(Input::GroupGone, now),
-            vec![Effect::RemoveHolder, Effect::Release, Effect::Exit(0)]
+            vec![
+                Effect::RemoveHolder,
+                Effect::WithdrawClaim,
+                Effect::Release,
+                Effect::Exit(0)
+            ]
         );
     }
 
@@ -511,7 +523,12 @@ mod tests {
         assert_eq!(p.step(Input::Terminate, now), vec![Effect::NotifyStopping]);
         assert_eq!(
             p.step(Input::GroupGone, now),
-            vec![Effect::RemoveHolder, Effect::Release, Effect::Exit(0)]
+            vec![
+                Effect::RemoveHolder,
+                Effect::WithdrawClaim,
+                Effect::Release,
+                Effect::Exit(0)
+            ]
         );
     }
 

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use tracing::{debug, error, info, warn};
 
 use crate::child::{self, Backoff, KubeletCommand};
-use crate::claims::{live_claims, Claim, ClaimError, ClaimGuard};
+use crate::claims::{self, live_claims, Claim, ClaimError, ClaimGuard};
 use crate::contention::{judge, Contender, Verdict};
 use crate::holder::HolderRecord;
 use crate::lifecycle::{self, Access, LocalConfig, Resolved};
@@ -34,6 +34,8 @@ use crate::watch::{Hint, Watcher};
 const OPEN_WINDOW: Duration = Duration::from_millis(500);
 /// While a higher claim exists but its owner is not blocked yet.
 const PENDING_WINDOW: Duration = Duration::from_secs(2);
+/// Immediate re-checks after an open or a new claim (see `burst_check`).
+const BURST_CHECKS: usize = 20;
 /// Re-check cadence inside those windows.
 const FAST_RECHECK: Duration = Duration::from_millis(1);
 /// Cadence of group/handover polls (events usually come first).
@@ -107,7 +109,7 @@ struct Driver {
     opts: Options,
     me: ProcessId,
     lock: LockFile,
-    _claim: ClaimGuard,
+    claim: ClaimGuard,
     pivot: Pivot,
     watcher: Watcher,
     notifier: Notifier,
@@ -193,6 +195,10 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         warn!(%err, "cannot become a child subreaper; orphaned kubelet helpers go to init");
     }
     lock::prepare(&opts.lock_path)?;
+    claims::prepare(&opts.lock_path).map_err(|source| SupervisorError::Claim {
+        lock: opts.lock_path.clone(),
+        source,
+    })?;
     // Everything that takes time happens before we announce ourselves: from
     // the claim on, a holder is waiting for us to block in flock.
     let store = Store::open(&opts.store_dir)?;
@@ -236,7 +242,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         opts,
         me,
         lock,
-        _claim: claim,
+        claim,
         pivot,
         watcher,
         notifier: Notifier::new(),
@@ -307,6 +313,9 @@ impl Driver {
             }
             Wake::Hint(hint) => {
                 let mut inputs = self.on_hint(hint);
+                if inputs.is_empty() && matches!(hint, Hint::LockOpened | Hint::ClaimsChanged) {
+                    inputs = self.burst_check().await;
+                }
                 if matches!(hint, Hint::ConfigChanged | Hint::Tick) {
                     inputs.extend(self.check_config().await);
                 }
@@ -630,6 +639,24 @@ impl Driver {
         }
     }
 
+    /// Right after an open of the lock file or a new claim, the contender is
+    /// usually microseconds away from blocking in flock, while the runtime's
+    /// timers tick in milliseconds: look again a few times at once (yielding
+    /// to the runtime in between) before falling back to the timer.
+    async fn burst_check(&mut self) -> Vec<Input> {
+        for _ in 0..BURST_CHECKS {
+            if !matches!(self.pivot.state, State::Holding(_)) || self.recheck_until.is_none() {
+                break;
+            }
+            tokio::task::yield_now().await;
+            let inputs = self.check_contention();
+            if !inputs.is_empty() {
+                return inputs;
+            }
+        }
+        vec![]
+    }
+
     fn check_contention(&mut self) -> Vec<Input> {
         if !matches!(self.pivot.state, State::Holding(_)) {
             return vec![];
@@ -799,6 +826,7 @@ impl Driver {
                 debug!(pgid, %sig, "signalling kubelet process group");
                 child::signal_group(pgid, sig);
             }
+            Effect::WithdrawClaim => self.claim.withdraw(),
             Effect::NotifyStopping => self.notifier.stopping(),
             Effect::Exit(code) => info!(code, "supervisor exiting"),
         }
