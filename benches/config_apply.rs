@@ -47,15 +47,16 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc::Receiver;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use apiserver::{ApiServer, RequestRecord};
-use inotify::{Inotify, WatchMask};
+use inotify::WatchMask;
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
-use support::{pivot_bin, read_log, wait_until, LogLine, Proc, Scene};
+use support::bench::{fail, inotify_times, stand_in, stats, Stats};
+use support::{now_ns, pivot_bin, read_log, wait_until, LogLine, Proc, Scene};
 
 const DEFAULT_CHANGES: usize = 60;
 const QUICK_CHANGES: usize = 20;
@@ -81,19 +82,6 @@ const CONFIGMAPS: usize = 3;
 const NS: &str = "kubelet-config";
 const SOURCE_ANNOTATION: &str = "kubelet-pivot.io/config-source";
 const CONDITION: &str = "KubeletConfigOK";
-const STAND_IN_NAME: &str = "stand_in_kubelet";
-
-fn fail(msg: &str) -> ! {
-    eprintln!("config_apply bench: {msg}");
-    std::process::exit(2);
-}
-
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("the realtime clock is after 1970")
-        .as_nanos()
-}
 
 fn ms_between(from_ns: u128, to_ns: u128) -> f64 {
     if to_ns < from_ns {
@@ -103,12 +91,6 @@ fn ms_between(from_ns: u128, to_ns: u128) -> f64 {
     }
     // Intervals of milliseconds to seconds: far below f64's exact integer range.
     (to_ns - from_ns) as f64 / 1e6
-}
-
-/// Nearest-rank percentile of sorted samples.
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
-    sorted[rank.min(sorted.len()) - 1]
 }
 
 struct Opts {
@@ -142,28 +124,11 @@ fn opts() -> Opts {
     }
 }
 
-/// The stand-in kubelet next to the kubelet-pivot binary cargo built for this bench.
-fn stand_in() -> PathBuf {
-    let bin = pivot_bin()
-        .parent()
-        .map(|dir| dir.join("examples").join(STAND_IN_NAME))
-        .unwrap_or_default();
-    if !bin.is_file() {
-        fail(&format!(
-            "stand-in kubelet not found at {}; `cargo bench` does not build examples: run \
-             `cargo build --release --examples` first",
-            bin.display()
-        ));
-    }
-    bin
-}
-
+/// ConfigMap data: key `kubelet` = a KubeletConfiguration with `maxPods`.
 fn kubelet_config(max_pods: u32) -> BTreeMap<String, String> {
     BTreeMap::from([(
         "kubelet".to_owned(),
-        format!(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: {max_pods}\n"
-        ),
+        support::kubelet_config(&format!("maxPods: {max_pods}\n")),
     )])
 }
 
@@ -240,8 +205,7 @@ impl ApplyNode {
                 (name, uid_of(&cm), max_pods)
             })
             .collect();
-        let kubeconfig = scene.path().join("kubeconfig");
-        server.write_kubeconfig(&kubeconfig);
+        let kubeconfig = server.kubeconfig_in(scene.path());
         ApplyNode {
             scene,
             server,
@@ -344,34 +308,13 @@ fn bench_sync_path(changes: usize) -> Vec<f64> {
 fn watch_assigned(meta: &Path) -> Receiver<u128> {
     fs::create_dir_all(meta)
         .unwrap_or_else(|err| fail(&format!("create {}: {err}", meta.display())));
-    let inotify = Inotify::init().unwrap_or_else(|err| fail(&format!("inotify_init: {err}")));
-    inotify
-        .watches()
-        .add(
-            meta,
-            WatchMask::MOVED_TO | WatchMask::CLOSE_WRITE | WatchMask::DELETE,
-        )
-        .unwrap_or_else(|err| fail(&format!("watch {}: {err}", meta.display())));
-    let (tx, rx) = mpsc::channel();
-    thread::Builder::new()
-        .name("assigned-watch".to_owned())
-        .spawn(move || {
-            let mut inotify = inotify;
-            let mut buffer = [0u8; 4096];
-            loop {
-                let Ok(events) = inotify.read_events_blocking(&mut buffer) else {
-                    return;
-                };
-                let at = now_ns();
-                for event in events {
-                    if event.name.is_some_and(|n| n == "assigned") && tx.send(at).is_err() {
-                        return;
-                    }
-                }
-            }
-        })
-        .unwrap_or_else(|err| fail(&format!("start the watch thread: {err}")));
-    rx
+    inotify_times(
+        "assigned-watch",
+        meta,
+        WatchMask::MOVED_TO | WatchMask::CLOSE_WRITE | WatchMask::DELETE,
+        || {},
+        |name| name.is_some_and(|n| n == "assigned"),
+    )
 }
 
 /// The seed's path: checkpoint, exit, be restarted by systemd after RestartSec=100ms.
@@ -424,26 +367,6 @@ fn bench_seed_path(changes: usize) -> (Vec<f64>, Vec<f64>, usize) {
     }
     node.scene.assert_no_overlap();
     (samples, checkpointed, early_restarts)
-}
-
-struct Stats {
-    p50: f64,
-    p99: f64,
-    min: f64,
-    max: f64,
-    mean: f64,
-}
-
-fn stats(samples: &[f64]) -> Stats {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    Stats {
-        p50: percentile(&sorted, 50.0),
-        p99: percentile(&sorted, 99.0),
-        min: sorted[0],
-        max: sorted[sorted.len() - 1],
-        mean: sorted.iter().sum::<f64>() / sorted.len() as f64,
-    }
 }
 
 fn print_stats(name: &str, s: &Stats, n: usize) {
@@ -535,8 +458,7 @@ fn bench_fleet(opts: &Opts, stand_in: &Path) -> FleetReport {
     server.set_bookmark_interval(BOOKMARK_INTERVAL);
     let cm = server.create_configmap(NS, "fleet-config", kubelet_config(110), true);
     let uid = uid_of(&cm);
-    let kubeconfig = dir.path().join("kubeconfig");
-    server.write_kubeconfig(&kubeconfig);
+    let kubeconfig = server.kubeconfig_in(dir.path());
     let assignment = format!("{NS}/fleet-config");
 
     let started = Instant::now();

@@ -27,13 +27,13 @@ mod support;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use inotify::{Inotify, WatchMask};
+use inotify::WatchMask;
 use nix::sys::signal::Signal;
-use support::{pivot_bin, read_log, wait_until, LogLine, Proc};
+use support::bench::{fail, inotify_times, stand_in, stats, Stats};
+use support::{node_paths, now_ns, pivot_bin, read_log, wait_until, LogLine, Proc};
 
 /// Handoffs per implementation by default, and with `--quick`.
 const DEFAULT_ROUNDS: usize = 200;
@@ -45,14 +45,6 @@ const TARGET_P50_MS: f64 = 5.0;
 const TARGET_P99_MS: f64 = 20.0;
 const TARGET_SPEEDUP: f64 = 10.0;
 const BASELINE_SCRIPT: &str = "scripts/shell-pivot.sh";
-const STAND_IN_NAME: &str = "stand_in_kubelet";
-
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("the realtime clock is after 1970")
-        .as_nanos()
-}
 
 fn ms_between(from_ns: u128, to_ns: u128) -> f64 {
     assert!(
@@ -61,28 +53,6 @@ fn ms_between(from_ns: u128, to_ns: u128) -> f64 {
     );
     // Intervals are milliseconds: far below f64's exact integer range.
     (to_ns - from_ns) as f64 / 1e6
-}
-
-fn fail(msg: &str) -> ! {
-    eprintln!("handoff bench: {msg}");
-    std::process::exit(2);
-}
-
-/// The stand-in kubelet next to the kubelet-pivot binary cargo built for this bench.
-fn stand_in() -> PathBuf {
-    let pivot = pivot_bin();
-    let bin = pivot
-        .parent()
-        .map(|dir| dir.join("examples").join(STAND_IN_NAME))
-        .unwrap_or_default();
-    if !bin.is_file() {
-        fail(&format!(
-            "stand-in kubelet not found at {}; `cargo bench` does not build examples: run \
-             `cargo build --release --examples` first",
-            bin.display()
-        ));
-    }
-    bin
 }
 
 /// Makes the calling thread SCHED_FIFO with util-linux `chrt`, so that it reads an inotify
@@ -111,31 +81,13 @@ struct OpenWatch {
 
 impl OpenWatch {
     fn new(path: &Path) -> OpenWatch {
-        let inotify = Inotify::init().unwrap_or_else(|err| fail(&format!("inotify_init: {err}")));
-        inotify
-            .watches()
-            .add(path, WatchMask::OPEN)
-            .unwrap_or_else(|err| fail(&format!("watch {}: {err}", path.display())));
-        let (tx, opens) = mpsc::channel();
-        thread::Builder::new()
-            .name("open-watch".to_owned())
-            .spawn(move || {
-                realtime_priority();
-                let mut inotify = inotify;
-                let mut buffer = [0u8; 4096];
-                loop {
-                    let Ok(events) = inotify.read_events_blocking(&mut buffer) else {
-                        return;
-                    };
-                    let at = now_ns();
-                    for _ in events {
-                        if tx.send(at).is_err() {
-                            return;
-                        }
-                    }
-                }
-            })
-            .unwrap_or_else(|err| fail(&format!("start the watch thread: {err}")));
+        let opens = inotify_times(
+            "open-watch",
+            path,
+            WatchMask::OPEN,
+            realtime_priority,
+            |_| true,
+        );
         OpenWatch { opens }
     }
 
@@ -233,11 +185,8 @@ impl Node {
     /// Starts `kubelet-pivot <args>`; returns it and the file it logs to.
     fn pivot(&mut self, args: &[&str]) -> (Proc, PathBuf) {
         let (mut cmd, output) = self.command_logged(&pivot_bin());
-        cmd.args(args)
-            .arg("--lock-file")
-            .arg(self.lock())
-            .arg("--dynamic-config-dir")
-            .arg(self.config_dir())
+        cmd.args(args);
+        node_paths(&mut cmd, &self.lock(), &self.config_dir())
             .arg("--")
             .arg(&self.stand_in);
         (Proc::spawn(&mut cmd), output)
@@ -271,10 +220,6 @@ impl Node {
             fail(&format!("two kubelets ran at once: {overlaps:#?}"));
         }
     }
-}
-
-fn ppid(line: &LogLine) -> i32 {
-    i32::try_from(line.num("ppid")).unwrap_or(-1)
 }
 
 /// One round's measurements in ms.
@@ -335,7 +280,7 @@ fn bench_kubelet_pivot(rounds: usize, stand_in: &Path) -> Samples {
     let (boot, boot_log) = node.pivot(&["bootstrap"]);
     let boot_pid = boot.pid();
     let mut boot_kubelet = node
-        .wait_start("the bootstrap's kubelet", |line| ppid(line) == boot_pid)
+        .wait_start("the bootstrap's kubelet", |line| line.ppid() == boot_pid)
         .pid;
     let mut samples = Samples {
         handoff: Vec::with_capacity(rounds),
@@ -349,7 +294,7 @@ fn bench_kubelet_pivot(rounds: usize, stand_in: &Path) -> Samples {
         let contender_pid = contender.pid();
         let opened = watch.next_open(&format!("contender {contender_pid} (round {round})"));
         let start = node.wait_start(&format!("contender {contender_pid}'s kubelet"), |line| {
-            ppid(line) == contender_pid
+            line.ppid() == contender_pid
         });
         samples.handoff.push(ms_between(opened, start.t_ns));
         handoffs.push((opened, start.t_ns));
@@ -358,7 +303,7 @@ fn bench_kubelet_pivot(rounds: usize, stand_in: &Path) -> Samples {
         contender.signal(Signal::SIGTERM);
         let previous = boot_kubelet;
         let back = node.wait_start("the bootstrap to take back", |line| {
-            ppid(line) == boot_pid && line.pid != previous && line.t_ns > terminated
+            line.ppid() == boot_pid && line.pid != previous && line.t_ns > terminated
         });
         boot_kubelet = back.pid;
         samples.takeback.push(ms_between(terminated, back.t_ns));
@@ -384,7 +329,7 @@ fn bench_shell_pivot(rounds: usize, stand_in: &Path, script: &Path) -> Samples {
         let mut holder = node.shell_pivot(script, "holder", Some(&ready));
         let holder_pid = holder.pid();
         node.wait_start(&format!("holder script {holder_pid}'s kubelet"), |line| {
-            ppid(line) == holder_pid
+            line.ppid() == holder_pid
         });
         wait_until(
             DEADLINE,
@@ -410,31 +355,6 @@ fn bench_shell_pivot(rounds: usize, stand_in: &Path, script: &Path) -> Samples {
     }
     node.assert_no_overlap();
     samples
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Stats {
-    n: usize,
-    p50: f64,
-    p99: f64,
-    max: f64,
-    mean: f64,
-}
-
-fn stats(samples: &[f64]) -> Stats {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    assert!(n > 0, "no samples");
-    // Nearest-rank percentiles.
-    let rank = |p: f64| sorted[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
-    Stats {
-        n,
-        p50: rank(0.50),
-        p99: rank(0.99),
-        max: sorted[n - 1],
-        mean: sorted.iter().sum::<f64>() / n as f64,
-    }
 }
 
 fn row(name: &str, s: &Stats) {

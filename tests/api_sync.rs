@@ -13,13 +13,14 @@ mod apiserver;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::{Duration, Instant, SystemTime};
 
 use apiserver::{ApiServer, RequestRecord};
 use nix::sys::signal::Signal;
 use serde_json::Value;
-use support::{wait_until, write_file, Proc, Scene};
+use support::kubectl::Kubectl;
+use support::lock_state::status_json;
+use support::{kubelet_config, wait_until, Proc, Scene};
 
 /// The node every test runs as.
 const NODE: &str = "node-a";
@@ -41,11 +42,6 @@ const SYNC_FAILED_PREFIX: &str = "failed to sync, desired config unclear, cause:
 // Helpers
 // ------------------------------------------------------------------------------------------
 
-/// A KubeletConfiguration with `extra` YAML fields.
-fn kubelet_config(extra: &str) -> String {
-    format!("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n{extra}")
-}
-
 /// One node: a scene, a fake API server with the Node registered, and a kubeconfig for it.
 struct Cluster {
     scene: Scene,
@@ -58,8 +54,7 @@ impl Cluster {
         let scene = Scene::new();
         let server = ApiServer::start();
         server.create_node(NODE, std::iter::empty::<(&str, &str)>());
-        let kubeconfig = scene.path().join("kubeconfig");
-        server.write_kubeconfig(&kubeconfig);
+        let kubeconfig = server.kubeconfig_in(scene.path());
         Cluster {
             scene,
             server,
@@ -117,6 +112,14 @@ impl Cluster {
         wait_until(DEADLINE, what, || self.condition().filter(|c| accept(c)))
     }
 
+    /// Waits for KubeletConfigOK True whose message contains `needle` (a UID, a
+    /// resourceVersion).
+    fn wait_true_with(&self, what: &str, needle: &str) -> Value {
+        self.wait_condition(what, |cond| {
+            cond["status"] == "True" && field(cond, "message").contains(needle)
+        })
+    }
+
     /// The node's config-status annotation, parsed.
     fn status_annotation(&self) -> Option<Value> {
         let node = self.server.node(NODE);
@@ -146,19 +149,7 @@ impl Cluster {
 
     /// `kubelet-pivot status -o json`.
     fn status(&self) -> Value {
-        let out = Command::new(support::pivot_bin())
-            .args(["status", "-o", "json", "--lock-file"])
-            .arg(self.scene.lock())
-            .arg("--dynamic-config-dir")
-            .arg(self.scene.config_dir())
-            .output()
-            .expect("run kubelet-pivot status");
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|err| {
-            panic!(
-                "status -o json is not JSON ({err}): {}",
-                String::from_utf8_lossy(&out.stdout)
-            )
-        })
+        status_json(&self.scene)
     }
 
     /// The single running kubelet and the content of its --config file.
@@ -169,15 +160,7 @@ impl Cluster {
                 _ => None,
             }
         });
-        let start = self
-            .scene
-            .starts()
-            .into_iter()
-            .rev()
-            .find(|line| line.pid == pid)
-            .expect("start line of the running kubelet");
-        let path = start.field("config").expect("config= in the start line");
-        (pid, std::fs::read_to_string(path).unwrap_or_default())
+        (pid, self.scene.config_of(pid))
     }
 
     /// Starts a bootstrap, waits for its kubelet, assigns `configmap` and waits for the kubelet
@@ -209,12 +192,7 @@ impl Cluster {
             &format!("a kubelet of pid {ppid} whose config contains {needle}"),
             || {
                 let (pid, content) = self.running_config();
-                let start = self
-                    .scene
-                    .starts()
-                    .into_iter()
-                    .rev()
-                    .find(|l| l.pid == pid)?;
+                let start = self.scene.start_of(pid)?;
                 (start.num("ppid") == ppid && content.contains(needle)).then_some(pid)
             },
         )
@@ -301,9 +279,7 @@ fn assignment_restarts_kubelet_and_reports_condition_annotation_and_event() {
     c.assign(Some("cfg-a"));
     let second = c.wait_kubelet_with(&max_pods(42), Some(first));
 
-    let cond = c.wait_condition("KubeletConfigOK True naming the ConfigMap's UID", |c| {
-        c["status"] == "True" && field(c, "message").contains(&uid)
-    });
+    let cond = c.wait_true_with("KubeletConfigOK True naming the ConfigMap's UID", &uid);
     assert_eq!(cond["reason"], "passing all checks", "{cond}");
     let annotation = c.wait_annotation("the status annotation naming the UID", |a| {
         a["active"]["configMap"]["uid"] == uid.as_str()
@@ -423,9 +399,7 @@ fn immutable_configmap_is_fetched_once_and_never_watched() {
     let c = Cluster::new();
     let uid = c.configmap("cfg-imm", "maxPods: 43\n", true);
     let (_p, _) = c.bootstrap_then_assign("cfg-imm", &max_pods(43));
-    c.wait_condition("KubeletConfigOK True", |c| {
-        c["status"] == "True" && field(c, "message").contains(&uid)
-    });
+    c.wait_true_with("KubeletConfigOK True", &uid);
     // Bounded sleep: a watch or re-fetch would be issued right after the first GET.
     std::thread::sleep(QUIET_WINDOW);
     let requests = c.requests_to("configmaps");
@@ -475,9 +449,10 @@ fn mutable_configmap_is_watched_and_a_change_is_a_new_checkpoint() {
     let assigned = read_json(&c.scene.config_dir().join("meta/assigned")).expect("meta/assigned");
     assert_eq!(assigned["uid"], uid.as_str(), "{assigned}");
     assert_eq!(assigned["resourceVersion"], rv2.as_str(), "{assigned}");
-    c.wait_condition("KubeletConfigOK True for the new resourceVersion", |c| {
-        c["status"] == "True" && field(c, "message").contains(&format!("ResourceVersion: {rv2}"))
-    });
+    c.wait_true_with(
+        "KubeletConfigOK True for the new resourceVersion",
+        &format!("ResourceVersion: {rv2}"),
+    );
     c.scene.assert_no_overlap();
 }
 
@@ -488,9 +463,7 @@ fn checkpoint_in_a_previous_run(c: &Cluster) -> String {
     c.assign(Some("cfg-a"));
     let mut p = c.bootstrap();
     c.wait_kubelet_with(&max_pods(42), None);
-    c.wait_condition("KubeletConfigOK True in the first run", |c| {
-        c["status"] == "True" && field(c, "message").contains(&uid)
-    });
+    c.wait_true_with("KubeletConfigOK True in the first run", &uid);
     p.signal(Signal::SIGTERM);
     assert!(p.wait_exit(DEADLINE).success(), "{}", c.scene.output());
     uid
@@ -552,9 +525,7 @@ fn api_server_outage_mid_run_leaves_the_kubelet_alone() {
     let uid = c.configmap("cfg-a", "maxPods: 42\n", true);
     c.configmap("cfg-b", "maxPods: 46\n", true);
     let (_p, running) = c.bootstrap_then_assign("cfg-a", &max_pods(42));
-    c.wait_condition("KubeletConfigOK True", |c| {
-        c["status"] == "True" && field(c, "message").contains(&uid)
-    });
+    c.wait_true_with("KubeletConfigOK True", &uid);
     c.server.stop();
     c.assert_kubelet_untouched(running, "the API server is down");
     c.server.restart_on_same_port();
@@ -623,8 +594,7 @@ fn dropped_watch_is_resumed_and_a_later_change_is_applied() {
 #[test]
 fn removing_the_annotation_resets_to_the_local_config() {
     let c = Cluster::new();
-    let init = c.scene.path().join("init.yaml");
-    write_file(&init, &kubelet_config("maxPods: 77\n"));
+    let init = c.scene.kubelet_config_file("init.yaml", "maxPods: 77\n");
     c.configmap("cfg-a", "maxPods: 42\n", true);
     let _p = c.supervisor(&["bootstrap"], &["--init-config", init.to_str().unwrap()]);
     let (first, content) = c.running_config();
@@ -750,9 +720,7 @@ fn new_holder_after_a_pivot_reports_the_config_it_runs() {
 
     let hosted = c.supervisor(&["self-hosted", "--generation", "1"], &[]);
     c.wait_kubelet_of(&hosted, &max_pods(48));
-    c.wait_condition("KubeletConfigOK True for cfg-b from the new holder", |c| {
-        c["status"] == "True" && field(c, "message").contains(&uid)
-    });
+    c.wait_true_with("KubeletConfigOK True for cfg-b from the new holder", &uid);
     c.scene.assert_no_overlap();
 }
 
@@ -760,91 +728,40 @@ fn new_holder_after_a_pivot_reports_the_config_it_runs() {
 // kubectl
 // ------------------------------------------------------------------------------------------
 
-/// `$KUBECTL` or `kubectl` on PATH; `None` (with the reason printed) if it cannot run.
-fn kubectl_binary() -> Option<PathBuf> {
-    let binary = PathBuf::from(std::env::var_os("KUBECTL").unwrap_or_else(|| "kubectl".into()));
-    match Command::new(&binary).args(["version", "--client"]).output() {
-        Ok(out) if out.status.success() => Some(binary),
-        Ok(out) => {
-            eprintln!(
-                "SKIPPED: {} version --client failed: {}",
-                binary.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            None
-        }
-        Err(err) => {
-            eprintln!(
-                "SKIPPED: kubectl is not installed ({}: {err}); install the kubernetes-client package",
-                binary.display()
-            );
-            None
-        }
-    }
-}
-
-fn kubectl(binary: &Path, c: &Cluster, args: &[&str]) -> String {
-    let out: Output = Command::new(binary)
-        .args(args)
-        .arg(format!(
-            "--cache-dir={}",
-            c.scene.path().join("kube-cache").display()
-        ))
-        .env("KUBECONFIG", &c.kubeconfig)
-        .output()
-        .unwrap_or_else(|err| panic!("failed to run kubectl {args:?}: {err}"));
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// 11. The documented operator workflow with real kubectl.
 #[test]
 fn kubectl_workflow_assigns_a_config_and_shows_the_condition() {
-    let Some(binary) = kubectl_binary() else {
+    let c = Cluster::new();
+    let Some(kubectl) = Kubectl::new(|path| c.server.write_kubeconfig(path)) else {
         return;
     };
-    let c = Cluster::new();
     let _p = c.bootstrap();
     let (first, _) = c.running_config();
-    let file = c.scene.path().join("kubelet");
-    write_file(&file, &kubelet_config("maxPods: 50\n"));
+    let file = c.scene.kubelet_config_file("kubelet", "maxPods: 50\n");
     let from_file = format!("--from-file=kubelet={}", file.display());
-    kubectl(
-        &binary,
-        &c,
-        &[
-            "create",
-            "configmap",
-            "my-node-config",
-            &from_file,
-            "-n",
-            NS,
-        ],
-    );
+    kubectl.ok(&[
+        "create",
+        "configmap",
+        "my-node-config",
+        &from_file,
+        "-n",
+        NS,
+    ]);
     let uid = string_at(
         &c.server
             .configmap(NS, "my-node-config")
             .expect("kubectl created the ConfigMap"),
         &["metadata", "uid"],
     );
-    kubectl(
-        &binary,
-        &c,
-        &[
-            "annotate",
-            "node",
-            NODE,
-            &format!("{SOURCE_ANNOTATION}={NS}/my-node-config"),
-        ],
-    );
+    kubectl.ok(&[
+        "annotate",
+        "node",
+        NODE,
+        &format!("{SOURCE_ANNOTATION}={NS}/my-node-config"),
+    ]);
     c.wait_kubelet_with(&max_pods(50), Some(first));
     let node = wait_until(DEADLINE, "kubectl to show KubeletConfigOK True", || {
-        let text = kubectl(&binary, &c, &["get", "node", NODE, "-o", "json"]);
+        let text = kubectl.ok(&["get", "node", NODE, "-o", "json"]);
         let node: Value = serde_json::from_str(&text).expect("kubectl get -o json prints JSON");
         condition_of(&node)
             .is_some_and(|c| c["status"] == "True" && field(&c, "message").contains(&uid))

@@ -9,12 +9,11 @@ mod support;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use apiserver::ApiServer;
 use serde_json::{json, Value};
+use support::kubectl::Kubectl;
 
 const NODE: &str = "node-1";
 const CONFIG_NS: &str = "kubelet-config";
@@ -34,10 +33,7 @@ struct Response {
 
 impl Response {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(key, _)| key.eq_ignore_ascii_case(name))
-            .map(|(_, value)| value.as_str())
+        apiserver::header(&self.headers, name)
     }
 
     /// Asserts a Failure Status with this code and reason; returns the message.
@@ -131,10 +127,8 @@ fn request_bytes(
     write_request(&mut stream, server, method, path, content_type, body);
     let mut reader = BufReader::new(stream);
     let (status, headers) = read_head(&mut reader);
-    let length: usize = headers
-        .iter()
-        .find(|(key, _)| key.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, value)| value.parse().ok())
+    let length: usize = apiserver::header(&headers, "content-length")
+        .and_then(|value| value.parse().ok())
         .expect("response has a Content-Length");
     let mut bytes = vec![0; length];
     reader.read_exact(&mut bytes).expect("read body");
@@ -155,24 +149,23 @@ fn get(server: &ApiServer, path: &str) -> Response {
     request(server, "GET", path, None, "")
 }
 
-fn post(server: &ApiServer, path: &str, body: &Value) -> Response {
+/// A request with a JSON body.
+fn send_json(server: &ApiServer, method: &str, path: &str, body: &Value) -> Response {
     request(
         server,
-        "POST",
+        method,
         path,
         Some("application/json"),
         &body.to_string(),
     )
 }
 
+fn post(server: &ApiServer, path: &str, body: &Value) -> Response {
+    send_json(server, "POST", path, body)
+}
+
 fn put(server: &ApiServer, path: &str, body: &Value) -> Response {
-    request(
-        server,
-        "PUT",
-        path,
-        Some("application/json"),
-        &body.to_string(),
-    )
+    send_json(server, "PUT", path, body)
 }
 
 fn patch(server: &ApiServer, path: &str, content_type: &str, body: &Value) -> Response {
@@ -255,6 +248,11 @@ fn skip_bookmarks(watch: &mut Watch) -> Value {
     }
 }
 
+/// `(a, b)` as owned strings: what [`event_summary`] returns, for comparisons.
+fn pair(a: &str, b: &str) -> (String, String) {
+    (a.to_string(), b.to_string())
+}
+
 fn event_summary(event: &Value) -> (String, String) {
     (
         event["type"].as_str().unwrap_or("").to_string(),
@@ -263,6 +261,11 @@ fn event_summary(event: &Value) -> (String, String) {
             .unwrap_or("")
             .to_string(),
     )
+}
+
+/// The `details` of a Status about ConfigMap `name`.
+fn configmap_details(name: &str) -> Value {
+    json!({"name": name, "kind": "configmaps"})
 }
 
 fn rv_of(obj: &Value) -> u64 {
@@ -285,87 +288,26 @@ const CONFIGMAPS: &str = "/api/v1/namespaces/kubelet-config/configmaps";
 // kubectl: the Dynamic Kubelet Configuration workflow
 // ------------------------------------------------------------------------------------------
 
-/// kubectl to run: `$KUBECTL` or `kubectl` on PATH; `None` (with the reason printed) if it
-/// is not installed. CI installs Debian's `kubernetes-client`.
-fn kubectl_binary() -> Option<PathBuf> {
-    let binary = PathBuf::from(std::env::var_os("KUBECTL").unwrap_or_else(|| "kubectl".into()));
-    match Command::new(&binary).args(["version", "--client"]).output() {
-        Ok(output) if output.status.success() => Some(binary),
-        Ok(output) => {
-            eprintln!(
-                "SKIPPED: {} version --client failed: {}",
-                binary.display(),
-                String::from_utf8_lossy(&output.stderr)
-            );
-            None
-        }
-        Err(err) => {
-            eprintln!(
-                "SKIPPED: kubectl is not installed ({}: {err}); install the kubernetes-client package",
-                binary.display()
-            );
-            None
-        }
-    }
+/// kubectl pointed at `server` (with its own kubeconfig and discovery cache); `None` (with
+/// the reason printed) if kubectl is not installed.
+fn kubectl_for(server: &ApiServer) -> Option<Kubectl> {
+    Kubectl::new(|path| server.write_kubeconfig(path))
 }
 
-/// kubectl pointed at one fake server, with its own kubeconfig and discovery cache.
-struct Kubectl {
-    binary: PathBuf,
-    dir: tempfile::TempDir,
+/// Writes a kubelet config to `kubelet` in kubectl's dir; returns its text and the
+/// `--from-file=kubelet=<file>` argument.
+fn kubelet_config_file(kubectl: &Kubectl) -> (String, String) {
+    let file = kubectl.path("kubelet");
+    let text = support::kubelet_config("maxPods: 50\n");
+    std::fs::write(&file, &text).expect("write kubelet config");
+    (text, format!("--from-file=kubelet={}", file.display()))
 }
 
-impl Kubectl {
-    fn new(server: &ApiServer) -> Option<Kubectl> {
-        let binary = kubectl_binary()?;
-        let dir = tempfile::tempdir().expect("temp dir");
-        server.write_kubeconfig(&dir.path().join("kubeconfig"));
-        Some(Kubectl { binary, dir })
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        let cache = self.path("cache");
-        Command::new(&self.binary)
-            .args(args)
-            .arg(format!("--cache-dir={}", cache.display()))
-            .env("KUBECONFIG", self.path("kubeconfig"))
-            .output()
-            .unwrap_or_else(|err| panic!("failed to run kubectl {args:?}: {err}"))
-    }
-
-    /// Runs kubectl, asserts success, returns stdout.
-    fn ok(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            output.status.success(),
-            "kubectl {args:?} failed: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    /// Runs kubectl, asserts failure, returns stderr.
-    fn fails(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            !output.status.success(),
-            "kubectl {args:?} should have failed: {}",
-            String::from_utf8_lossy(&output.stdout)
-        );
-        String::from_utf8_lossy(&output.stderr).into_owned()
-    }
-}
-
-fn write_kubelet_config(path: &Path) -> String {
-    let text =
-        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 50\n";
-    std::fs::write(path, text).expect("write kubelet config");
-    text.to_string()
+/// kubectl arguments `<verb> configmap my-node-config -n kubelet-config <extra..>`.
+fn my_configmap<'a>(verb: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![verb, "configmap", "my-node-config", "-n", CONFIG_NS];
+    args.extend_from_slice(extra);
+    args
 }
 
 /// `kubectl create configmap --from-file` (plain and `--append-hash`), `kubectl annotate
@@ -376,31 +318,14 @@ fn write_kubelet_config(path: &Path) -> String {
 fn kubectl_creates_configmaps_and_annotates_the_node() {
     let server = ApiServer::start();
     server.create_node(NODE, [("kubernetes.io/os", "linux")]);
-    let Some(kubectl) = Kubectl::new(&server) else {
+    let Some(kubectl) = kubectl_for(&server) else {
         return;
     };
-    let file = kubectl.path("kubelet");
-    let config_text = write_kubelet_config(&file);
-    let from_file = format!("--from-file=kubelet={}", file.display());
+    let (config_text, from_file) = kubelet_config_file(&kubectl);
 
-    let out = kubectl.ok(&[
-        "create",
-        "configmap",
-        "my-node-config",
-        &from_file,
-        "-n",
-        CONFIG_NS,
-    ]);
+    let out = kubectl.ok(&my_configmap("create", &[&from_file]));
     assert_eq!(out.trim(), "configmap/my-node-config created");
-    let out = kubectl.ok(&[
-        "create",
-        "configmap",
-        "my-node-config",
-        &from_file,
-        "-n",
-        CONFIG_NS,
-        "--append-hash",
-    ]);
+    let out = kubectl.ok(&my_configmap("create", &[&from_file, "--append-hash"]));
     let hashed = out
         .trim()
         .strip_prefix("configmap/")
@@ -413,14 +338,7 @@ fn kubectl_creates_configmaps_and_annotates_the_node() {
     );
     // Creating it again is the real AlreadyExists error (kubectl >= 1.2x wraps the message
     // in "error: failed to create configmap: ", 1.20 prints "Error from server (AlreadyExists): ").
-    let err = kubectl.fails(&[
-        "create",
-        "configmap",
-        "my-node-config",
-        &from_file,
-        "-n",
-        CONFIG_NS,
-    ]);
+    let err = kubectl.fails(&my_configmap("create", &[&from_file]));
     assert!(
         err.contains(r#"configmaps "my-node-config" already exists"#),
         "{err}"
@@ -483,7 +401,7 @@ fn kubectl_creates_configmaps_and_annotates_the_node() {
 fn kubectl_patch_config_source_is_dropped_unless_the_server_is_old() {
     let server = ApiServer::start();
     server.create_node(NODE, [("kubernetes.io/os", "linux")]);
-    let Some(kubectl) = Kubectl::new(&server) else {
+    let Some(kubectl) = kubectl_for(&server) else {
         return;
     };
     let source = json!({"spec": {"configSource": {"configMap": {
@@ -547,69 +465,34 @@ fn kubectl_patch_config_source_is_dropped_unless_the_server_is_old() {
 #[test]
 fn kubectl_patch_of_an_immutable_configmap_fails() {
     let server = ApiServer::start();
-    let Some(kubectl) = Kubectl::new(&server) else {
+    let Some(kubectl) = kubectl_for(&server) else {
         return;
     };
-    let file = kubectl.path("kubelet");
-    write_kubelet_config(&file);
-    let from_file = format!("--from-file=kubelet={}", file.display());
-    kubectl.ok(&[
-        "create",
-        "configmap",
-        "my-node-config",
-        &from_file,
-        "-n",
-        CONFIG_NS,
-    ]);
-    let out = kubectl.ok(&[
-        "patch",
-        "configmap",
-        "my-node-config",
-        "-n",
-        CONFIG_NS,
-        "-p",
-        r#"{"immutable":true}"#,
-    ]);
+    let (_, from_file) = kubelet_config_file(&kubectl);
+    kubectl.ok(&my_configmap("create", &[&from_file]));
+    let out = kubectl.ok(&my_configmap("patch", &["-p", r#"{"immutable":true}"#]));
     assert_eq!(out.trim(), "configmap/my-node-config patched");
 
-    let err = kubectl.fails(&[
+    let err = kubectl.fails(&my_configmap(
         "patch",
-        "configmap",
-        "my-node-config",
-        "-n",
-        CONFIG_NS,
-        "-p",
-        r#"{"data":{"kubelet":"maxPods: 10"}}"#,
-    ]);
+        &["-p", r#"{"data":{"kubelet":"maxPods: 10"}}"#],
+    ));
     assert!(
         err.contains(
             "The ConfigMap \"my-node-config\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
         ),
         "{err}"
     );
-    let err = kubectl.fails(&[
+    let err = kubectl.fails(&my_configmap(
         "patch",
-        "configmap",
-        "my-node-config",
-        "-n",
-        CONFIG_NS,
-        "--type=merge",
-        "-p",
-        r#"{"immutable":false}"#,
-    ]);
+        &["--type=merge", "-p", r#"{"immutable":false}"#],
+    ));
     assert!(
         err.contains("immutable: Forbidden: field is immutable when `immutable` is set"),
         "{err}"
     );
     // Metadata stays mutable.
-    kubectl.ok(&[
-        "label",
-        "configmap",
-        "my-node-config",
-        "-n",
-        CONFIG_NS,
-        "tier=node",
-    ]);
+    kubectl.ok(&my_configmap("label", &["tier=node"]));
     let stored = server
         .configmap(CONFIG_NS, "my-node-config")
         .expect("stored");
@@ -630,10 +513,7 @@ fn errors_are_real_status_objects() {
     let res = get(&server, &format!("{CONFIGMAPS}/missing"));
     let message = res.assert_status(404, "NotFound");
     assert_eq!(message, r#"configmaps "missing" not found"#);
-    assert_eq!(
-        res.body["details"],
-        json!({"name": "missing", "kind": "configmaps"})
-    );
+    assert_eq!(res.body["details"], configmap_details("missing"));
     let res = get(&server, "/api/v1/nodes/missing");
     assert_eq!(
         res.assert_status(404, "NotFound"),
@@ -652,10 +532,7 @@ fn errors_are_real_status_objects() {
         res.assert_status(409, "AlreadyExists"),
         r#"configmaps "cm" already exists"#
     );
-    assert_eq!(
-        res.body["details"],
-        json!({"name": "cm", "kind": "configmaps"})
-    );
+    assert_eq!(res.body["details"], configmap_details("cm"));
 
     // 422 Invalid: a missing name, an invalid name.
     let res = post(
@@ -858,9 +735,9 @@ fn watch_resumes_after_a_resource_version_with_exactly_the_later_events() {
     assert_eq!(
         seen,
         vec![
-            ("MODIFIED".to_string(), "a".to_string()),
-            ("ADDED".to_string(), "b".to_string()),
-            ("DELETED".to_string(), "a".to_string()),
+            pair("MODIFIED", "a"),
+            pair("ADDED", "b"),
+            pair("DELETED", "a"),
         ]
     );
     assert!(
@@ -870,28 +747,16 @@ fn watch_resumes_after_a_resource_version_with_exactly_the_later_events() {
     assert!(rvs[0] > resume_from);
     // Then live events, and nothing in between.
     server.create_configmap(CONFIG_NS, "c", data(&[]), false);
-    assert_eq!(
-        event_summary(&watch.next()),
-        ("ADDED".to_string(), "c".to_string())
-    );
+    assert_eq!(event_summary(&watch.next()), pair("ADDED", "c"));
 
     // Without a resourceVersion: the current objects as ADDED, then live.
     let mut fresh = Watch::open(&server, &format!("{CONFIGMAPS}?watch=1"));
     let names: Vec<(String, String)> = (0..2).map(|_| event_summary(&fresh.next())).collect();
-    assert_eq!(
-        names,
-        vec![
-            ("ADDED".to_string(), "b".to_string()),
-            ("ADDED".to_string(), "c".to_string())
-        ]
-    );
+    assert_eq!(names, vec![pair("ADDED", "b"), pair("ADDED", "c")]);
     server
         .update_configmap_data(CONFIG_NS, "b", data(&[("x", "y")]))
         .expect("update b");
-    assert_eq!(
-        event_summary(&fresh.next()),
-        ("MODIFIED".to_string(), "b".to_string())
-    );
+    assert_eq!(event_summary(&fresh.next()), pair("MODIFIED", "b"));
 }
 
 #[test]
@@ -940,10 +805,7 @@ fn watch_from_a_too_old_resource_version_gets_a_410_error_event() {
         &format!("{CONFIGMAPS}?watch=true&resourceVersion={now}"),
     );
     server.create_configmap(CONFIG_NS, "later", data(&[]), false);
-    assert_eq!(
-        event_summary(&watch.next()),
-        ("ADDED".to_string(), "later".to_string())
-    );
+    assert_eq!(event_summary(&watch.next()), pair("ADDED", "later"));
 }
 
 #[test]
@@ -971,10 +833,7 @@ fn bookmarks_arrive_only_when_asked() {
     // come before the change is seen).
     server.create_configmap(CONFIG_NS, "b", data(&[]), false);
     let added = skip_bookmarks(&mut watch);
-    assert_eq!(
-        event_summary(&added),
-        ("ADDED".to_string(), "b".to_string())
-    );
+    assert_eq!(event_summary(&added), pair("ADDED", "b"));
     let next = watch.next();
     assert_eq!(next["type"], "BOOKMARK");
     assert_eq!(rv_of(&next["object"]), server.resource_version());
@@ -1032,10 +891,7 @@ fn field_and_label_selectors_filter_watch_events() {
     let events: Vec<_> = (0..2).map(|_| event_summary(&by_name.next())).collect();
     assert_eq!(
         events,
-        vec![
-            ("ADDED".to_string(), "mine".to_string()),
-            ("MODIFIED".to_string(), "mine".to_string())
-        ]
+        vec![pair("ADDED", "mine"), pair("MODIFIED", "mine")]
     );
 
     // A label change moves an object into and out of a label-selected watch.
@@ -1046,15 +902,9 @@ fn field_and_label_selectors_filter_watch_events() {
     };
     label(Some("node"));
     label(None);
-    assert_eq!(
-        event_summary(&by_label.next()),
-        ("ADDED".to_string(), "other".to_string())
-    );
+    assert_eq!(event_summary(&by_label.next()), pair("ADDED", "other"));
     let gone = by_label.next();
-    assert_eq!(
-        event_summary(&gone),
-        ("DELETED".to_string(), "other".to_string())
-    );
+    assert_eq!(event_summary(&gone), pair("DELETED", "other"));
     assert_eq!(
         gone["object"]["metadata"]["labels"]["tier"], "node",
         "the last matching state"
@@ -1186,10 +1036,7 @@ fn strategic_merge_patch_merges_node_conditions_by_type() {
     };
     assert_eq!(
         types(&res.body),
-        vec![
-            ("Ready".to_string(), "True".to_string()),
-            ("KubeletConfigOK".to_string(), "True".to_string())
-        ]
+        vec![pair("Ready", "True"), pair("KubeletConfigOK", "True")]
     );
     // Same type again: merged in place, other conditions kept.
     let res = patch(
@@ -1200,10 +1047,7 @@ fn strategic_merge_patch_merges_node_conditions_by_type() {
     );
     assert_eq!(
         types(&res.body),
-        vec![
-            ("Ready".to_string(), "True".to_string()),
-            ("KubeletConfigOK".to_string(), "False".to_string())
-        ]
+        vec![pair("Ready", "True"), pair("KubeletConfigOK", "False")]
     );
     assert_eq!(
         res.body["status"]["conditions"][1]["reason"], "Test",
@@ -1216,10 +1060,7 @@ fn strategic_merge_patch_merges_node_conditions_by_type() {
         MERGE,
         &json!({"status": {"conditions": [condition("Ready", "False")]}}),
     );
-    assert_eq!(
-        types(&res.body),
-        vec![("Ready".to_string(), "False".to_string())]
-    );
+    assert_eq!(types(&res.body), vec![pair("Ready", "False")]);
     // $patch: delete removes one element by its merge key.
     patch(
         &server,
@@ -1233,10 +1074,7 @@ fn strategic_merge_patch_merges_node_conditions_by_type() {
         STRATEGIC,
         &json!({"status": {"conditions": [{"type": "Ready", "$patch": "delete"}]}}),
     );
-    assert_eq!(
-        types(&res.body),
-        vec![("KubeletConfigOK".to_string(), "True".to_string())]
-    );
+    assert_eq!(types(&res.body), vec![pair("KubeletConfigOK", "True")]);
     // An element without the merge key is rejected.
     let res = patch(
         &server,
@@ -1359,10 +1197,7 @@ fn resource_version_preconditions_conflict() {
         res.assert_status(409, "Conflict"),
         r#"Operation cannot be fulfilled on configmaps "cm": the object has been modified; please apply your changes to the latest version and try again"#
     );
-    assert_eq!(
-        res.body["details"],
-        json!({"name": "cm", "kind": "configmaps"})
-    );
+    assert_eq!(res.body["details"], configmap_details("cm"));
     // A patch that carries the stale resourceVersion conflicts too.
     let res = patch(
         &server,
@@ -1603,7 +1438,7 @@ fn discovery_serves_the_legacy_documents() {
     let mut reader = BufReader::new(stream);
     let (status, headers) = read_head(&mut reader);
     assert_eq!(status, 200);
-    assert!(headers.contains(&("Content-Type".to_string(), "application/json".to_string())));
+    assert!(headers.contains(&pair("Content-Type", "application/json")));
     let openapi = get(&server, "/openapi/v2");
     openapi.assert_status(404, "NotFound");
 }
@@ -1723,10 +1558,7 @@ fn send_initial_events_and_dry_run() {
     server.create_configmap(CONFIG_NS, "a", data(&[]), false);
     let streaming = "watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&resourceVersion=";
     let mut watch = Watch::open(&server, &format!("{CONFIGMAPS}?{streaming}"));
-    assert_eq!(
-        event_summary(&watch.next()),
-        ("ADDED".to_string(), "a".to_string())
-    );
+    assert_eq!(event_summary(&watch.next()), pair("ADDED", "a"));
     let end = watch.next();
     assert_eq!(end["type"], "BOOKMARK");
     assert_eq!(
@@ -1735,10 +1567,7 @@ fn send_initial_events_and_dry_run() {
     );
     assert_eq!(rv_of(&end["object"]), server.resource_version());
     server.create_configmap(CONFIG_NS, "b", data(&[]), false);
-    assert_eq!(
-        event_summary(&watch.next()),
-        ("ADDED".to_string(), "b".to_string())
-    );
+    assert_eq!(event_summary(&watch.next()), pair("ADDED", "b"));
     // Without its companions it is invalid.
     let res = get(
         &server,

@@ -9,7 +9,8 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use support::{pivot_bin, stand_in_bin, Scene};
+use support::lock_state::{claims_dir, holder_path};
+use support::{node_paths, pivot_bin, stand_in_bin, Scene};
 
 /// The prefix of kubelet-pivot's one-line fatal errors.
 const ERROR_PREFIX: &str = "kubelet-pivot: error:";
@@ -34,11 +35,8 @@ fn bootstrap(scene: &Scene) -> Command {
 /// other than the scene's.
 fn bootstrap_with(scene: &Scene, lock: &Path, kubelet: &Path) -> Command {
     let mut cmd = Command::new(pivot_bin());
-    cmd.arg("bootstrap")
-        .arg("--lock-file")
-        .arg(lock)
-        .arg("--dynamic-config-dir")
-        .arg(scene.config_dir())
+    cmd.arg("bootstrap");
+    node_paths(&mut cmd, lock, &scene.config_dir())
         .arg("--")
         .arg(kubelet)
         .env_remove("NOTIFY_SOCKET")
@@ -75,14 +73,9 @@ fn assert_refused(scene: &Scene, out: &Output, path: &Path) {
         "a stand-in kubelet was started:\n{:#?}",
         scene.read_log()
     );
-    let mut holder = scene.lock().into_os_string();
-    holder.push(".holder");
-    assert!(
-        !Path::new(&holder).exists(),
-        "a holder record was written: {holder:?}"
-    );
-    let mut claims = scene.lock().into_os_string();
-    claims.push(".claims");
+    let holder = holder_path(&scene.lock());
+    assert!(!holder.exists(), "a holder record was written: {holder:?}");
+    let claims = claims_dir(&scene.lock());
     let leftover: Vec<_> = fs::read_dir(&claims)
         .map(|dir| dir.flatten().map(|entry| entry.path()).collect())
         .unwrap_or_default();

@@ -10,12 +10,15 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use support::{pid_alive, pivot_bin, stand_in_bin, wait_until, LogLine, Proc, Scene};
+// The holder record is read strictly (a corrupt record fails the test), and /proc/locks is
+// parsed by the tests' own parser (`flocks_on`), not the product's.
+use support::lock_state::{checked_holder_record, flocks_on, status};
+use support::{now_ns, pid_alive, wait_until, LogLine, Proc, Scene};
 
 /// Deadline for things that should happen within a fraction of a second.
 const DEADLINE: Duration = Duration::from_secs(5);
@@ -53,14 +56,8 @@ fn contender(scene: &Scene) -> Proc {
     let err = out
         .try_clone()
         .unwrap_or_else(|err| panic!("failed to dup {}: {err}", out_path.display()));
-    let mut cmd = Command::new(stand_in_bin());
-    cmd.arg("--lock-file")
-        .arg(scene.lock())
-        .env_remove("NOTIFY_SOCKET")
-        .envs(scene.stand_in_env())
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
+    let mut cmd = scene.plain_kubelet();
+    cmd.stdout(out).stderr(err);
     Proc::spawn(&mut cmd)
 }
 
@@ -155,10 +152,7 @@ fn unix_ns(line: &LogLine) -> i128 {
 }
 
 fn unix_ns_now() -> i128 {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_else(|err| panic!("clock before the epoch: {err}"));
-    i128::try_from(since.as_nanos()).unwrap_or_else(|err| panic!("time overflows i128: {err}"))
+    i128::try_from(now_ns()).unwrap_or_else(|err| panic!("time overflows i128: {err}"))
 }
 
 fn ns(duration: Duration) -> i128 {
@@ -169,84 +163,16 @@ fn ms(nanos: i128) -> f64 {
     nanos as f64 / 1e6
 }
 
-/// The holder record `<lock>.holder`, if there is one.
-fn holder_record(scene: &Scene) -> Option<Value> {
-    let mut path = scene.lock().into_os_string();
-    path.push(".holder");
-    let text = match fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
-        Err(err) => panic!("failed to read holder record {path:?}: {err}"),
-    };
-    Some(
-        serde_json::from_str(&text)
-            .unwrap_or_else(|err| panic!("holder record {path:?} is not JSON ({err}): {text}")),
-    )
-}
-
 /// Waits until the holder record names supervisor `pivot` running kubelet `kubelet`.
 fn wait_holder(scene: &Scene, pivot: i32, kubelet: i32) -> Value {
     wait_until(
         DEADLINE,
         &format!("holder record of pid {pivot} with kubeletPid {kubelet}"),
-        || holder_record(scene).filter(|rec| rec["pid"] == pivot && rec["kubeletPid"] == kubelet),
+        || {
+            checked_holder_record(&scene.lock())
+                .filter(|rec| rec["pid"] == pivot && rec["kubeletPid"] == kubelet)
+        },
     )
-}
-
-/// Runs `kubelet-pivot status -o json`; returns its exit code and parsed output.
-fn status(scene: &Scene) -> (i32, Value) {
-    let out = Command::new(pivot_bin())
-        .args(["status", "-o", "json", "--lock-file"])
-        .arg(scene.lock())
-        .arg("--dynamic-config-dir")
-        .arg(scene.config_dir())
-        .env_remove("NOTIFY_SOCKET")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|err| panic!("failed to run kubelet-pivot status: {err}"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let code = out
-        .status
-        .code()
-        .unwrap_or_else(|| panic!("status killed by a signal: {:?}", out.status));
-    let json = serde_json::from_str(&stdout).unwrap_or_else(|err| {
-        panic!(
-            "status -o json printed no JSON ({err}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (code, json)
-}
-
-/// One flock in /proc/locks on the file now at `path`: `(blocked, pid)`.
-/// Parsed here rather than with the product's parser so that a parser bug cannot hide.
-fn flocks_on(path: &Path) -> Vec<(bool, i32)> {
-    let Ok(meta) = fs::metadata(path) else {
-        return Vec::new();
-    };
-    let (major, minor) = (
-        nix::sys::stat::major(meta.dev()),
-        nix::sys::stat::minor(meta.dev()),
-    );
-    let locks = fs::read_to_string("/proc/locks")
-        .unwrap_or_else(|err| panic!("failed to read /proc/locks: {err}"));
-    locks
-        .lines()
-        .filter_map(|line| {
-            // `N: [->] FLOCK ADVISORY WRITE PID MAJ:MIN:INODE START END`
-            let mut words = line.split_whitespace().skip(1).peekable();
-            let blocked = words.next_if_eq(&"->").is_some();
-            if words.next()? != "FLOCK" {
-                return None;
-            }
-            let pid = words.nth(2)?.parse::<i32>().ok()?;
-            let mut dev_ino = words.next()?.split(':');
-            let same = u64::from_str_radix(dev_ino.next()?, 16).ok()? == major
-                && u64::from_str_radix(dev_ino.next()?, 16).ok()? == minor
-                && dev_ino.next()?.parse::<u64>().ok()? == meta.ino();
-            same.then_some((blocked, pid))
-        })
-        .collect()
 }
 
 /// Waits until supervisor `pid` is blocked in flock on the file now at the lock path.
@@ -494,7 +420,7 @@ fn cat_and_status_do_not_cause_a_yield() {
 
     assert_undisturbed(&scene, &kubelet, "after a cat and a status");
     assert_eq!(
-        holder_record(&scene).map(|rec| rec["kubeletPid"].clone()),
+        checked_holder_record(&scene.lock()).map(|rec| rec["kubeletPid"].clone()),
         Some(Value::from(kubelet.pid))
     );
 }
@@ -524,7 +450,10 @@ fn exit_on_yield_exits_zero_after_yielding() {
     let status = pivot.wait_exit(DEADLINE);
     assert!(status.success(), "pivot exited with {status}");
     handed_over(&scene, &kubelet, &plain);
-    assert!(holder_record(&scene).is_none(), "holder record left behind");
+    assert!(
+        checked_holder_record(&scene.lock()).is_none(),
+        "holder record left behind"
+    );
     assert_eq!(scene.running_kubelets(), vec![plain.pid()]);
     scene.assert_no_overlap();
 }

@@ -22,18 +22,17 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde_json::Value;
-use support::{pid_alive, pivot_bin, wait_until, LogLine, Proc, Scene};
+use support::lock_state::{blocked_on, claim_pids, holder_record, status};
+use support::{now_ns, ns_between, pid_alive, wait_until, LogLine, Proc, Scene};
 
 const DEFAULT_ITERATIONS: u64 = 300;
 const MAX_ALIVE: usize = 5;
@@ -55,17 +54,6 @@ fn env_u64(var: &str) -> Option<u64> {
             .parse()
             .unwrap_or_else(|_| panic!("{var}={value:?} is not a whole number")),
     )
-}
-
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("the realtime clock is after 1970")
-        .as_nanos()
-}
-
-fn ns_to_duration(ns: u128) -> Duration {
-    Duration::from_nanos(u64::try_from(ns).expect("duration fits in u64 ns"))
 }
 
 /// Follows the stand-in log incrementally (the log grows to tens of thousands of lines in a
@@ -130,10 +118,7 @@ impl LogTail {
         self.started.retain(|pid, _| pid_alive(*pid));
         self.started
             .values()
-            .map(|line| {
-                let ppid = i32::try_from(line.num("ppid")).expect("ppid fits in i32");
-                (line.pid, ppid)
-            })
+            .map(|line| (line.pid, line.ppid()))
             .collect()
     }
 }
@@ -205,79 +190,10 @@ fn pick_victim(rng: &mut StdRng, pool: &[Supervisor], holder: Option<usize>) -> 
     }
 }
 
-fn holder_record(lock: &Path) -> Option<Value> {
-    let mut path = lock.as_os_str().to_owned();
-    path.push(".holder");
-    serde_json::from_slice(&fs::read(path).ok()?).ok()
-}
-
-fn status(scene: &Scene) -> (i32, Value) {
-    let out = Command::new(pivot_bin())
-        .args(["status", "-o", "json", "--lock-file"])
-        .arg(scene.lock())
-        .arg("--dynamic-config-dir")
-        .arg(scene.config_dir())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run kubelet-pivot status");
-    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|err| {
-        panic!(
-            "status -o json printed no JSON ({err}): {:?}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    });
-    (out.status.code().expect("status exited normally"), json)
-}
-
 /// The settled state: which pool member holds, and its kubelet.
 #[derive(Debug, Clone, Copy)]
 struct Settled {
     holder: Option<(usize, i32)>,
-}
-
-/// Pids blocked in flock on the lock file, from /proc/locks (`N: -> FLOCK ...` lines).
-fn blocked_on_lock(lock: &Path) -> Vec<i32> {
-    let Ok(meta) = fs::metadata(lock) else {
-        return Vec::new();
-    };
-    let (major, minor) = (
-        nix::sys::stat::major(meta.dev()),
-        nix::sys::stat::minor(meta.dev()),
-    );
-    let locks = fs::read_to_string("/proc/locks").expect("read /proc/locks");
-    locks
-        .lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace().skip(1);
-            if words.next()? != "->" || words.next()? != "FLOCK" {
-                return None;
-            }
-            let pid: i32 = words.nth(2)?.parse().ok()?;
-            let mut dev = words.next()?.split(':');
-            let same = u64::from_str_radix(dev.next()?, 16).ok()? == major
-                && u64::from_str_radix(dev.next()?, 16).ok()? == minor
-                && dev.next()?.parse::<u64>().ok()? == meta.ino();
-            same.then_some(pid)
-        })
-        .collect()
-}
-
-/// Pids that have a claim file `<pid>-<start time>.json` (live or not).
-fn claimed_pids(lock: &Path) -> Vec<i32> {
-    let mut dir = lock.as_os_str().to_owned();
-    dir.push(".claims");
-    fs::read_dir(PathBuf::from(dir))
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|entry| {
-                    let name = entry.file_name();
-                    let name = name.to_str()?.strip_suffix(".json")?.to_owned();
-                    name.split_once('-')?.0.parse().ok()
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Waits until the node is settled: no kubelet without supervisors; otherwise exactly one
@@ -308,8 +224,8 @@ fn settle(scene: &Scene, tail: &mut LogTail, pool: &[Supervisor], context: &str)
                     })
                 })
                 .filter(|at| {
-                    let claimed = claimed_pids(&scene.lock());
-                    let blocked = blocked_on_lock(&scene.lock());
+                    let claimed = claim_pids(&scene.lock());
+                    let blocked = blocked_on(&scene.lock());
                     pool.iter().enumerate().all(|(other, sup)| {
                         claimed.contains(&sup.proc.pid())
                             && (other == *at || blocked.contains(&sup.proc.pid()))
@@ -329,8 +245,8 @@ fn settle(scene: &Scene, tail: &mut LogTail, pool: &[Supervisor], context: &str)
              (pid, supervisor) {running:?}, highest live generation {max_generation:?}, \
              holder record {:?}, claims of {:?}, blocked on the lock {:?}",
             holder_record(&scene.lock()),
-            claimed_pids(&scene.lock()),
-            blocked_on_lock(&scene.lock())
+            claim_pids(&scene.lock()),
+            blocked_on(&scene.lock())
         );
         std::thread::sleep(support::POLL_INTERVAL);
     }
@@ -462,9 +378,9 @@ fn chaos() {
             let first = new_starts
                 .first()
                 .expect("a takeover start after the holder died");
-            let exec = ns_to_duration(first.t_ns.saturating_sub(killed_ns));
+            let exec = ns_between(killed_ns, first.t_ns);
             let ready_ns = u128::try_from(first.num("ready")).expect("ready is positive");
-            let ready = ns_to_duration(ready_ns.saturating_sub(killed_ns));
+            let ready = ns_between(killed_ns, ready_ns);
             assert!(
                 exec <= TAKEOVER,
                 "I2 violated {context}: the next kubelet was exec'd {exec:?} after the holder died"

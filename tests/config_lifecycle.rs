@@ -9,14 +9,10 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use serde_json::Value;
-use support::{wait_until, write_file, Proc, Scene};
+use support::lock_state::status_json;
+use support::{wait_until, Proc, Scene};
 
 const CRASH_MARK: &str = "crashme.example";
-
-fn config(extra: &str) -> String {
-    format!("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n{extra}")
-}
 
 fn run(scene: &Scene, args: &[&str]) -> Output {
     Command::new(support::pivot_bin())
@@ -25,22 +21,6 @@ fn run(scene: &Scene, args: &[&str]) -> Output {
         .arg(scene.config_dir())
         .output()
         .expect("run kubelet-pivot")
-}
-
-fn status(scene: &Scene) -> Value {
-    let out = Command::new(support::pivot_bin())
-        .args(["status", "-o", "json", "--lock-file"])
-        .arg(scene.lock())
-        .arg("--dynamic-config-dir")
-        .arg(scene.config_dir())
-        .output()
-        .expect("run status");
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "status -o json is not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
 }
 
 fn assign(scene: &Scene, file: &Path, extra: &[&str]) -> String {
@@ -66,17 +46,7 @@ fn running_config(scene: &Scene) -> (i32, String) {
     let pid = wait_until(Duration::from_secs(5), "a running kubelet", || {
         scene.running_kubelets().first().copied()
     });
-    let start = scene
-        .starts()
-        .into_iter()
-        .rev()
-        .find(|l| l.pid == pid)
-        .expect("start line of the running kubelet");
-    let path = start
-        .field("config")
-        .expect("config= in start line")
-        .to_string();
-    (pid, std::fs::read_to_string(path).unwrap_or_default())
+    (pid, scene.config_of(pid))
 }
 
 fn bootstrap(scene: &Scene, extra_env: &[(&str, &str)]) -> Proc {
@@ -88,8 +58,7 @@ fn bootstrap(scene: &Scene, extra_env: &[(&str, &str)]) -> Proc {
 #[test]
 fn invalid_init_config_refuses_to_start() {
     let scene = Scene::new();
-    let init = scene.path().join("init.yaml");
-    write_file(&init, &config("port: 70000\n"));
+    let init = scene.kubelet_config_file("init.yaml", "port: 70000\n");
     let out = scene
         .pivot(
             &["bootstrap", "--init-config", init.to_str().unwrap()],
@@ -115,8 +84,7 @@ fn invalid_init_config_refuses_to_start() {
 #[test]
 fn init_config_is_what_the_kubelet_gets_and_user_config_flag_is_replaced() {
     let scene = Scene::new();
-    let init = scene.path().join("init.yaml");
-    write_file(&init, &config("maxPods: 77\n"));
+    let init = scene.kubelet_config_file("init.yaml", "maxPods: 77\n");
     let mut p = scene.spawn(scene.pivot(
         &["bootstrap", "--init-config", init.to_str().unwrap()],
         &["--config", "/etc/kubernetes/ignored.yaml", "--v=2"],
@@ -140,8 +108,7 @@ fn assignment_restarts_kubelet_only_when_effective_config_changes() {
     let scene = Scene::new();
     let _p = bootstrap(&scene, &[]);
     let (first, _) = running_config(&scene);
-    let file = scene.path().join("a.yaml");
-    write_file(&file, &config("maxPods: 42\n"));
+    let file = scene.kubelet_config_file("a.yaml", "maxPods: 42\n");
     let uid = assign(&scene, &file, &[]);
     let second = wait_until(
         Duration::from_secs(5),
@@ -151,7 +118,7 @@ fn assignment_restarts_kubelet_only_when_effective_config_changes() {
             (pid != first && content.contains("\"maxPods\":42")).then_some(pid)
         },
     );
-    let st = status(&scene);
+    let st = status_json(&scene);
     assert_eq!(st["config"]["active"]["origin"], "assigned", "{st}");
     assert_eq!(
         st["config"]["active"]["source"]["uid"],
@@ -171,7 +138,7 @@ fn assignment_restarts_kubelet_only_when_effective_config_changes() {
     wait_until(
         Duration::from_secs(5),
         "the new assignment to be seen",
-        || (status(&scene)["config"]["assigned"]["uid"] == "same-content").then_some(()),
+        || (status_json(&scene)["config"]["assigned"]["uid"] == "same-content").then_some(()),
     );
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(
@@ -187,8 +154,7 @@ fn invalid_assignment_is_never_started_and_reported() {
     let scene = Scene::new();
     let _p = bootstrap(&scene, &[]);
     let (first, _) = running_config(&scene);
-    let file = scene.path().join("bad.yaml");
-    write_file(&file, &config("port: 70000\n"));
+    let file = scene.kubelet_config_file("bad.yaml", "port: 70000\n");
     // Without --force the operator command refuses.
     let refused = run(&scene, &["checkpoint", "assign", file.to_str().unwrap()]);
     assert!(!refused.status.success());
@@ -198,7 +164,7 @@ fn invalid_assignment_is_never_started_and_reported() {
         Duration::from_secs(5),
         "the invalid config to be marked bad",
         || {
-            let st = status(&scene);
+            let st = status_json(&scene);
             (st["config"]["badConfigs"].get(&uid).is_some() && !st["config"]["error"].is_null())
                 .then_some(st)
         },
@@ -221,28 +187,29 @@ fn crash_loop_is_marked_bad_and_last_known_good_runs_within_the_trial() {
     let scene = Scene::new();
     let _p = bootstrap(&scene, &[]);
     // A good config that survives its (short) trial becomes last-known-good.
-    let good = scene.path().join("good.yaml");
-    write_file(&good, &config("maxPods: 55\nconfigTrialDuration: 1s\n"));
+    let good = scene.kubelet_config_file("good.yaml", "maxPods: 55\nconfigTrialDuration: 1s\n");
     let good_uid = assign(&scene, &good, &[]);
     wait_until(
         Duration::from_secs(10),
         "the good config to be promoted to last-known-good",
-        || (status(&scene)["config"]["lastKnownGood"]["uid"] == good_uid.as_str()).then_some(()),
+        || {
+            (status_json(&scene)["config"]["lastKnownGood"]["uid"] == good_uid.as_str())
+                .then_some(())
+        },
     );
     // A config that validates but crashes the kubelet.
-    let crashing = scene.path().join("crash.yaml");
-    write_file(
-        &crashing,
-        &config(&format!(
+    let crashing = scene.kubelet_config_file(
+        "crash.yaml",
+        &format!(
             "maxPods: 66\nproviderID: {CRASH_MARK}\ncrashLoopThreshold: 2\nconfigTrialDuration: 5m\n"
-        )),
+        ),
     );
     let bad_uid = assign(&scene, &crashing, &[]);
     let st = wait_until(
         Duration::from_secs(15),
         "the crash-looping config to be marked bad",
         || {
-            let st = status(&scene);
+            let st = status_json(&scene);
             st["config"]["badConfigs"]
                 .get(&bad_uid)
                 .is_some()
@@ -263,7 +230,7 @@ fn crash_loop_is_marked_bad_and_last_known_good_runs_within_the_trial() {
         let (_, content) = running_config(&scene);
         content.contains("\"maxPods\":55").then_some(())
     });
-    let st = status(&scene);
+    let st = status_json(&scene);
     assert_eq!(st["config"]["active"]["origin"], "last-known-good", "{st}");
     assert!(
         st["config"]["error"]
@@ -279,22 +246,18 @@ fn crash_loop_is_marked_bad_and_last_known_good_runs_within_the_trial() {
 fn restart_of_kubelet_pivot_keeps_bad_configs_and_last_known_good() {
     let scene = Scene::new();
     let mut p = bootstrap(&scene, &[]);
-    let good = scene.path().join("good.yaml");
-    write_file(&good, &config("maxPods: 31\nconfigTrialDuration: 500ms\n"));
+    let good = scene.kubelet_config_file("good.yaml", "maxPods: 31\nconfigTrialDuration: 500ms\n");
     let good_uid = assign(&scene, &good, &[]);
     wait_until(Duration::from_secs(10), "promotion", || {
-        (status(&scene)["config"]["lastKnownGood"]["uid"] == good_uid.as_str()).then_some(())
+        (status_json(&scene)["config"]["lastKnownGood"]["uid"] == good_uid.as_str()).then_some(())
     });
-    let crashing = scene.path().join("crash.yaml");
-    write_file(
-        &crashing,
-        &config(&format!(
-            "providerID: {CRASH_MARK}\ncrashLoopThreshold: 0\n"
-        )),
+    let crashing = scene.kubelet_config_file(
+        "crash.yaml",
+        &format!("providerID: {CRASH_MARK}\ncrashLoopThreshold: 0\n"),
     );
     let bad_uid = assign(&scene, &crashing, &[]);
     wait_until(Duration::from_secs(10), "crash loop detected", || {
-        status(&scene)["config"]["badConfigs"]
+        status_json(&scene)["config"]["badConfigs"]
             .get(&bad_uid)
             .is_some()
             .then_some(())
@@ -308,7 +271,7 @@ fn restart_of_kubelet_pivot_keeps_bad_configs_and_last_known_good() {
     let _p2 = bootstrap(&scene, &[]);
     let (_, content) = running_config(&scene);
     assert!(content.contains("\"maxPods\":31"), "{content}");
-    let st = status(&scene);
+    let st = status_json(&scene);
     assert_eq!(st["config"]["active"]["origin"], "last-known-good", "{st}");
     assert!(st["config"]["badConfigs"].get(&bad_uid).is_some());
     assert_eq!(
@@ -320,7 +283,7 @@ fn restart_of_kubelet_pivot_keeps_bad_configs_and_last_known_good() {
     // forget-bad: the out-of-band repair makes the node try it again.
     let out = run(&scene, &["checkpoint", "forget-bad", &bad_uid]);
     assert!(out.status.success());
-    assert!(status(&scene)["config"]["badConfigs"]
+    assert!(status_json(&scene)["config"]["badConfigs"]
         .get(&bad_uid)
         .is_none());
 
@@ -328,7 +291,7 @@ fn restart_of_kubelet_pivot_keeps_bad_configs_and_last_known_good() {
     let out = run(&scene, &["checkpoint", "reset"]);
     assert!(out.status.success());
     wait_until(Duration::from_secs(10), "local config after reset", || {
-        let st = status(&scene);
+        let st = status_json(&scene);
         (st["config"]["assigned"].is_null()
             && st["config"]["active"]["origin"] == "last-known-good"
             || st["config"]["active"]["origin"] == "local")
@@ -340,8 +303,7 @@ fn restart_of_kubelet_pivot_keeps_bad_configs_and_last_known_good() {
 #[test]
 fn checkpoint_list_and_show() {
     let scene = Scene::new();
-    let file = scene.path().join("c.yaml");
-    write_file(&file, &config("maxPods: 12\n"));
+    let file = scene.kubelet_config_file("c.yaml", "maxPods: 12\n");
     let uid = assign(
         &scene,
         &file,
@@ -361,12 +323,11 @@ fn checkpoint_list_and_show() {
 #[test]
 fn corrupt_and_symlinked_store_files_are_clear_errors() {
     let scene = Scene::new();
-    let file = scene.path().join("c.yaml");
-    write_file(&file, &config("maxPods: 12\n"));
+    let file = scene.kubelet_config_file("c.yaml", "maxPods: 12\n");
     assign(&scene, &file, &[]);
     let assigned = scene.config_dir().join("meta/assigned");
     std::fs::write(&assigned, b"{\"namespace\": \"x\", trunc").unwrap();
-    let st = status(&scene);
+    let st = status_json(&scene);
     let warnings = st["lock"]["warnings"].to_string();
     assert!(
         warnings.contains("meta/assigned") && warnings.contains("corrupt"),

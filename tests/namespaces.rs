@@ -11,14 +11,17 @@
 mod support;
 
 use std::fs::{self, File};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::thread;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use serde_json::Value;
-use support::{pid_alive, pivot_bin, signal_pid, stand_in_bin, wait_until, LogLine, Proc, Scene};
+use support::lock_state::{holder_record, status};
+use support::{
+    now_ns, ns_between, pid_alive, pivot_bin, signal_pid, stand_in_bin, wait_until, LogLine, Proc,
+    Scene, STAND_IN_NAME,
+};
 
 /// Deadline for states the product reaches in milliseconds; generous for a loaded CI host.
 const SETTLE: Duration = Duration::from_secs(10);
@@ -26,8 +29,6 @@ const SETTLE: Duration = Duration::from_secs(10);
 const TAKEOVER: Duration = Duration::from_secs(1);
 /// Grace period the pod's stand-in kubelet takes to stop after SIGTERM.
 const POD_KUBELET_TERM_DELAY_MS: &str = "300";
-/// Name of the stand-in binary, as in its argv[0].
-const STAND_IN_NAME: &str = "stand_in_kubelet";
 
 /// Why namespace tests cannot run here, if they cannot.
 fn skip_reason() -> Option<String> {
@@ -62,17 +63,6 @@ macro_rules! skip_unless_namespaces {
             return;
         }
     };
-}
-
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("the realtime clock is after 1970")
-        .as_nanos()
-}
-
-fn ppid_of_line(line: &LogLine) -> i32 {
-    i32::try_from(line.num("ppid")).expect("ppid fits in i32")
 }
 
 /// `(pid, ppid)` of every process, from the host's /proc.
@@ -123,31 +113,6 @@ fn live_stand_ins(scene: &Scene) -> Vec<i32> {
     pids
 }
 
-fn holder_record(lock: &Path) -> Option<Value> {
-    let mut path = lock.as_os_str().to_owned();
-    path.push(".holder");
-    serde_json::from_slice(&fs::read(path).ok()?).ok()
-}
-
-/// `kubelet-pivot status -o json` from the host.
-fn status(scene: &Scene) -> (i32, Value) {
-    let out = Command::new(pivot_bin())
-        .args(["status", "-o", "json", "--lock-file"])
-        .arg(scene.lock())
-        .arg("--dynamic-config-dir")
-        .arg(scene.config_dir())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run kubelet-pivot status");
-    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|err| {
-        panic!(
-            "status -o json printed no JSON ({err}): {:?}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    });
-    (out.status.code().expect("status exited normally"), json)
-}
-
 /// Waits until host supervisor `sup` runs the only kubelet (over all namespaces) and the holder
 /// record names it; returns the kubelet's start line.
 fn wait_host_holds(scene: &Scene, sup: i32) -> LogLine {
@@ -160,7 +125,7 @@ fn wait_host_holds(scene: &Scene, sup: i32) -> LogLine {
                 .starts()
                 .into_iter()
                 .rev()
-                .find(|line| ppid_of_line(line) == sup && live.contains(&line.pid))?;
+                .find(|line| line.ppid() == sup && live.contains(&line.pid))?;
             let record = holder_record(&scene.lock())?;
             (live == [start.pid] && record["pid"] == sup && record["kubeletPid"] == start.pid)
                 .then_some(start)
@@ -290,12 +255,18 @@ fn bootstrap(scene: &Scene) -> Proc {
     scene.spawn(scene.pivot(&["bootstrap"], &[], &[]))
 }
 
+/// A host bootstrap that holds the lock; returns it and its kubelet's start line.
+fn holding_bootstrap(scene: &Scene) -> (Proc, LogLine) {
+    let boot = bootstrap(scene);
+    let start = wait_host_holds(scene, boot.pid());
+    (boot, start)
+}
+
 #[test]
 fn pod_in_own_namespaces_takes_over_and_bootstrap_returns_when_the_pod_is_killed() {
     skip_unless_namespaces!();
     let scene = Scene::new();
-    let boot = bootstrap(&scene);
-    let boot_start = wait_host_holds(&scene, boot.pid());
+    let (boot, boot_start) = holding_bootstrap(&scene);
 
     // Handoff to the namespaced supervisor: the bootstrap's kubelet stops, the pod's starts.
     let mut pod = Pod::start(&scene, 1, true, &[]);
@@ -327,9 +298,7 @@ fn pod_in_own_namespaces_takes_over_and_bootstrap_returns_when_the_pod_is_killed
     let killed_ns = now_ns();
     assert!(signal_pid(pod.init, Signal::SIGKILL));
     let back = wait_host_holds(&scene, boot.pid());
-    let latency = Duration::from_nanos(
-        u64::try_from(back.t_ns.saturating_sub(killed_ns)).expect("latency fits"),
-    );
+    let latency = ns_between(killed_ns, back.t_ns);
     assert!(
         latency <= TAKEOVER,
         "I2: the bootstrap started its kubelet {latency:?} after the pod was killed"
@@ -375,8 +344,7 @@ fn pod_holder_hands_over_only_after_its_kubelet_stopped() {
 fn pod_deletion_gives_the_kubelet_its_grace_period() {
     skip_unless_namespaces!();
     let scene = Scene::new();
-    let boot = bootstrap(&scene);
-    wait_host_holds(&scene, boot.pid());
+    let (boot, _) = holding_bootstrap(&scene);
     // A wrapper shell is PID 1, the supervisor its child: as with a shell entrypoint.
     let pod = Pod::start(
         &scene,
@@ -424,8 +392,7 @@ fn pod_deletion_gives_the_kubelet_its_grace_period() {
 fn pod_holder_record_names_its_kubelet_by_host_pid() {
     skip_unless_namespaces!();
     let scene = Scene::new();
-    let boot = bootstrap(&scene);
-    wait_host_holds(&scene, boot.pid());
+    let (_boot, _) = holding_bootstrap(&scene);
     let pod = Pod::start(&scene, 1, true, &[]);
     let pod_kubelet = pod.wait_holds(&scene, 1);
     let (code, json) = status(&scene);

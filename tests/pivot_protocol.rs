@@ -9,17 +9,17 @@
 mod support;
 
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
-use support::{pid_alive, pivot_bin, stand_in_bin, wait_until, LogLine, Proc, Scene};
+use support::lock_state::{blocked_on, claim_pids, claims_dir, holder_record, status};
+use support::{now_ns, ns_between, pid_alive, wait_until, LogLine, Proc, Scene};
 
 /// Deadline for states the product reaches in milliseconds; generous for a loaded CI host.
 const SETTLE: Duration = Duration::from_secs(10);
@@ -41,20 +41,16 @@ fn bootstrap(scene: &Scene) -> Proc {
     scene.spawn(scene.pivot(&["bootstrap"], &[], &[]))
 }
 
+/// A bootstrap that holds the lock; returns it and its kubelet.
+fn holding_bootstrap(scene: &Scene) -> (Proc, i32) {
+    let boot = bootstrap(scene);
+    let kubelet = wait_holds(scene, boot.pid(), 0);
+    (boot, kubelet)
+}
+
 fn self_hosted(scene: &Scene, generation: u32) -> Proc {
     let generation = generation.to_string();
     scene.spawn(scene.pivot(&["self-hosted", "--generation", &generation], &[], &[]))
-}
-
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("the realtime clock is after 1970")
-        .as_nanos()
-}
-
-fn ppid(line: &LogLine) -> i32 {
-    i32::try_from(line.num("ppid")).expect("ppid fits in i32")
 }
 
 /// The kubelet that supervisor `sup` runs right now, if any.
@@ -64,16 +60,8 @@ fn kubelet_of(scene: &Scene, sup: i32) -> Option<i32> {
         .starts()
         .iter()
         .rev()
-        .find(|line| ppid(line) == sup && running.contains(&line.pid))
+        .find(|line| line.ppid() == sup && running.contains(&line.pid))
         .map(|line| line.pid)
-}
-
-/// The holder record `<lock>.holder` as JSON, `None` when there is none (or mid-rename).
-fn holder_record(lock: &Path) -> Option<Value> {
-    let mut path = lock.as_os_str().to_owned();
-    path.push(".holder");
-    let text = fs::read(path).ok()?;
-    serde_json::from_slice(&text).ok()
 }
 
 fn json_i64(value: &Value, key: &str) -> Option<i64> {
@@ -99,71 +87,9 @@ fn wait_holds(scene: &Scene, sup: i32, generation: i64) -> i32 {
     )
 }
 
-/// `kubelet-pivot status -o json`: exit code and parsed output.
-fn status(scene: &Scene) -> (i32, Value) {
-    let out = Command::new(pivot_bin())
-        .args(["status", "-o", "json", "--lock-file"])
-        .arg(scene.lock())
-        .arg("--dynamic-config-dir")
-        .arg(scene.config_dir())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run kubelet-pivot status");
-    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|err| {
-        panic!(
-            "status -o json printed no JSON ({err}): stdout {:?} stderr {:?}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().expect("status exited normally"), json)
-}
-
-/// Pids blocked in flock on the lock file, from /proc/locks (`N: -> FLOCK ...` lines).
-fn blocked_on_lock(lock: &Path) -> Vec<i32> {
-    let Ok(meta) = fs::metadata(lock) else {
-        return Vec::new();
-    };
-    let (major, minor) = (
-        nix::sys::stat::major(meta.dev()),
-        nix::sys::stat::minor(meta.dev()),
-    );
-    let locks = fs::read_to_string("/proc/locks").expect("read /proc/locks");
-    locks
-        .lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace().skip(1);
-            if words.next()? != "->" || words.next()? != "FLOCK" {
-                return None;
-            }
-            let pid: i32 = words.nth(2)?.parse().ok()?;
-            let mut dev = words.next()?.split(':');
-            let same = u64::from_str_radix(dev.next()?, 16).ok()? == major
-                && u64::from_str_radix(dev.next()?, 16).ok()? == minor
-                && dev.next()?.parse::<u64>().ok()? == meta.ino();
-            same.then_some(pid)
-        })
-        .collect()
-}
-
-fn claims_dir(lock: &Path) -> std::path::PathBuf {
-    let mut dir = lock.as_os_str().to_owned();
-    dir.push(".claims");
-    dir.into()
-}
-
 /// True once supervisor `pid` has its claim file in place.
 fn has_claim(lock: &Path, pid: i32) -> bool {
-    let prefix = format!("{pid}-");
-    fs::read_dir(claims_dir(lock))
-        .map(|entries| {
-            entries.flatten().any(|entry| {
-                let name = entry.file_name();
-                let name = name.to_string_lossy();
-                name.starts_with(&prefix) && name.ends_with(".json")
-            })
-        })
-        .unwrap_or(false)
+    claim_pids(lock).contains(&pid)
 }
 
 /// Waits until supervisor `pid` stands by: its claim is in place and it is blocked in flock.
@@ -172,7 +98,7 @@ fn wait_standing_by(scene: &Scene, pid: i32) {
         SETTLE,
         &format!("supervisor pid {pid} to stand by (claim written, blocked on the lock)"),
         || {
-            (has_claim(&scene.lock(), pid) && blocked_on_lock(&scene.lock()).contains(&pid))
+            (has_claim(&scene.lock(), pid) && blocked_on(&scene.lock()).contains(&pid))
                 .then_some(())
         },
     );
@@ -181,8 +107,7 @@ fn wait_standing_by(scene: &Scene, pid: i32) {
 /// The usual node after a pivot: the bootstrap standing by, self-hosted gen 1 holding.
 /// Returns both supervisors and gen 1's kubelet.
 fn gen1_holding_over_bootstrap(scene: &Scene) -> (Proc, Proc, i32) {
-    let boot = bootstrap(scene);
-    wait_holds(scene, boot.pid(), 0);
+    let (boot, _) = holding_bootstrap(scene);
     let gen1 = self_hosted(scene, 1);
     let kubelet = wait_holds(scene, gen1.pid(), 1);
     wait_standing_by(scene, boot.pid());
@@ -265,14 +190,9 @@ fn wait_gone(pid: i32, what: &str) {
 fn wait_takeover(scene: &Scene, sup: i32, generation: i64, killed_ns: u128) -> i32 {
     let kubelet = wait_holds(scene, sup, generation);
     let start = scene
-        .starts()
-        .into_iter()
-        .rev()
-        .find(|line| line.pid == kubelet)
+        .start_of(kubelet)
         .expect("start line of the running kubelet");
-    let latency = Duration::from_nanos(
-        u64::try_from(start.t_ns.saturating_sub(killed_ns)).expect("latency fits in u64"),
-    );
+    let latency = ns_between(killed_ns, start.t_ns);
     assert!(
         latency <= TAKEOVER,
         "I2: supervisor {sup} started its kubelet {latency:?} after the holder died (limit {TAKEOVER:?})"
@@ -287,8 +207,7 @@ fn wait_takeover(scene: &Scene, sup: i32, generation: i64, killed_ns: u128) -> i
 #[test]
 fn bootstrap_yields_to_self_hosted_and_takes_back_after_pod_deletion() {
     let scene = Scene::new();
-    let boot = bootstrap(&scene);
-    let boot_kubelet = wait_holds(&scene, boot.pid(), 0);
+    let (boot, boot_kubelet) = holding_bootstrap(&scene);
 
     let mut gen1 = self_hosted(&scene, 1);
     let gen1_kubelet = wait_holds(&scene, gen1.pid(), 1);
@@ -442,7 +361,7 @@ fn upgrade_round(
         }
         KillPoint::Contending => {
             wait_until(SETTLE, "v2 blocked on the lock or holding it", || {
-                (blocked_on_lock(&scene.lock()).contains(&v2.pid())
+                (blocked_on(&scene.lock()).contains(&v2.pid())
                     || kubelet_of(scene, v2.pid()).is_some())
                 .then_some(())
             });
@@ -471,14 +390,14 @@ fn upgrade_round(
     let round = &starts[round_start..];
     let v2_first = round
         .iter()
-        .find(|line| ppid(line) == v2.pid())
+        .find(|line| line.ppid() == v2.pid())
         .expect("v2's first kubelet start")
         .clone();
     let v2_killed_ns = now_ns();
     // Log: after v2 first ran a kubelet, only v2 started kubelets.
     let after_v2: Vec<&LogLine> = round
         .iter()
-        .filter(|line| line.t_ns >= v2_first.t_ns && ppid(line) != v2.pid())
+        .filter(|line| line.t_ns >= v2_first.t_ns && line.ppid() != v2.pid())
         .collect();
     assert!(
         after_v2.is_empty(),
@@ -503,7 +422,9 @@ fn upgrade_round(
         .map(|from| {
             round
                 .iter()
-                .filter(|line| ppid(line) == boot && line.t_ns >= from && line.t_ns < v2_first.t_ns)
+                .filter(|line| {
+                    line.ppid() == boot && line.t_ns >= from && line.t_ns < v2_first.t_ns
+                })
                 .cloned()
                 .collect()
         })
@@ -522,8 +443,7 @@ fn upgrade_round(
 #[test]
 fn upgrade_v2_wins_in_every_ordering_and_bootstrap_takes_over_after() {
     let scene = Scene::new();
-    let boot = bootstrap(&scene);
-    wait_holds(&scene, boot.pid(), 0);
+    let (boot, _) = holding_bootstrap(&scene);
     let monitor = HolderMonitor::start(&scene.lock());
     let signals = [Signal::SIGKILL, Signal::SIGTERM];
     let mut rounds = 0;
@@ -551,8 +471,7 @@ fn upgrade_v2_wins_in_every_ordering_and_bootstrap_takes_over_after() {
 #[test]
 fn upgrade_never_restarts_the_bootstrap_kubelet_while_v2_is_claimed() {
     let scene = Scene::new();
-    let boot = bootstrap(&scene);
-    wait_holds(&scene, boot.pid(), 0);
+    let (boot, _) = holding_bootstrap(&scene);
     let monitor = HolderMonitor::start(&scene.lock());
     let mut raced = Vec::new();
     for i in 0..30 {
@@ -674,8 +593,7 @@ fn poke_the_lock_without_contending(scene: &Scene, holder: i32, kubelet: i32) {
 #[test]
 fn no_handoff_without_a_contender() {
     let scene = Scene::new();
-    let boot = bootstrap(&scene);
-    let kubelet = wait_holds(&scene, boot.pid(), 0);
+    let (boot, kubelet) = holding_bootstrap(&scene);
     // A reader keeps the lock file open (no flock) for the whole window.
     let reader = fs::File::open(scene.lock()).expect("open the lock file for reading");
     poke_the_lock_without_contending(&scene, boot.pid(), kubelet);
@@ -713,8 +631,7 @@ fn fake_claim(pid: i32, start_time: u64) -> String {
 #[test]
 fn claims_of_dead_processes_are_ignored_and_removed() {
     let scene = Scene::new();
-    let boot = bootstrap(&scene);
-    let kubelet = wait_holds(&scene, boot.pid(), 0);
+    let (boot, kubelet) = holding_bootstrap(&scene);
     let claims = claims_dir(&scene.lock());
     assert!(claims.is_dir(), "claims dir {} missing", claims.display());
 
@@ -763,14 +680,7 @@ fn claims_of_dead_processes_are_ignored_and_removed() {
 
 /// The stand-in run as a plain kubelet with `--lock-file` and no kubelet-pivot claim.
 fn plain_kubelet(scene: &Scene) -> Proc {
-    let mut cmd = Command::new(stand_in_bin());
-    cmd.arg("--lock-file")
-        .arg(scene.lock())
-        .envs(scene.stand_in_env())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    Proc::spawn(&mut cmd)
+    Proc::spawn(&mut scene.plain_kubelet())
 }
 
 /// Waits until the plain kubelet `pid` holds the lock and runs as the only kubelet.
@@ -788,8 +698,7 @@ fn wait_plain_runs(scene: &Scene, pid: i32) {
 #[test]
 fn plain_kubelet_with_lock_file_is_a_contender() {
     let scene = Scene::new();
-    let boot = bootstrap(&scene);
-    wait_holds(&scene, boot.pid(), 0);
+    let (boot, _) = holding_bootstrap(&scene);
 
     // The bootstrap yields to an unclaimed process blocked on the lock.
     let mut plain = plain_kubelet(&scene);

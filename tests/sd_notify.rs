@@ -7,7 +7,6 @@ use std::fs;
 use std::io::ErrorKind;
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -196,15 +195,8 @@ fn yield_and_takeover_are_reported() {
     let first = kubelet_of(&scene, pivot.pid());
     let running_first = notes.wait_for(&format!("STATUS=running kubelet pid {}", first.pid));
 
-    let mut flock = Command::new("flock");
-    flock
-        .arg(scene.lock())
-        .arg(stand_in_bin())
-        .env_remove("NOTIFY_SOCKET")
-        .envs(scene.stand_in_env())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut flock = scene.stand_in_command("flock");
+    flock.arg(scene.lock()).arg(stand_in_bin());
     let flock = Proc::spawn(&mut flock);
     let plain = kubelet_of(&scene, flock.pid());
     let stopping_first = notes.wait_for_match("the stopping status", |line| {

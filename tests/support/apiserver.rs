@@ -58,7 +58,7 @@ use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::OwnedFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
@@ -202,6 +202,13 @@ impl ApiServer {
         );
         std::fs::write(path, text)
             .unwrap_or_else(|err| panic!("failed to write kubeconfig {}: {err}", path.display()));
+    }
+
+    /// Writes a kubeconfig for this server to `<dir>/kubeconfig` and returns its path.
+    pub fn kubeconfig_in(&self, dir: &Path) -> PathBuf {
+        let path = dir.join("kubeconfig");
+        self.write_kubeconfig(&path);
+        path
     }
 
     /// The next `n` non-watch requests are answered with a Status of HTTP `code` (500
@@ -687,12 +694,17 @@ struct HttpRequest {
     body: Vec<u8>,
 }
 
+/// The value of the first header called `name` (case-insensitive) in `(name, value)` pairs.
+pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(key, _)| key.eq_ignore_ascii_case(name))
+        .map(|(_, value)| value.as_str())
+}
+
 impl HttpRequest {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(key, _)| key.eq_ignore_ascii_case(name))
-            .map(|(_, value)| value.as_str())
+        header(&self.headers, name)
     }
 
     fn keep_alive(&self) -> bool {
@@ -1211,6 +1223,11 @@ impl ApiError {
         )
     }
 
+    /// [`ApiError::invalid`] for the object `name` of `target`'s kind and group.
+    fn invalid_object(target: &Target, name: &str, errors: &[FieldError]) -> ApiError {
+        ApiError::invalid(target.resource.kind(), target.group.group(), name, errors)
+    }
+
     /// `errors.NewInvalid`: 422 with the field errors as causes.
     fn invalid(kind: &str, group: &str, name: &str, errors: &[FieldError]) -> ApiError {
         let qualified_kind = if group.is_empty() {
@@ -1344,9 +1361,8 @@ impl ApiError {
             404 => ApiError::not_found(t, &name),
             409 => ApiError::modified(t, &name),
             410 => ApiError::expired("injected fault: resource version expired".to_string()),
-            422 => ApiError::invalid(
-                t.resource.kind(),
-                t.group.group(),
+            422 => ApiError::invalid_object(
+                t,
                 &name,
                 &[FieldError::invalid("metadata", json!(""), "injected fault")],
             ),
@@ -1654,6 +1670,13 @@ impl State {
         self.objects(target.resource).get(&target.key())
     }
 
+    /// A copy of the stored object `target` names; 404 NotFound if there is none.
+    fn existing(&self, target: &Target) -> Result<Value, ApiError> {
+        self.stored(target)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(target, target.name()))
+    }
+
     /// The object as a client reading `target` sees it.
     fn get_served(&self, target: &Target) -> Option<Value> {
         self.stored(target)
@@ -1716,9 +1739,8 @@ impl State {
             None => match meta.get("generateName").and_then(Value::as_str) {
                 Some(prefix) if !prefix.is_empty() => format!("{prefix}{}", random_suffix()),
                 _ => {
-                    return Err(ApiError::invalid(
-                        target.resource.kind(),
-                        target.group.group(),
+                    return Err(ApiError::invalid_object(
+                        target,
                         "",
                         &[FieldError::required(
                             "metadata.name",
@@ -1769,12 +1791,7 @@ impl State {
         warnings.extend(self.prepare(target, &mut obj, None));
         let errors = self.validate(target, &obj, None);
         if !errors.is_empty() {
-            return Err(ApiError::invalid(
-                target.resource.kind(),
-                target.group.group(),
-                &name,
-                &errors,
-            ));
+            return Err(ApiError::invalid_object(target, &name, &errors));
         }
         let ns = target.namespace.clone().unwrap_or_default();
         if target.resource.namespaced() && !self.namespace_exists(&ns) {
@@ -1802,11 +1819,7 @@ impl State {
     // --- update and patch ---------------------------------------------------------------
 
     fn update(&mut self, target: &Target, body: Value, opts: &Opts) -> Result<Outcome, ApiError> {
-        let name = target.name().to_string();
-        let old = self
-            .stored(target)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(target, &name))?;
+        let old = self.existing(target)?;
         let (obj, warnings) = decode_body(target, body, opts)?;
         self.write_update(target, old, obj, warnings, opts)
     }
@@ -1818,11 +1831,7 @@ impl State {
         patch: &[u8],
         opts: &Opts,
     ) -> Result<Outcome, ApiError> {
-        let name = target.name().to_string();
-        let old = self
-            .stored(target)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(target, &name))?;
+        let old = self.existing(target)?;
         let served = with_type_meta(old.clone(), target.resource, target.group);
         let patched = match kind {
             PatchKind::Merge => {
@@ -1926,12 +1935,7 @@ impl State {
         warnings.extend(self.prepare(target, &mut obj, Some(&old)));
         errors.extend(self.validate(target, &obj, Some(&old)));
         if !errors.is_empty() {
-            return Err(ApiError::invalid(
-                target.resource.kind(),
-                target.group.group(),
-                &name,
-                &errors,
-            ));
+            return Err(ApiError::invalid_object(target, &name, &errors));
         }
         if obj == old {
             // Nothing changed: etcd is not written, no new resourceVersion, no event.
@@ -1974,10 +1978,7 @@ impl State {
         opts: &Opts,
     ) -> Result<Outcome, ApiError> {
         let name = target.name().to_string();
-        let old = self
-            .stored(target)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(target, &name))?;
+        let old = self.existing(target)?;
         let uid = old["metadata"]["uid"].as_str().unwrap_or("").to_string();
         let rv = old["metadata"]["resourceVersion"]
             .as_str()

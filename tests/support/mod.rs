@@ -5,17 +5,26 @@
 //! the stand-in kubelet (`examples/stand_in_kubelet.rs`); [`Proc`] kills what it started on
 //! drop, and dropping the scene kills stand-in kubelets (and their grandchildren) left behind.
 //! Waiting is done with [`wait_until`], never with fixed sleeps.
+//!
+//! Submodules: [`lock_state`] (what an operator sees of the lock: `status -o json`, the holder
+//! record, claims, /proc/locks), [`kubectl`] (real kubectl, skipped when absent) and [`bench`]
+//! (for the benches, which include this module with `#[path]`).
 
-// Not every test file uses every helper.
+// Not every test file (or bench) uses every helper.
 #![allow(dead_code)]
+
+pub mod bench;
+pub mod kubectl;
+pub mod lock_state;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -26,21 +35,27 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(5);
 pub const OVERLAP_MARKER_SUFFIX: &str = ".overlap";
 /// Exit code of a stand-in kubelet that found another kubelet holding the overlap probe.
 pub const STANDIN_EXIT_OVERLAP: i32 = 97;
-/// Name of the stand-in binary (an example target).
-const STAND_IN_NAME: &str = "stand_in_kubelet";
+/// Name of the stand-in binary (an example target), as in its argv[0].
+pub const STAND_IN_NAME: &str = "stand_in_kubelet";
 
 /// The kubelet-pivot binary under test.
 pub fn pivot_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_kubelet-pivot"))
 }
 
-/// The stand-in kubelet: `<dir of pivot_bin>/examples/stand_in_kubelet`.
-pub fn stand_in_bin() -> PathBuf {
+/// Where the stand-in kubelet is built: `<dir of pivot_bin>/examples/stand_in_kubelet`
+/// (it may not be there yet; see [`stand_in_bin`]).
+pub fn stand_in_path() -> PathBuf {
     let pivot = pivot_bin();
     let dir = pivot
         .parent()
         .unwrap_or_else(|| panic!("kubelet-pivot binary {} has no parent dir", pivot.display()));
-    let bin = dir.join("examples").join(STAND_IN_NAME);
+    dir.join("examples").join(STAND_IN_NAME)
+}
+
+/// The stand-in kubelet: [`stand_in_path`], panicking if it has not been built.
+pub fn stand_in_bin() -> PathBuf {
+    let bin = stand_in_path();
     assert!(
         bin.is_file(),
         "stand-in kubelet not found at {}: it is an example target, built by a plain `cargo test` \
@@ -62,6 +77,26 @@ pub fn wait_until<T>(deadline: Duration, what: &str, mut f: impl FnMut() -> Opti
         }
         thread::sleep(POLL_INTERVAL);
     }
+}
+
+/// Now, in ns since the Unix epoch (CLOCK_REALTIME, the clock of the stand-in's `t=`).
+pub fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("the realtime clock is after 1970")
+        .as_nanos()
+}
+
+/// The time from `from_ns` to `to_ns` (ns since the epoch); zero if `to_ns` is earlier.
+pub fn ns_between(from_ns: u128, to_ns: u128) -> Duration {
+    Duration::from_nanos(
+        u64::try_from(to_ns.saturating_sub(from_ns)).expect("duration fits in u64 ns"),
+    )
+}
+
+/// A KubeletConfiguration document with `extra` YAML fields.
+pub fn kubelet_config(extra: &str) -> String {
+    format!("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n{extra}")
 }
 
 /// Process state letter from /proc/PID/stat (`R`, `S`, `Z`, ...), `None` if there is no such pid.
@@ -203,6 +238,11 @@ impl LogLine {
             .and_then(|value| value.parse().ok())
             .unwrap_or_else(|| panic!("log line has no numeric {key}: {}", self.raw))
     }
+
+    /// The `ppid` field as a pid.
+    pub fn ppid(&self) -> i32 {
+        i32::try_from(self.num("ppid")).expect("ppid fits in i32")
+    }
 }
 
 /// Reads the stand-in event log; a missing file is an empty log. A last line still being
@@ -330,6 +370,13 @@ impl Scene {
         self.path().join("overlap.probe")
     }
 
+    /// Writes [`kubelet_config`]`(extra)` to `<dir>/<name>`; returns its path.
+    pub fn kubelet_config_file(&self, name: &str, extra: &str) -> PathBuf {
+        let path = self.path().join(name);
+        write_file(&path, &kubelet_config(extra));
+        path
+    }
+
     /// `<probe>.overlap`, created by a stand-in that found another kubelet running.
     pub fn overlap_marker(&self) -> PathBuf {
         let mut marker = self.probe().into_os_string();
@@ -359,11 +406,8 @@ impl Scene {
         extra_env: &[(&str, &str)],
     ) -> Command {
         let mut cmd = Command::new(pivot_bin());
-        cmd.args(args)
-            .arg("--lock-file")
-            .arg(self.lock())
-            .arg("--dynamic-config-dir")
-            .arg(self.config_dir())
+        cmd.args(args);
+        node_paths(&mut cmd, &self.lock(), &self.config_dir())
             .arg("--")
             .arg(stand_in_bin())
             .args(kubelet_args);
@@ -385,6 +429,26 @@ impl Scene {
             .unwrap_or_else(|err| panic!("failed to dup {}: {err}", path.display()));
         cmd.stdout(out).stderr(err);
         outputs.push(path);
+        cmd
+    }
+
+    /// `program` with the stand-in env (and no `NOTIFY_SOCKET`), stdin, stdout and stderr null:
+    /// for stand-ins run without kubelet-pivot.
+    pub fn stand_in_command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.env_remove("NOTIFY_SOCKET")
+            .envs(self.stand_in_env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        cmd
+    }
+
+    /// A plain kubelet: the stand-in run directly with `--lock-file <lock>`, so it blocks in
+    /// flock on the lock file without a claim, like a kubelet started outside kubelet-pivot.
+    pub fn plain_kubelet(&self) -> Command {
+        let mut cmd = self.stand_in_command(stand_in_bin());
+        cmd.arg("--lock-file").arg(self.lock());
         cmd
     }
 
@@ -424,6 +488,21 @@ impl Scene {
 
     pub fn running_kubelets(&self) -> Vec<i32> {
         running_kubelets(&self.log())
+    }
+
+    /// The last `start` line of kubelet `pid`.
+    pub fn start_of(&self, pid: i32) -> Option<LogLine> {
+        self.starts().into_iter().rev().find(|line| line.pid == pid)
+    }
+
+    /// Content of the `--config` file kubelet `pid` was started with (the `config=` of its
+    /// last `start` line); empty if it cannot be read.
+    pub fn config_of(&self, pid: i32) -> String {
+        let start = self
+            .start_of(pid)
+            .unwrap_or_else(|| panic!("no start line of kubelet {pid}"));
+        let path = start.field("config").expect("config= in the start line");
+        fs::read_to_string(path).unwrap_or_default()
     }
 
     /// Panics if any stand-in reported OVERLAP (log line or `<probe>.overlap` marker).
@@ -480,6 +559,14 @@ impl Drop for Scene {
         }
         self.kill_stand_ins();
     }
+}
+
+/// Adds `--lock-file <lock> --dynamic-config-dir <config_dir>` to a kubelet-pivot command.
+pub fn node_paths<'a>(cmd: &'a mut Command, lock: &Path, config_dir: &Path) -> &'a mut Command {
+    cmd.arg("--lock-file")
+        .arg(lock)
+        .arg("--dynamic-config-dir")
+        .arg(config_dir)
 }
 
 fn path_string(path: &Path) -> String {
