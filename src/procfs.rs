@@ -134,35 +134,47 @@ fn ns_ids(view_pid: &str, field: &str) -> Option<Vec<i32>> {
     line.split_whitespace().map(|w| w.parse().ok()).collect()
 }
 
-/// How deep our PID namespace is below the one of the /proc mount.
-fn own_depth() -> Option<usize> {
-    ns_ids("self", "NSpid:").map(|ids| ids.len().saturating_sub(1))
+/// Whether the process `view_pid` lives in our own PID namespace. Several
+/// PID namespaces (pods) may use the same pid numbers; only a process of ours
+/// may be translated and signalled.
+fn in_own_namespace(view_pid: &str) -> bool {
+    match (
+        fs::read_link("/proc/self/ns/pid"),
+        fs::read_link(format!("/proc/{view_pid}/ns/pid")),
+    ) {
+        (Ok(mine), Ok(theirs)) => mine == theirs,
+        _ => false,
+    }
 }
 
-/// The /proc ("view") pid of a process known by its pid in our namespace.
+/// The /proc ("view") pid of a process of our namespace known by its pid
+/// there (its innermost NSpid).
 pub fn view_pid_of_local(local: i32) -> Option<i32> {
     if proc_is_own_namespace() {
         return Some(local);
     }
-    let depth = own_depth()?;
     fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
         let name = e.file_name().into_string().ok()?;
         let view: i32 = name.parse().ok()?;
         let ids = ns_ids(&name, "NSpid:")?;
-        (ids.get(depth) == Some(&local)).then_some(view)
+        (ids.last() == Some(&local) && in_own_namespace(&name)).then_some(view)
     })
 }
 
 /// Our namespace's process group id for a group known by its /proc ("view")
-/// id; `None` when no live member is visible from our namespace.
+/// id; `None` when no live member of that group is in our namespace (then
+/// we cannot signal it).
 pub fn local_pgid_of_view(view_pgid: i32) -> Option<i32> {
     if proc_is_own_namespace() {
         return Some(view_pgid);
     }
-    let depth = own_depth()?;
-    live_group_members(view_pgid)
-        .into_iter()
-        .find_map(|pid| ns_ids(&pid.to_string(), "NSpgid:")?.get(depth).copied())
+    live_group_members(view_pgid).into_iter().find_map(|pid| {
+        let name = pid.to_string();
+        if !in_own_namespace(&name) {
+            return None;
+        }
+        ns_ids(&name, "NSpgid:")?.last().copied()
+    })
 }
 
 /// Device and inode of a file, as /proc/locks prints them.
