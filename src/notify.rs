@@ -47,12 +47,39 @@ impl Notifier {
     }
 
     /// Ping interval: half of WATCHDOG_USEC when systemd asked for pings.
+    /// As in libsystemd's sd_watchdog_enabled(3), WATCHDOG_PID is optional
+    /// and, when set, must name us (the sd-notify crate requires it).
     pub fn watchdog_interval() -> Option<Duration> {
-        let mut usec = 0u64;
-        if sd_notify::watchdog_enabled(false, &mut usec) && usec > 0 {
-            Some(Duration::from_micros(usec / 2))
-        } else {
-            None
+        watchdog_interval_from(
+            std::env::var("WATCHDOG_USEC").ok().as_deref(),
+            std::env::var("WATCHDOG_PID").ok().as_deref(),
+            std::process::id(),
+        )
+    }
+}
+
+fn watchdog_interval_from(usec: Option<&str>, pid: Option<&str>, me: u32) -> Option<Duration> {
+    let usec: u64 = usec?.trim().parse().ok().filter(|u| *u > 0)?;
+    if let Some(pid) = pid {
+        if pid.trim().parse::<u32>().ok() != Some(me) {
+            return None;
         }
+    }
+    Some(Duration::from_micros(usec / 2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watchdog_interval_follows_libsystemd() {
+        let half = Some(Duration::from_millis(100));
+        assert_eq!(watchdog_interval_from(Some("200000"), None, 7), half);
+        assert_eq!(watchdog_interval_from(Some("200000"), Some("7"), 7), half);
+        assert_eq!(watchdog_interval_from(Some("200000"), Some("8"), 7), None);
+        assert_eq!(watchdog_interval_from(Some("0"), None, 7), None);
+        assert_eq!(watchdog_interval_from(Some("x"), None, 7), None);
+        assert_eq!(watchdog_interval_from(None, Some("7"), 7), None);
     }
 }

@@ -231,3 +231,35 @@ fn yield_and_takeover_are_reported() {
     );
     scene.assert_no_overlap();
 }
+
+/// With WATCHDOG_USEC set, WATCHDOG=1 arrives at half the interval (not faster, and often
+/// enough for systemd), and the kubelet does not inherit the watchdog variables.
+#[test]
+fn watchdog_is_fed_at_half_the_interval() {
+    let scene = Scene::new();
+    let mut notes = Notifications::bind(&scene);
+    let started = std::time::Instant::now();
+    let pivot = scene.spawn(scene.pivot(
+        &["bootstrap"],
+        &[],
+        &[notes.env(), ("WATCHDOG_USEC", "200000")],
+    ));
+    let kubelet = kubelet_of(&scene, pivot.pid());
+    let pings = |notes: &Notifications| notes.lines.iter().filter(|l| *l == "WATCHDOG=1").count();
+    wait_until(DEADLINE, "five WATCHDOG=1 pings", || {
+        notes.drain();
+        (pings(&notes) >= 5).then_some(())
+    });
+    let elapsed = started.elapsed();
+    // The first ping is immediate, then one per 100 ms: five pings take >= 400 ms.
+    assert!(
+        elapsed >= std::time::Duration::from_millis(380),
+        "pings came faster than half of WATCHDOG_USEC: 5 in {elapsed:?}"
+    );
+    let environ = fs::read(format!("/proc/{}/environ", kubelet.pid))
+        .unwrap_or_else(|err| panic!("failed to read the kubelet's environment: {err}"));
+    assert!(
+        !String::from_utf8_lossy(&environ).contains("WATCHDOG_USEC="),
+        "the kubelet inherited WATCHDOG_USEC"
+    );
+}
