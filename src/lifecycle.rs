@@ -447,15 +447,7 @@ mod tests {
     use std::collections::BTreeMap;
     use std::ffi::OsString;
 
-    fn src(uid: &str, rv: &str) -> ConfigSource {
-        ConfigSource {
-            namespace: "kube-system".into(),
-            name: "cfg".into(),
-            uid: uid.into(),
-            resource_version: rv.into(),
-            kubelet_config_key: "kubelet".into(),
-        }
-    }
+    use crate::store::test_source as src;
 
     fn checkpoint(store: &Store, s: &ConfigSource, body: &str) {
         let mut files = BTreeMap::new();

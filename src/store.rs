@@ -530,19 +530,23 @@ impl Store {
     }
 }
 
+/// A config source for unit tests of the store and its users.
+#[cfg(test)]
+pub(crate) fn test_source(uid: &str, rv: &str) -> ConfigSource {
+    ConfigSource {
+        namespace: "kube-system".into(),
+        name: "my-node-config".into(),
+        uid: uid.into(),
+        resource_version: rv.into(),
+        kubelet_config_key: "kubelet".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn src(uid: &str, rv: &str) -> ConfigSource {
-        ConfigSource {
-            namespace: "kube-system".into(),
-            name: "my-node-config".into(),
-            uid: uid.into(),
-            resource_version: rv.into(),
-            kubelet_config_key: "kubelet".into(),
-        }
-    }
+    use super::test_source as src;
 
     #[test]
     fn meta_round_trip_and_absent_is_local() {

@@ -116,7 +116,6 @@ struct Driver {
     acquiring: Option<AcquireRx>,
     /// Look at contention again until then (fast cadence).
     recheck_until: Option<Instant>,
-    holder_since: String,
     last_status: String,
     last_unkillable_report: Option<Instant>,
     store: Store,
@@ -248,7 +247,6 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         notifier: Notifier::new(),
         acquiring: None,
         recheck_until: None,
-        holder_since: now_rfc3339(),
         last_status: String::new(),
         last_unkillable_report: None,
         store,
@@ -331,6 +329,11 @@ impl Driver {
             Wake::Recheck if self.pivot.state == State::Waiting => {
                 self.fence_dead_holder().await;
                 vec![]
+            }
+            // While stopping: reap (our kubelet's exit) and see whether its
+            // group is gone, exactly as on SIGCHLD.
+            Wake::Recheck if matches!(self.pivot.state, State::Stopping { .. }) => {
+                self.reap().await
             }
             Wake::Recheck => self.on_recheck(),
             Wake::Watchdog => {
@@ -578,15 +581,6 @@ impl Driver {
 
     fn on_recheck(&mut self) -> Vec<Input> {
         match &self.pivot.state {
-            State::Stopping { .. } => {
-                let mut v = child::reap_all()
-                    .into_iter()
-                    .filter(|(pid, _)| Some(*pid) == self.pivot.kubelet().map(|k| k.pid))
-                    .map(|(pid, how)| Input::KubeletExited { pid, how })
-                    .collect::<Vec<_>>();
-                v.extend(self.group_gone_input());
-                v
-            }
             State::Deferring { .. } => self.check_handover(),
             State::Holding(_) => self.check_contention(),
             _ => vec![],
@@ -739,7 +733,6 @@ impl Driver {
             }
             Verdict::Quiet => None,
         };
-        self.holder_since = now_rfc3339();
         self.holder_since_time = std::time::SystemTime::now();
         Ok(vec![Input::Acquired { defer_to }])
     }
@@ -834,7 +827,8 @@ impl Driver {
     }
 
     async fn write_holder(&mut self) {
-        let mut rec = HolderRecord::new(self.rank(), self.me, self.holder_since.clone());
+        let since = humantime::format_rfc3339_millis(self.holder_since_time).to_string();
+        let mut rec = HolderRecord::new(self.rank(), self.me, since);
         if let Some(k) = self.pivot.kubelet() {
             rec.kubelet_pid = Some(k.id.pid);
             rec.kubelet_start_time = Some(k.id.start_time);
