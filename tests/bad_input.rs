@@ -119,7 +119,7 @@ fn lock_path_that_is_a_symlink_is_refused() {
 
 /// Runs `cmd` without write access to `dir`: as root, as nobody against a root-owned 0755
 /// `dir` (root writes anywhere); otherwise with `dir` made 0555 for the run.
-fn run_without_write_access(scene: &Scene, dir: &Path, mut cmd: Command) -> Output {
+fn run_without_write_access(scene: &Scene, dir: &Path, cmd: Command) -> Output {
     let chmod = |path: &Path, mode: u32| {
         fs::set_permissions(path, fs::Permissions::from_mode(mode))
             .unwrap_or_else(|err| panic!("chmod {mode:o} {}: {err}", path.display()));
@@ -137,8 +137,44 @@ fn run_without_write_access(scene: &Scene, dir: &Path, mut cmd: Command) -> Outp
         chmod(at, 0o755);
         reach = at.parent();
     }
-    cmd.uid(NOBODY).gid(NOBODY);
-    run(cmd)
+    // Nobody may not be able to reach the build's binaries either (a checkout
+    // under a 0700 directory): run copies of them from the scene.
+    let mut as_nobody = Command::new(reachable_copy(scene, &support::pivot_bin()));
+    let stand_in = support::stand_in_bin();
+    let stand_in_copy = reachable_copy(scene, &stand_in);
+    as_nobody.args(cmd.get_args().map(|arg| {
+        if Path::new(arg) == stand_in {
+            stand_in_copy.as_os_str()
+        } else {
+            arg
+        }
+    }));
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(value) => as_nobody.env(key, value),
+            None => as_nobody.env_remove(key),
+        };
+    }
+    as_nobody.uid(NOBODY).gid(NOBODY);
+    run(as_nobody)
+}
+
+/// A copy of `bin` in `<scene>/bin` (0755 up to the scene root), runnable by nobody.
+fn reachable_copy(scene: &Scene, bin: &Path) -> std::path::PathBuf {
+    let dir = scene.path().join("bin");
+    fs::create_dir_all(&dir).unwrap_or_else(|err| panic!("mkdir {}: {err}", dir.display()));
+    for path in [scene.path(), dir.as_path()] {
+        fs::set_permissions(path, fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|err| panic!("chmod {}: {err}", path.display()));
+    }
+    let name = bin
+        .file_name()
+        .unwrap_or_else(|| panic!("{} has no file name", bin.display()));
+    let copy = dir.join(name);
+    fs::copy(bin, &copy).unwrap_or_else(|err| panic!("copy {}: {err}", bin.display()));
+    fs::set_permissions(&copy, fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|err| panic!("chmod {}: {err}", copy.display()));
+    copy
 }
 
 #[test]
