@@ -26,6 +26,14 @@ pub enum Command {
     Status(StatusArgs),
     /// Inspect and repair the dynamic-config checkpoint store (operator commands).
     Checkpoint(CheckpointArgs),
+    /// Print a shell completion script to stdout (e.g. `kubelet-pivot completions bash > /usr/share/bash-completion/completions/kubelet-pivot`).
+    Completions {
+        /// The shell to generate completions for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout (e.g. `kubelet-pivot man | man -l -`), or write all pages with --out-dir.
+    Man(ManArgs),
 }
 
 #[derive(Debug, Args)]
@@ -76,6 +84,13 @@ pub enum CheckpointAction {
         /// UID of the bad config.
         uid: String,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write kubelet-pivot.1 and one page per subcommand (kubelet-pivot-bootstrap.1, ...) into this directory instead of printing the main page.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -7,6 +7,7 @@
 //! - [`child`]: the kubelet process group; [`pivot`]: the pure state
 //!   machine; [`supervisor`]: the event loop that drives it;
 //! - [`notify`]: systemd; [`status`]: the `status` command; [`cli`]: flags;
+//!   [`manpage`]: man pages and completions;
 //! - [`procfs`], [`fsutil`], [`role`]: small shared pieces.
 
 pub mod child;
@@ -18,6 +19,7 @@ pub mod holder;
 pub mod kubeconfig;
 pub mod lifecycle;
 pub mod lock;
+pub mod manpage;
 pub mod nodeconfig;
 pub mod notify;
 pub mod operator;

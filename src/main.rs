@@ -97,6 +97,24 @@ fn main() -> ExitCode {
                 Err(err) => fail(EXIT_FAILURE, err),
             }
         }
+        Command::Completions { shell } => {
+            kubelet_pivot::manpage::completions(shell, &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man(a) => {
+            let written = match a.out_dir {
+                Some(dir) => kubelet_pivot::manpage::write_all(&dir).map(|files| {
+                    for f in files {
+                        println!("{}", f.display());
+                    }
+                }),
+                None => kubelet_pivot::manpage::render_main(&mut std::io::stdout()),
+            };
+            match written {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => fail(EXIT_FAILURE, format!("cannot write the man page: {err}")),
+            }
+        }
         Command::Status(a) => {
             let report = status::report(&a.lock_file, &a.dynamic_config_dir);
             let printed = match a.output {
