@@ -130,6 +130,9 @@ pub struct CommonArgs {
     /// How to notice contention.
     #[arg(long, env = "KUBELET_PIVOT_WATCH_MODE", value_enum, default_value_t = WatchModeArg::Inotify)]
     pub watch_mode: WatchModeArg,
+    /// Serve Prometheus metrics at http://ADDRESS/metrics (e.g. 127.0.0.1:9641). Off by default. An address in use is retried every 5 s (another supervisor of the node may still have it).
+    #[arg(long, env = "KUBELET_PIVOT_METRICS_ADDRESS", value_name = "ADDRESS")]
+    pub metrics_address: Option<std::net::SocketAddr>,
     /// Log format.
     #[arg(long, env = "KUBELET_PIVOT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     pub log_format: LogFormat,

@@ -7,7 +7,8 @@
 //! - [`child`]: the kubelet process group; [`pivot`]: the pure state
 //!   machine; [`supervisor`]: the event loop that drives it;
 //! - [`notify`]: systemd; [`status`]: the `status` command; [`cli`]: flags;
-//!   [`manpage`]: man pages and completions;
+//!   [`manpage`]: man pages and completions; [`metrics`] and
+//!   [`metrics_http`]: `--metrics-address`;
 //! - [`procfs`], [`fsutil`], [`role`]: small shared pieces.
 
 pub mod child;
@@ -20,6 +21,8 @@ pub mod kubeconfig;
 pub mod lifecycle;
 pub mod lock;
 pub mod manpage;
+pub mod metrics;
+pub mod metrics_http;
 pub mod nodeconfig;
 pub mod notify;
 pub mod operator;

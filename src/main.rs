@@ -58,6 +58,7 @@ fn options(rank: Rank, common: CommonArgs) -> Result<Options, String> {
         yield_on_any_open: common.yield_on_any_open,
         force_poll: common.watch_mode == WatchModeArg::Poll,
         kubelet,
+        metrics_address: common.metrics_address,
     })
 }
 

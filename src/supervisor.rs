@@ -4,7 +4,9 @@
 //! `contention`; this module only does I/O.
 
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -20,6 +22,8 @@ use crate::contention::{judge, Contender, Verdict};
 use crate::holder::HolderRecord;
 use crate::lifecycle::{self, Access, LocalConfig, Resolved};
 use crate::lock::{self, LockError, LockFile};
+use crate::metrics::{Metrics, TakebackReason};
+use crate::metrics_http::{self, MetricsError};
 use crate::nodeconfig::ConfigReport;
 use crate::notify::Notifier;
 use crate::pivot::{Deferral, Effect, Input, Pivot, Run, Settings, State, StopPurpose};
@@ -72,6 +76,8 @@ pub enum SupervisorError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Api(#[from] ClientError),
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
 }
 
 /// What a supervisor needs to run.
@@ -92,6 +98,8 @@ pub struct Options {
     /// local-only mode.
     pub kubeconfig: Option<PathBuf>,
     pub node_name: String,
+    /// `--metrics-address`: serve Prometheus metrics there.
+    pub metrics_address: Option<SocketAddr>,
 }
 
 /// Why the loop woke up.
@@ -127,6 +135,7 @@ struct Driver {
     /// The syncer of the current holder tenure.
     sync_task: Option<tokio::task::JoinHandle<()>>,
     reports: tokio::sync::watch::Sender<Option<ConfigReport>>,
+    metrics: Arc<Metrics>,
 }
 
 /// Runs blocking store I/O off the async loop.
@@ -208,6 +217,14 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         }
         None => info!("no API server configured: local-only mode"),
     }
+    let metrics = Arc::new(Metrics::new(
+        opts.rank,
+        opts.lock_path.clone(),
+        opts.store_dir.clone(),
+    ));
+    if let Some(addr) = opts.metrics_address {
+        metrics_http::start(addr, metrics.clone()).await?;
+    }
     let mut signals =
         Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD]).map_err(SupervisorError::Signals)?;
     let pivot = Pivot::new(
@@ -255,6 +272,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         client,
         sync_task: None,
         reports: tokio::sync::watch::channel(None).0,
+        metrics,
     };
     let mut watchdog = Notifier::watchdog_interval().map(tokio::time::interval);
     let mut inputs = match acquiring {
@@ -362,7 +380,9 @@ impl Driver {
         let mut queue: VecDeque<Input> = inputs.into();
         while let Some(input) = queue.pop_front() {
             debug!(?input, "input");
-            let effects = self.pivot.step(input, Instant::now());
+            let before = self.pivot.state.clone();
+            let effects = self.pivot.step(input.clone(), Instant::now());
+            self.metrics.observe(&before, &input, &self.pivot.state);
             for effect in effects {
                 queue.extend(self.apply(effect).await?);
             }
@@ -440,6 +460,7 @@ impl Driver {
                     self.opts.node_name.clone(),
                     self.store.clone(),
                     self.reports.subscribe(),
+                    self.metrics.clone(),
                 );
                 self.sync_task = Some(tokio::spawn(syncer.run()));
             }
@@ -479,6 +500,7 @@ impl Driver {
             assigned: r.assigned.clone(),
             last_known_good: r.last_known_good.clone(),
         };
+        self.metrics.config(&report);
         self.reports.send_if_modified(|cur| {
             if cur.as_ref() == Some(&report) {
                 false
@@ -542,6 +564,7 @@ impl Driver {
         let old_hash = self.applied.as_ref().map(Resolved::hash);
         if Some(resolved.hash()) != old_hash {
             info!(from = ?old_hash, to = %resolved.hash(), config = %resolved.describe(), "effective kubelet config changed; restarting the kubelet with it");
+            self.metrics.restart_for_config();
             return vec![Input::Reload];
         }
         self.publish_report(&resolved);
@@ -691,6 +714,7 @@ impl Driver {
         }
         if since.elapsed() >= *patience {
             warn!(contender = %to, "contender did not take the lock within {:?}; taking it back", patience);
+            self.metrics.takeback(TakebackReason::ContenderTimedOut);
             return vec![Input::HandoverSeen];
         }
         // Between our release and the contender's flock returning it is
@@ -702,6 +726,7 @@ impl Driver {
         if let Some(pid) = contender_pid {
             if procfs::stat(pid).is_none_or(|s| s.state == 'Z' || s.state == 'X') {
                 info!(contender = %to, "contender died before taking the lock; taking it back");
+                self.metrics.takeback(TakebackReason::ContenderDied);
                 return vec![Input::HandoverSeen];
             }
         }

@@ -6,7 +6,8 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
@@ -19,6 +20,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use crate::metrics::Metrics;
 use crate::nodeconfig::{self, Assignment, ConfigRef, ConfigReport};
 use crate::role::now_rfc3339;
 use crate::store::{ConfigSource, Store};
@@ -136,6 +138,7 @@ pub struct Syncer {
     /// When a failed status report is tried again.
     report_retry_at: Option<tokio::time::Instant>,
     report_retry_delay: Duration,
+    metrics: Arc<Metrics>,
 }
 
 impl Syncer {
@@ -144,6 +147,7 @@ impl Syncer {
         node: String,
         store: Store,
         reports: watch::Receiver<Option<ConfigReport>>,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Syncer {
             client,
@@ -159,6 +163,7 @@ impl Syncer {
             retry_delay: DOWNLOAD_BACKOFF,
             report_retry_at: None,
             report_retry_delay: DOWNLOAD_BACKOFF,
+            metrics,
         }
     }
 
@@ -342,6 +347,8 @@ impl Syncer {
                 info!(source = %source, "checkpointed and assigned");
                 self.checkpointed = Some(source);
                 self.sync_error = None;
+                self.metrics.sync_error(None);
+                self.metrics.synced(SystemTime::now());
                 true
             }
             Ok(Err(err)) => {
@@ -366,6 +373,7 @@ impl Syncer {
             return;
         };
         self.report_retry_at = None;
+        self.metrics.sync_error(self.sync_error.as_deref());
         let cond = nodeconfig::condition(&report, self.sync_error.as_deref());
         let config = nodeconfig::config_status(&report, self.sync_error.as_deref());
         let now = now_rfc3339();
@@ -378,6 +386,7 @@ impl Syncer {
         let patched_meta = retry(|| nodes.patch(&self.node, &pp, &annotation)).await;
         match (&patched_status, &patched_meta) {
             (Ok(node), Ok(_)) => {
+                self.metrics.synced(SystemTime::now());
                 self.last_node = Some(node.clone());
                 self.report_retry_delay = DOWNLOAD_BACKOFF;
             }

@@ -10,6 +10,8 @@ mod support;
 
 #[path = "support/apiserver.rs"]
 mod apiserver;
+#[path = "support/scrape.rs"]
+mod scrape;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -351,7 +353,12 @@ fn crash_looping_config_is_marked_bad_and_rolled_back_within_the_trial() {
         &format!("maxPods: 66\nproviderID: {CRASH_MARK}\ncrashLoopThreshold: 1\nconfigTrialDuration: {TRIAL_SECS}s\n"),
         true,
     );
-    let (_p, _) = c.bootstrap_then_assign("cfg-good", &max_pods(55));
+    // With --metrics-address, so that the metrics of a rollback are checked too.
+    let metrics = scrape::free_addr();
+    let _p = c.supervisor(&["bootstrap"], &["--metrics-address", &metrics.to_string()]);
+    let (first, _) = c.running_config();
+    c.assign(Some("cfg-good"));
+    c.wait_kubelet_with(&max_pods(55), Some(first));
     wait_until(
         DEADLINE,
         "the good config to become last-known-good",
@@ -391,6 +398,29 @@ fn crash_looping_config_is_marked_bad_and_rolled_back_within_the_trial() {
     assert_eq!(annotation["assigned"]["configMap"]["uid"], bad.as_str());
     c.assert_kubelet_untouched(lkg, "last-known-good must stay up");
     c.scene.assert_no_overlap();
+
+    let m = wait_until(DEADLINE, "metrics of the rollback", || {
+        scrape::scrape(metrics).ok().filter(|m| {
+            m.get("kubelet_pivot_bad_configs") == Some(1.0)
+                && m.get("kubelet_pivot_sync_error") == Some(0.0)
+        })
+    });
+    let info = format!(
+        "kubelet_pivot_config_info{{origin=\"last-known-good\",uid=\"{good}\",resource_version=\"{}\",status=\"False\"}}",
+        string_at(&c.status()["config"]["lastKnownGood"], &["resourceVersion"])
+    );
+    assert_eq!(m.value(&info), 1.0);
+    assert!(m.value("kubelet_pivot_kubelet_restarts_total{reason=\"exited\"}") >= 1.0);
+    assert!(m.value("kubelet_pivot_kubelet_restarts_total{reason=\"config_changed\"}") >= 2.0);
+    let synced = m.value("kubelet_pivot_last_sync_timestamp_seconds");
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default();
+    assert!(
+        synced > now - 60.0 && synced <= now + 1.0,
+        "last sync {synced} is not recent (now {now})"
+    );
 }
 
 /// 4a. An immutable ConfigMap is fetched exactly once and never watched (nor listed).
