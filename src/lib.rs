@@ -7,7 +7,7 @@
 //! - [`child`]: the kubelet process group; [`pivot`]: the pure state
 //!   machine; [`supervisor`]: the event loop that drives it;
 //! - [`notify`]: systemd; [`status`]: the `status` command; [`cli`]: flags;
-//!   [`manpage`]: man pages and completions; [`metrics`] and
+//!   [`logging`]: plain/JSON/journald lines; [`manpage`]: man pages and completions; [`metrics`] and
 //!   [`metrics_http`]: `--metrics-address`;
 //! - [`procfs`], [`fsutil`], [`role`]: small shared pieces.
 
@@ -20,6 +20,7 @@ pub mod holder;
 pub mod kubeconfig;
 pub mod lifecycle;
 pub mod lock;
+pub mod logging;
 pub mod manpage;
 pub mod metrics;
 pub mod metrics_http;

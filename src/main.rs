@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use kubelet_pivot::child::KubeletCommand;
-use kubelet_pivot::cli::{Cli, Command, CommonArgs, LogFormat, OutputFormat, WatchModeArg};
+use kubelet_pivot::cli::{Cli, Command, CommonArgs, OutputFormat, WatchModeArg};
 use kubelet_pivot::lifecycle::LocalConfig;
 use kubelet_pivot::lock;
 use kubelet_pivot::operator;
@@ -18,19 +18,6 @@ use kubelet_pivot::supervisor::{self, Options};
 const EXIT_USAGE: u8 = 2;
 /// Exit code for a runtime failure.
 const EXIT_FAILURE: u8 = 1;
-
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false);
-    match format {
-        LogFormat::Plain => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("kubelet-pivot: error: {msg}");
@@ -68,7 +55,7 @@ fn supervise(rank: Rank, common: CommonArgs) -> ExitCode {
         Ok(o) => o,
         Err(msg) => return fail(EXIT_USAGE, msg),
     };
-    init_logging(log_format);
+    kubelet_pivot::logging::init(log_format);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -263,3 +263,54 @@ fn watchdog_is_fed_at_half_the_interval() {
         "the kubelet inherited WATCHDOG_USEC"
     );
 }
+
+/// Under journald (`JOURNAL_STREAM` names stderr), plain lines carry a syslog priority prefix and
+/// no timestamp; elsewhere they start with a timestamp. A `JOURNAL_STREAM` that names another
+/// file (inherited from a parent whose stderr was the journal) must not switch formats.
+#[test]
+fn journal_stream_on_stderr_gives_priority_prefixed_lines() {
+    use std::os::unix::fs::MetadataExt;
+    use std::process::Stdio;
+
+    let scene = Scene::new();
+    let run = |name: &str, journal: bool| -> String {
+        let path = scene.path().join(name);
+        let file = fs::File::create(&path).expect("log file");
+        let meta = file.metadata().expect("stat log file");
+        let stream = if journal {
+            format!("{}:{}", meta.dev(), meta.ino())
+        } else {
+            format!("{}:{}", meta.dev(), meta.ino() + 1)
+        };
+        let mut cmd = scene.pivot(&["bootstrap"], &[], &[("JOURNAL_STREAM", &stream)]);
+        cmd.stdout(Stdio::null()).stderr(file);
+        let mut p = Proc::spawn(&mut cmd);
+        wait_until(DEADLINE, "the kubelet to run", || {
+            let text = fs::read_to_string(&path).unwrap_or_default();
+            text.contains("running kubelet pid").then_some(())
+        });
+        p.signal(Signal::SIGTERM);
+        assert!(p.wait_exit(DEADLINE).success());
+        fs::read_to_string(&path).expect("read log")
+    };
+    let journal = run("journal.log", true);
+    // The kubelet shares stderr; its lines are its own business.
+    let ours = |l: &&str| !l.starts_with("stand-in kubelet");
+    let lines: Vec<&str> = journal.lines().filter(ours).collect();
+    assert!(!lines.is_empty());
+    for line in &lines {
+        assert!(
+            line.starts_with("<6> INFO")
+                || line.starts_with("<4> WARN")
+                || line.starts_with("<3>ERROR"),
+            "not priority-prefixed: {line:?}\n{journal}"
+        );
+    }
+    let plain = run("plain.log", false);
+    for line in plain.lines().filter(ours) {
+        assert!(
+            line.starts_with("20") && line.contains('T'),
+            "plain line without a timestamp: {line:?}"
+        );
+    }
+}
