@@ -290,137 +290,77 @@ impl Metrics {
     /// Renders the exposition text.
     pub fn render(&self, node: &NodeView) -> String {
         let c = self.counters();
-        let mut out = String::with_capacity(4096);
+        let mut x = Exposition::default();
         let me = format!(
             "role=\"{}\",generation=\"{}\"",
             self.rank.role, self.rank.generation
         );
-        family(
-            &mut out,
-            "kubelet_pivot_info",
-            "gauge",
-            "Identity of this supervisor.",
-        );
-        sample(
-            &mut out,
-            "kubelet_pivot_info",
-            &format!("{me},version=\"{}\"", env!("CARGO_PKG_VERSION")),
-            1,
-        );
-
-        family(
-            &mut out,
+        let version = format!("{me},version=\"{}\"", env!("CARGO_PKG_VERSION"));
+        x.family("kubelet_pivot_info", GAUGE, "Identity of this supervisor.")
+            .labeled(&version, 1);
+        let phases = Phase::ALL.map(|p| (format!("{me},state=\"{}\"", p.label()), p == c.phase));
+        x.family(
             "kubelet_pivot_state",
-            "gauge",
+            GAUGE,
             "This supervisor's phase (1 for the current one).",
-        );
-        for p in Phase::ALL {
-            let labels = format!("{me},state=\"{}\"", p.label());
-            sample(
-                &mut out,
-                "kubelet_pivot_state",
-                &labels,
-                u64::from(p == c.phase),
-            );
-        }
-        family(
-            &mut out,
-            "kubelet_pivot_holding",
-            "gauge",
-            "1 while this supervisor holds the node's kubelet lock.",
-        );
+        )
+        .each(phases.iter().map(|(l, on)| (l.as_str(), u64::from(*on))));
         let holding = matches!(c.phase, Phase::Holding | Phase::Stopping);
-        sample(&mut out, "kubelet_pivot_holding", &me, u64::from(holding));
-
-        family(
-            &mut out,
+        x.family(
+            "kubelet_pivot_holding",
+            GAUGE,
+            "1 while this supervisor holds the node's kubelet lock.",
+        )
+        .labeled(&me, u64::from(holding));
+        let holder = node
+            .holder
+            .as_ref()
+            .map(|h| format!("role=\"{}\",generation=\"{}\"", h.role, h.generation));
+        x.family(
             "kubelet_pivot_lock_holder",
-            "gauge",
+            GAUGE,
             "The supervisor that holds the node's kubelet lock, from its holder record (absent when none is live).",
-        );
-        if let Some(h) = &node.holder {
-            let labels = format!("role=\"{}\",generation=\"{}\"", h.role, h.generation);
-            sample(&mut out, "kubelet_pivot_lock_holder", &labels, 1);
-        }
+        )
+        .each(holder.as_deref().map(|l| (l, 1)));
 
-        family(
-            &mut out,
+        x.family(
             "kubelet_pivot_lock_acquisitions_total",
-            "counter",
+            COUNTER,
             "Times this supervisor took the lock and kept it.",
-        );
-        sample(
-            &mut out,
-            "kubelet_pivot_lock_acquisitions_total",
-            "",
-            c.acquisitions,
-        );
-        family(
-            &mut out,
+        )
+        .value(c.acquisitions);
+        x.family(
             "kubelet_pivot_handoffs_total",
-            "counter",
+            COUNTER,
             "Times this supervisor gave the lock to a contender, by reason.",
-        );
-        for r in HandoffReason::ALL {
-            let labels = format!("reason=\"{}\"", r.label());
-            let n = c.handoffs[index(&HandoffReason::ALL, r)];
-            sample(&mut out, "kubelet_pivot_handoffs_total", &labels, n);
-        }
-        family(
-            &mut out,
+        )
+        .by_reason(HandoffReason::ALL.map(HandoffReason::label), &c.handoffs);
+        x.family(
             "kubelet_pivot_takebacks_total",
-            "counter",
+            COUNTER,
             "Times a handed-over lock was taken back because the contender never took it, by reason.",
-        );
-        for r in TakebackReason::ALL {
-            let labels = format!("reason=\"{}\"", r.label());
-            let n = c.takebacks[index(&TakebackReason::ALL, r)];
-            sample(&mut out, "kubelet_pivot_takebacks_total", &labels, n);
-        }
-
-        family(
-            &mut out,
+        )
+        .by_reason(TakebackReason::ALL.map(TakebackReason::label), &c.takebacks);
+        x.family(
             "kubelet_pivot_kubelet_running",
-            "gauge",
+            GAUGE,
             "1 while this supervisor's kubelet runs.",
-        );
-        sample(
-            &mut out,
-            "kubelet_pivot_kubelet_running",
-            "",
-            u64::from(c.kubelet_running),
-        );
-        family(
-            &mut out,
+        )
+        .value(u64::from(c.kubelet_running));
+        x.family(
             "kubelet_pivot_kubelet_starts_total",
-            "counter",
+            COUNTER,
             "Kubelets this supervisor started.",
-        );
-        sample(
-            &mut out,
-            "kubelet_pivot_kubelet_starts_total",
-            "",
-            c.kubelet_starts,
-        );
-        family(
-            &mut out,
+        )
+        .value(c.kubelet_starts);
+        x.family(
             "kubelet_pivot_kubelet_restarts_total",
-            "counter",
+            COUNTER,
             "Kubelet restarts while holding the lock, by reason.",
-        );
-        for r in RestartReason::ALL {
-            let labels = format!("reason=\"{}\"", r.label());
-            let n = c.restarts[index(&RestartReason::ALL, r)];
-            sample(&mut out, "kubelet_pivot_kubelet_restarts_total", &labels, n);
-        }
+        )
+        .by_reason(RestartReason::ALL.map(RestartReason::label), &c.restarts);
 
-        family(
-            &mut out,
-            "kubelet_pivot_config_info",
-            "gauge",
-            "The config the kubelet runs: origin, source UID and resourceVersion, and the KubeletConfigOK status.",
-        );
-        if let Some(report) = &c.config {
+        let config = c.config.as_ref().map(|report| {
             let cond = nodeconfig::condition(report, c.sync_error.as_deref());
             let (uid, rv) = report
                 .source
@@ -431,28 +371,29 @@ impl Metrics {
                 Origin::Local => report.local_kind.to_string(),
                 o => o.to_string(),
             };
-            let labels = format!(
+            format!(
                 "origin=\"{}\",uid=\"{}\",resource_version=\"{}\",status=\"{}\"",
                 escape(&origin),
                 escape(uid),
                 escape(rv),
                 cond.status.as_str()
-            );
-            sample(&mut out, "kubelet_pivot_config_info", &labels, 1);
-        }
-        family(
-            &mut out,
+            )
+        });
+        x.family(
+            "kubelet_pivot_config_info",
+            GAUGE,
+            "The config the kubelet runs: origin, source UID and resourceVersion, and the KubeletConfigOK status.",
+        )
+        .each(config.as_deref().map(|l| (l, 1)));
+        x.family(
             "kubelet_pivot_bad_configs",
-            "gauge",
+            GAUGE,
             "Configs marked bad in the checkpoint store (absent when the store cannot be read).",
-        );
-        if let Some(n) = node.bad_configs {
-            sample(&mut out, "kubelet_pivot_bad_configs", "", n as u64);
-        }
-        family(
-            &mut out,
+        )
+        .each(node.bad_configs.map(|n| ("", n as u64)));
+        x.family(
             "kubelet_pivot_last_sync_timestamp_seconds",
-            "gauge",
+            GAUGE,
             "Unix time of the last successful exchange with the API server (absent before the first).",
         );
         if let Some(t) = c.last_sync {
@@ -460,21 +401,15 @@ impl Metrics {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs_f64())
                 .unwrap_or(0.0);
-            let _ = writeln!(out, "kubelet_pivot_last_sync_timestamp_seconds {secs:.3}");
+            let _ = writeln!(x.out, "kubelet_pivot_last_sync_timestamp_seconds {secs:.3}");
         }
-        family(
-            &mut out,
+        x.family(
             "kubelet_pivot_sync_error",
-            "gauge",
+            GAUGE,
             "1 while the syncer cannot follow the node's config assignment.",
-        );
-        sample(
-            &mut out,
-            "kubelet_pivot_sync_error",
-            "",
-            u64::from(c.sync_error.is_some()),
-        );
-        out
+        )
+        .value(u64::from(c.sync_error.is_some()));
+        x.out
     }
 }
 
@@ -482,16 +417,62 @@ fn index<T: PartialEq + Copy>(all: &[T], x: T) -> usize {
     all.iter().position(|&y| y == x).unwrap_or(0)
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
+const GAUGE: &str = "gauge";
+const COUNTER: &str = "counter";
+
+/// The text being built; `family` opens a metric family, the returned
+/// [`Family`] writes its samples.
+#[derive(Default)]
+struct Exposition {
+    out: String,
 }
 
-fn sample(out: &mut String, name: &str, labels: &str, value: u64) {
-    if labels.is_empty() {
-        let _ = writeln!(out, "{name} {value}");
-    } else {
-        let _ = writeln!(out, "{name}{{{labels}}} {value}");
+struct Family<'a> {
+    out: &'a mut String,
+    name: &'static str,
+}
+
+impl Exposition {
+    fn family(&mut self, name: &'static str, kind: &str, help: &str) -> Family<'_> {
+        let _ = writeln!(self.out, "# HELP {name} {help}");
+        let _ = writeln!(self.out, "# TYPE {name} {kind}");
+        Family {
+            out: &mut self.out,
+            name,
+        }
+    }
+}
+
+impl Family<'_> {
+    /// Samples with the given (already escaped) label sets; "" = no labels.
+    fn each<'l>(self, samples: impl IntoIterator<Item = (&'l str, u64)>) {
+        let name = self.name;
+        for (labels, value) in samples {
+            if labels.is_empty() {
+                let _ = writeln!(self.out, "{name} {value}");
+            } else {
+                let _ = writeln!(self.out, "{name}{{{labels}}} {value}");
+            }
+        }
+    }
+
+    fn value(self, value: u64) {
+        self.each([("", value)]);
+    }
+
+    fn labeled(self, labels: &str, value: u64) {
+        self.each([(labels, value)]);
+    }
+
+    /// One sample per reason label, `values` in the same order.
+    fn by_reason<const N: usize>(self, reasons: [&str; N], values: &[u64; N]) {
+        let labels = reasons.map(|r| format!("reason=\"{r}\""));
+        self.each(
+            labels
+                .iter()
+                .map(String::as_str)
+                .zip(values.iter().copied()),
+        );
     }
 }
 
