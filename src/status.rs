@@ -159,14 +159,42 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
+/// A config source as JSON (`{namespace,name,uid,resourceVersion,...}`) in
+/// one line.
+fn describe_source(v: &serde_json::Value) -> String {
+    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("?").to_string();
+    format!(
+        "ConfigMap {}/{} (UID: {}, ResourceVersion: {})",
+        s("namespace"),
+        s("name"),
+        s("uid"),
+        s("resourceVersion")
+    )
+}
+
+/// The active config record: origin, source, short hash, since.
+fn describe_active(v: &serde_json::Value) -> String {
+    let origin = v.get("origin").and_then(|x| x.as_str()).unwrap_or("?");
+    let what = match v.get("source") {
+        Some(src) if !src.is_null() => format!("{origin}: {}", describe_source(src)),
+        _ => "local config".to_string(),
+    };
+    let hash = v.get("hash").and_then(|x| x.as_str()).unwrap_or("");
+    let since = v.get("since").and_then(|x| x.as_str()).unwrap_or("?");
+    format!(
+        "{what}, hash {}, since {since}",
+        hash.get(..12).unwrap_or(hash)
+    )
+}
+
 /// Human-readable table.
 pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
-    writeln!(out, "LOCK      {}", r.lock.path.display())?;
-    writeln!(
-        out,
-        "LOCKED    {}",
-        if r.lock.locked { "yes" } else { "no" }
-    )?;
+    let locked = if r.lock.locked {
+        "locked"
+    } else {
+        "NOT locked"
+    };
+    writeln!(out, "LOCK             {} ({locked})", r.lock.path.display())?;
     match &r.lock.holder {
         Some(h) => {
             let who = match h.role {
@@ -175,7 +203,7 @@ pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
             };
             writeln!(
                 out,
-                "HOLDER    {who} pid {} kubelet pid {} since {}{}",
+                "HOLDER           {who}, pid {}, kubelet pid {}, since {}{}",
                 h.pid,
                 opt(h.kubelet_pid),
                 h.since,
@@ -186,16 +214,16 @@ pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
                 }
             )?;
         }
-        None => writeln!(out, "HOLDER    none")?,
+        None => writeln!(out, "HOLDER           none")?,
     }
     if r.lock.claims.is_empty() {
-        writeln!(out, "CLAIMS    none")?;
+        writeln!(out, "CLAIMS           none")?;
     } else {
-        writeln!(out, "CLAIMS    ROLE         GEN  PID      SINCE")?;
+        writeln!(out, "CLAIMS           ROLE         GEN  PID      SINCE")?;
         for c in &r.lock.claims {
             writeln!(
                 out,
-                "          {:<12} {:<4} {:<8} {}",
+                "                 {:<12} {:<4} {:<8} {}",
                 c.role.to_string(),
                 c.generation,
                 c.pid,
@@ -204,19 +232,95 @@ pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         }
     }
     for w in &r.lock.warnings {
-        writeln!(out, "WARNING   {w}")?;
+        writeln!(out, "WARNING          {w}")?;
     }
-    let show = |v: &Option<serde_json::Value>| match v {
-        Some(v) => v.to_string(),
-        None => "local".to_string(),
+    let active = match &r.config.active {
+        Some(v) => describe_active(v),
+        None => "none recorded yet (no kubelet started with this store)".to_string(),
     };
-    writeln!(out, "CONFIG    active {}", show(&r.config.active))?;
-    writeln!(out, "          assigned {}", show(&r.config.assigned))?;
+    let source = |v: &Option<serde_json::Value>| match v {
+        Some(v) => describe_source(v),
+        None => "none (local config)".to_string(),
+    };
+    writeln!(out, "CONFIG ACTIVE    {active}")?;
+    writeln!(out, "       ASSIGNED  {}", source(&r.config.assigned))?;
     writeln!(
         out,
-        "          last-known-good {}",
-        show(&r.config.last_known_good)
+        "       LKG       {}",
+        source(&r.config.last_known_good)
     )?;
-    writeln!(out, "          error {}", opt(r.config.error.as_deref()))?;
+    writeln!(out, "       ERROR     {}", opt(r.config.error.as_deref()))?;
+    match r.config.bad_configs.as_object() {
+        Some(bad) if !bad.is_empty() => {
+            for (i, (uid, entry)) in bad.iter().enumerate() {
+                let field = |k: &str| entry.get(k).and_then(|x| x.as_str()).unwrap_or("?");
+                writeln!(
+                    out,
+                    "{}UID {uid} (ResourceVersion: {}) since {}: {}",
+                    if i == 0 {
+                        "       BAD       "
+                    } else {
+                        "                 "
+                    },
+                    field("resourceVersion"),
+                    field("time"),
+                    field("reason")
+                )?;
+            }
+        }
+        _ => writeln!(out, "       BAD       none")?,
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn table_describes_sources_and_bad_configs_in_words() {
+        let src = json!({"namespace": "kubelet-config", "name": "cfg-a", "uid": "u-1",
+            "resourceVersion": "7", "kubeletConfigKey": "kubelet"});
+        let report = Report {
+            lock: LockView {
+                path: PathBuf::from("/run/lock/kubelet.lock"),
+                locked: true,
+                holder: Some(HolderView {
+                    role: Role::SelfHosted,
+                    generation: 2,
+                    pid: 10,
+                    kubelet_pid: Some(11),
+                    since: "T0".into(),
+                    stale: false,
+                }),
+                claims: vec![],
+                warnings: vec!["holder record is corrupt".into()],
+            },
+            config: ConfigView {
+                active: Some(json!({"origin": "last-known-good", "source": src,
+                    "hash": "0123456789abcdef", "since": "T1"})),
+                assigned: Some(json!({"namespace": "kubelet-config", "name": "cfg-b",
+                    "uid": "u-2", "resourceVersion": "9"})),
+                last_known_good: Some(src.clone()),
+                error: Some("failed to validate config".into()),
+                bad_configs: json!({"u-2": {"time": "T2", "reason": "crash loop", "resourceVersion": "9"}}),
+            },
+        };
+        let mut out = Vec::new();
+        write_table(&report, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        for needle in [
+            "/run/lock/kubelet.lock (locked)",
+            "HOLDER           self-hosted gen 2, pid 10, kubelet pid 11, since T0",
+            "WARNING          holder record is corrupt",
+            "CONFIG ACTIVE    last-known-good: ConfigMap kubelet-config/cfg-a (UID: u-1, ResourceVersion: 7), hash 0123456789ab, since T1",
+            "ASSIGNED  ConfigMap kubelet-config/cfg-b (UID: u-2, ResourceVersion: 9)",
+            "ERROR     failed to validate config",
+            "BAD       UID u-2 (ResourceVersion: 9) since T2: crash loop",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+        }
+        assert!(!text.contains('{'), "raw JSON in the table:\n{text}");
+    }
 }
