@@ -106,10 +106,10 @@ pub struct CommonArgs {
     /// The node's kubelet lock file (flock).
     #[arg(long, env = "KUBELET_PIVOT_LOCK_FILE", default_value = DEFAULT_LOCK_FILE)]
     pub lock_file: PathBuf,
-    /// Checkpoint directory for dynamic kubelet configuration, shared by all supervisors of the node.
+    /// Checkpoint directory for dynamic kubelet configuration, shared by all supervisors of the node (bind-mount it into the DaemonSet).
     #[arg(long, env = "KUBELET_PIVOT_DYNAMIC_CONFIG_DIR", default_value = DEFAULT_DYNAMIC_CONFIG_DIR)]
     pub dynamic_config_dir: PathBuf,
-    /// Local KubeletConfiguration file used when no remote config is assigned.
+    /// Local KubeletConfiguration file (YAML or JSON) used when no remote config is assigned; validated at start (exit 2 when invalid). Default: none, the kubelet's built-in defaults.
     #[arg(long, env = "KUBELET_PIVOT_INIT_CONFIG")]
     pub init_config: Option<PathBuf>,
     /// Name of this node (default: the hostname).
@@ -121,19 +121,19 @@ pub struct CommonArgs {
     /// How long the kubelet gets to exit after SIGTERM before its process group is SIGKILLed.
     #[arg(long, env = "KUBELET_PIVOT_STOP_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     pub stop_timeout: Duration,
-    /// Exit after yielding the lock (the seed design's behaviour, for an init system that restarts us) instead of waiting on the same descriptor.
+    /// Exit 0 after yielding the lock (the seed design's behaviour, for an init system that restarts us) instead of standing by on the same descriptor. Off by default.
     #[arg(long, env = "KUBELET_PIVOT_EXIT_ON_YIELD")]
     pub exit_on_yield: bool,
-    /// Yield on any open of the lock file (the seed design's unverified behaviour). Default: yield only to a verified contender.
+    /// Yield on any open of the lock file (the seed design's unverified behaviour). Off by default: yield only to a verified contender blocked on the lock.
     #[arg(long, env = "KUBELET_PIVOT_YIELD_ON_ANY_OPEN")]
     pub yield_on_any_open: bool,
-    /// How to notice contention.
+    /// How to notice contention (inotify falls back to poll by itself when inotify is unavailable).
     #[arg(long, env = "KUBELET_PIVOT_WATCH_MODE", value_enum, default_value_t = WatchModeArg::Inotify)]
     pub watch_mode: WatchModeArg,
     /// Serve Prometheus metrics at http://ADDRESS/metrics (e.g. 127.0.0.1:9641). Off by default. An address in use is retried every 5 s (another supervisor of the node may still have it).
     #[arg(long, env = "KUBELET_PIVOT_METRICS_ADDRESS", value_name = "ADDRESS")]
     pub metrics_address: Option<std::net::SocketAddr>,
-    /// Log format.
+    /// Log format. Plain lines get a syslog priority prefix and no timestamp when stderr is the journal.
     #[arg(long, env = "KUBELET_PIVOT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     pub log_format: LogFormat,
     /// The kubelet command and its arguments.
