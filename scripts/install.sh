@@ -1,0 +1,456 @@
+#!/usr/bin/env bash
+# Installs kubelet-pivot on a host (or into a staging root): the binary, the
+# systemd unit, the init config /etc/default/kubelet-pivot, and, when the
+# binary can print them, its man pages and bash/zsh/fish completions.
+# `scripts/install.sh --help` for usage; README.md ("Installing on a host").
+#
+# The init config is a conffile: a copy the operator changed is never
+# overwritten without --force (which keeps a .bak), and --uninstall keeps it.
+# Re-running with the same inputs changes nothing. Every file is written to a
+# temp file in its directory and renamed into place.
+set -Eeuo pipefail
+umask 022
+
+readonly PROG=install.sh
+readonly UNIT_NAME=kubelet-pivot.service
+# The prefix the stock unit's paths are written for.
+readonly STOCK_PREFIX=/usr/local
+
+EXIT_FAILURE=1
+EXIT_USAGE=2
+EXIT_CONFLICT=3
+
+usage() {
+    cat <<'EOF'
+Usage: scripts/install.sh [OPTIONS]
+       scripts/install.sh --uninstall [--prefix DIR] [--destdir DIR]
+
+Installs kubelet-pivot:
+  PREFIX/bin/kubelet-pivot                         the binary (0755)
+  UNITDIR/kubelet-pivot.service                    the systemd unit, paths rewritten for PREFIX
+                                                   (UNITDIR: /usr/lib/systemd/system for --prefix /usr,
+                                                   /etc/systemd/system otherwise)
+  /etc/default/kubelet-pivot                       init config (0644), a conffile
+  PREFIX/share/man/man1/kubelet-pivot*.1           man pages      } if the binary
+  PREFIX/share/bash-completion/completions/...     completions    } prints them
+  PREFIX/share/zsh/site-functions/_kubelet-pivot
+  PREFIX/share/fish/vendor_completions.d/kubelet-pivot.fish
+  PREFIX/share/doc/kubelet-pivot/README.md
+  PREFIX/share/kubelet-pivot/install-manifest      what was installed, with sha256 sums
+every path below DESTDIR when that is set.
+
+Options:
+  --prefix DIR     installation prefix (default /usr/local)
+  --destdir DIR    staging root, prepended to every path (default: $DESTDIR, else none)
+  --binary FILE    the kubelet-pivot binary (default: target/release/kubelet-pivot,
+                   else target/debug/kubelet-pivot of this checkout)
+  --config FILE    init config to install (default: systemd/kubelet-pivot.default)
+  --force          replace the init config even if it was changed locally (the
+                   changed file is kept as /etc/default/kubelet-pivot.bak, or .bak.N)
+  --enable         enable the unit (WantedBy= symlinks); without DESTDIR on a running
+                   systemd also start it (systemctl enable --now). Never done otherwise.
+  --uninstall      remove what was installed (a changed init config is kept)
+  -h, --help       this text
+
+The init config is a conffile: one changed locally is kept as long as the
+config to install is the one installed last time; if both changed, install.sh
+refuses (exit 3) unless --force. The unit is overwritten: customise it with
+drop-ins (systemctl edit kubelet-pivot). Uninstall with the same --prefix and
+--destdir as the install. Without DESTDIR and with systemd running,
+`systemctl daemon-reload` follows a change of the unit (and uninstall disables
+the unit, but never stops it); with DESTDIR, systemctl is never run.
+
+Exit status: 0 done (also when nothing changed), 1 an install step failed,
+2 bad usage or a missing input file, 3 refused: the init config was changed
+locally and the new one differs too (re-run with --force to replace it).
+EOF
+}
+
+say() { printf '%s\n' "$*"; }
+warn() { printf '%s: %s\n' "$PROG" "$*" >&2; }
+die() {
+    local code=$1
+    shift
+    warn "error: $*"
+    exit "$code"
+}
+# shellcheck disable=SC2154 # rc is assigned inside the trap
+trap 'rc=$?; warn "error: command failed (exit $rc) at line $LINENO: $BASH_COMMAND"; exit $EXIT_FAILURE' ERR
+
+script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo_dir=$(dirname "$script_dir")
+
+prefix=/usr/local
+destdir=${DESTDIR:-}
+binary=
+config=
+force=0
+enable=0
+uninstall=0
+
+need_value() {
+    if [ "$#" -lt 2 ] || [ -z "$2" ]; then
+        die $EXIT_USAGE "$1 needs a value (see --help)"
+    fi
+}
+
+while [ "$#" -gt 0 ]; do
+    case $1 in
+    --prefix) need_value "$@"; prefix=$2; shift 2 ;;
+    --prefix=*) prefix=${1#*=}; shift ;;
+    --destdir) need_value "$@"; destdir=$2; shift 2 ;;
+    --destdir=*) destdir=${1#*=}; shift ;;
+    --binary) need_value "$@"; binary=$2; shift 2 ;;
+    --binary=*) binary=${1#*=}; shift ;;
+    --config) need_value "$@"; config=$2; shift 2 ;;
+    --config=*) config=${1#*=}; shift ;;
+    --force) force=1; shift ;;
+    --enable) enable=1; shift ;;
+    --uninstall) uninstall=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) die $EXIT_USAGE "unknown argument '$1' (see --help)" ;;
+    esac
+done
+
+# The prefix ends up in sed expressions and the manifest: keep it plain.
+case $prefix in
+/*[!A-Za-z0-9._/+-]*) die $EXIT_USAGE "--prefix '$prefix' has characters other than A-Za-z0-9._/+-" ;;
+/?*) ;;
+*) die $EXIT_USAGE "--prefix must be an absolute path other than /, got '$prefix'" ;;
+esac
+while [ "${prefix%/}" != "$prefix" ]; do prefix=${prefix%/}; done
+[ -n "$prefix" ] || die $EXIT_USAGE "--prefix must be an absolute path other than /"
+while [ "${destdir%/}" != "$destdir" ]; do destdir=${destdir%/}; done
+if [ -n "$destdir" ]; then
+    case $destdir in
+    /*) ;;
+    *) destdir=$(pwd)/$destdir ;;
+    esac
+fi
+[ "$uninstall" = 0 ] || [ "$enable" = 0 ] || die $EXIT_USAGE "--enable and --uninstall exclude each other"
+
+# Target paths, as seen on the installed system (without DESTDIR).
+bin_path=$prefix/bin/kubelet-pivot
+if [ "$prefix" = /usr ]; then
+    unit_dir=/usr/lib/systemd/system
+else
+    unit_dir=/etc/systemd/system
+fi
+unit_path=$unit_dir/$UNIT_NAME
+config_path=/etc/default/kubelet-pivot
+share_dir=$prefix/share
+man_dir=$share_dir/man/man1
+doc_path=$share_dir/doc/kubelet-pivot/README.md
+bash_completion=$share_dir/bash-completion/completions/kubelet-pivot
+zsh_completion=$share_dir/zsh/site-functions/_kubelet-pivot
+fish_completion=$share_dir/fish/vendor_completions.d/kubelet-pivot.fish
+state_dir=$share_dir/kubelet-pivot
+manifest_path=$state_dir/install-manifest
+
+# Live system: no DESTDIR and systemd is the running init (sd_booted()).
+live_systemd=0
+if [ -z "$destdir" ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
+    live_systemd=1
+fi
+
+changed=0
+unchanged=0
+work=$(mktemp -d "${TMPDIR:-/tmp}/kubelet-pivot-install.XXXXXX")
+cleanup() { rm -rf "$work"; }
+trap cleanup EXIT
+
+sha256_of() { sha256sum <"$1" | cut -d' ' -f1; }
+
+# The sha256 the manifest records for PATH (target path), empty if none.
+recorded_sha() {
+    [ -f "$destdir$manifest_path" ] || return 0
+    awk -v p="$1" '$2 == p { print $1; exit }' "$destdir$manifest_path"
+}
+
+# install_file SRC TARGET MODE: writes SRC to DESTDIR/TARGET with MODE unless
+# it is already there with that content and mode; atomic (temp file + rename).
+install_file() {
+    local src=$1 target=$2 mode=$3
+    local dest=$destdir$target
+    if [ -d "$dest" ] && [ ! -L "$dest" ]; then
+        die $EXIT_FAILURE "$dest is a directory, refusing to replace it"
+    fi
+    if [ -f "$dest" ] && [ ! -L "$dest" ] && cmp -s "$src" "$dest"; then
+        if [ "$(stat -c %a "$dest")" = "${mode#0}" ]; then
+            say "unchanged  $target"
+            unchanged=$((unchanged + 1))
+        else
+            chmod "$mode" "$dest"
+            say "mode       $target ($mode)"
+            changed=$((changed + 1))
+        fi
+        return 0
+    fi
+    mkdir -p "$(dirname "$dest")"
+    local tmp
+    tmp=$(mktemp "$(dirname "$dest")/.$(basename "$dest").XXXXXX")
+    if ! { cp "$src" "$tmp" && chmod "$mode" "$tmp" && mv -f "$tmp" "$dest"; }; then
+        rm -f "$tmp"
+        die $EXIT_FAILURE "cannot write $dest"
+    fi
+    say "installed  $target"
+    changed=$((changed + 1))
+}
+
+# remove_file TARGET: removes DESTDIR/TARGET if it is there.
+remove_file() {
+    local dest=$destdir$1
+    if [ -e "$dest" ] || [ -L "$dest" ]; then
+        rm -f "$dest"
+        say "removed    $1"
+        changed=$((changed + 1))
+    fi
+}
+
+# The WantedBy= targets of a unit file.
+wanted_by() {
+    sed -n 's/^WantedBy=//p' "$1" | tr ' ' '\n' | sed '/^$/d'
+}
+
+do_uninstall() {
+    local manifest=$destdir$manifest_path
+    local -a targets=()
+    local config_sha=
+    if [ -f "$manifest" ]; then
+        local sha path
+        while read -r sha path; do
+            [ -n "$path" ] || continue
+            if [ "$path" = "$config_path" ]; then
+                config_sha=$sha
+            else
+                targets+=("$path")
+            fi
+        done <"$manifest"
+    else
+        say "no install manifest at $manifest: removing the default file set"
+        targets=("$bin_path" "$unit_path" "$doc_path" "$bash_completion" "$zsh_completion" "$fish_completion")
+        local page
+        for page in "$destdir$man_dir"/kubelet-pivot.1 "$destdir$man_dir"/kubelet-pivot-*.1; do
+            if [ -e "$page" ]; then
+                targets+=("${page#"$destdir"}")
+            fi
+        done
+        local shipped=${config:-$repo_dir/systemd/kubelet-pivot.default}
+        if [ -f "$shipped" ]; then
+            config_sha=$(sha256_of "$shipped")
+        fi
+    fi
+
+    # Disable first: the WantedBy= symlinks point at the unit file.
+    if [ "$live_systemd" = 1 ]; then
+        if systemctl is-enabled --quiet "$UNIT_NAME" 2>/dev/null; then
+            systemctl disable "$UNIT_NAME"
+            changed=$((changed + 1))
+        fi
+        if systemctl is-active --quiet "$UNIT_NAME" 2>/dev/null; then
+            warn "$UNIT_NAME is still running: 'systemctl stop $UNIT_NAME' stops it (and the bootstrap kubelet)"
+        fi
+    elif [ -f "$destdir$unit_path" ]; then
+        local target
+        for target in $(wanted_by "$destdir$unit_path"); do
+            remove_file "/etc/systemd/system/$target.wants/$UNIT_NAME"
+        done
+    fi
+
+    local path
+    for path in "${targets[@]}"; do
+        remove_file "$path"
+    done
+
+    local conf=$destdir$config_path
+    if [ -e "$conf" ]; then
+        if [ -n "$config_sha" ] && [ -f "$conf" ] && [ "$(sha256_of "$conf")" = "$config_sha" ]; then
+            remove_file "$config_path"
+        else
+            say "kept       $config_path (changed since it was installed; remove it by hand if it is no longer needed)"
+        fi
+    fi
+    remove_file "$manifest_path"
+    rmdir "$destdir$state_dir" 2>/dev/null || true
+    rmdir "$destdir$(dirname "$doc_path")" 2>/dev/null || true
+
+    if [ "$live_systemd" = 1 ] && [ "$changed" -gt 0 ]; then
+        systemctl daemon-reload
+    fi
+    say "uninstalled: $changed removed"
+}
+
+if [ "$uninstall" = 1 ]; then
+    do_uninstall
+    exit 0
+fi
+
+# ---- install: gather and check every input before writing anything ----
+
+if [ -z "$binary" ]; then
+    for candidate in "$repo_dir/target/release/kubelet-pivot" "$repo_dir/target/debug/kubelet-pivot"; do
+        if [ -f "$candidate" ]; then
+            binary=$candidate
+            break
+        fi
+    done
+    [ -n "$binary" ] || die $EXIT_USAGE "no binary at $repo_dir/target/{release,debug}/kubelet-pivot: run 'cargo build --release' or pass --binary FILE"
+fi
+if [ ! -f "$binary" ] || [ ! -x "$binary" ]; then
+    die $EXIT_USAGE "--binary $binary is not an executable file"
+fi
+config=${config:-$repo_dir/systemd/kubelet-pivot.default}
+[ -f "$config" ] || die $EXIT_USAGE "init config $config not found"
+unit_src=$repo_dir/systemd/$UNIT_NAME
+[ -f "$unit_src" ] || die $EXIT_USAGE "unit $unit_src not found"
+readme_src=$repo_dir/README.md
+
+# The unit, with the stock prefix's paths rewritten for ours.
+grep -q "^ExecStart=$STOCK_PREFIX/bin/kubelet-pivot " "$unit_src" ||
+    die $EXIT_USAGE "$unit_src: ExecStart= does not run $STOCK_PREFIX/bin/kubelet-pivot, cannot rewrite it for --prefix"
+sed -e "s|$STOCK_PREFIX/bin/kubelet-pivot|$bin_path|g" \
+    -e "s|$STOCK_PREFIX/share/doc/kubelet-pivot|$share_dir/doc/kubelet-pivot|g" \
+    "$unit_src" >"$work/unit"
+
+# Man pages and completions, if this binary prints them (a binary for another
+# architecture cannot run here: then they are skipped).
+have_docs=0
+if "$binary" man --help >/dev/null 2>&1 && "$binary" completions --help >/dev/null 2>&1; then
+    mkdir "$work/man"
+    "$binary" man --out-dir "$work/man" >/dev/null
+    for shell in bash zsh fish; do
+        "$binary" completions "$shell" >"$work/$shell"
+    done
+    have_docs=1
+else
+    say "note: $binary does not run here or has no 'man'/'completions' commands: skipping man pages and completions"
+fi
+
+# The init config is a conffile (as dpkg treats /etc): with cur = the file
+# there, new = the one to install, old = the one a previous install wrote:
+#   no file or cur = new   -> install / leave it
+#   cur = old              -> not changed locally: replace with new
+#   new = old              -> changed locally, nothing new shipped: keep cur
+#   otherwise              -> conflict: refuse, or with --force back cur up and replace it
+conf_dest=$destdir$config_path
+conf_action=install
+conf_backup=
+new_sha=$(sha256_of "$config")
+if [ -e "$conf_dest" ] || [ -L "$conf_dest" ]; then
+    [ -f "$conf_dest" ] || die $EXIT_FAILURE "$conf_dest exists and is not a regular file"
+    cur_sha=$(sha256_of "$conf_dest")
+    old_sha=$(recorded_sha "$config_path")
+    if [ "$cur_sha" = "$new_sha" ] || [ "$cur_sha" = "$old_sha" ]; then
+        conf_action=install
+    elif [ "$force" = 1 ]; then
+        conf_action=replace
+    elif [ "$new_sha" = "$old_sha" ]; then
+        conf_action=keep
+    else
+        if [ -n "$old_sha" ]; then
+            why="it was changed since it was installed, and the config to install ($config) differs from both"
+        else
+            why="it was not installed by this script and differs from $config"
+        fi
+        die $EXIT_CONFLICT "refusing to overwrite $conf_dest: $why; merge your changes into $config, or re-run with --force to replace it (your file is then kept as a .bak copy beside it)"
+    fi
+fi
+
+# ---- write ----
+
+install_file "$binary" "$bin_path" 0755
+bin_changed=$changed
+install_file "$work/unit" "$unit_path" 0644
+unit_changed=$((changed - bin_changed))
+
+case $conf_action in
+install) install_file "$config" "$config_path" 0644 ;;
+keep)
+    say "kept       $config_path (changed locally; the shipped config did not change; --force replaces it)"
+    ;;
+replace)
+    conf_backup=$conf_dest.bak
+    n=1
+    while [ -e "$conf_backup" ] && ! cmp -s "$conf_backup" "$conf_dest"; do
+        conf_backup=$conf_dest.bak.$n
+        n=$((n + 1))
+    done
+    cp -p "$conf_dest" "$conf_backup"
+    say "backup     ${conf_backup#"$destdir"} (your changed $config_path)"
+    install_file "$config" "$config_path" 0644
+    ;;
+esac
+
+manifest_entries=("$new_sha $config_path")
+record() { manifest_entries+=("$(sha256_of "$destdir$1") $1"); }
+record "$bin_path"
+record "$unit_path"
+
+if [ -f "$readme_src" ]; then
+    install_file "$readme_src" "$doc_path" 0644
+    record "$doc_path"
+fi
+
+if [ "$have_docs" = 1 ]; then
+    for page in "$work/man"/*.1; do
+        install_file "$page" "$man_dir/$(basename "$page")" 0644
+        record "$man_dir/$(basename "$page")"
+    done
+    install_file "$work/bash" "$bash_completion" 0644
+    install_file "$work/zsh" "$zsh_completion" 0644
+    install_file "$work/fish" "$fish_completion" 0644
+    record "$bash_completion"
+    record "$zsh_completion"
+    record "$fish_completion"
+fi
+
+# Files a previous install wrote that this one does not (e.g. a man page of a
+# subcommand that is gone): remove them, the config excepted.
+if [ -f "$destdir$manifest_path" ]; then
+    while read -r _ path; do
+        if [ -z "$path" ] || [ "$path" = "$config_path" ]; then
+            continue
+        fi
+        keep=0
+        for entry in "${manifest_entries[@]}"; do
+            if [ "${entry#* }" = "$path" ]; then
+                keep=1
+                break
+            fi
+        done
+        [ "$keep" = 1 ] || remove_file "$path"
+    done <"$destdir$manifest_path"
+fi
+
+printf '%s\n' "${manifest_entries[@]}" | sort -k2 | sed 's/ /  /' >"$work/manifest"
+install_file "$work/manifest" "$manifest_path" 0644
+
+if [ "$enable" = 1 ]; then
+    if [ "$live_systemd" = 1 ]; then
+        systemctl daemon-reload
+        systemctl enable --now "$UNIT_NAME"
+        say "enabled    $UNIT_NAME (and started)"
+    else
+        # What `systemctl enable` does for a unit with only WantedBy=, without
+        # touching a running manager.
+        for target in $(wanted_by "$work/unit"); do
+            link=$destdir/etc/systemd/system/$target.wants/$UNIT_NAME
+            if [ -L "$link" ] && [ "$(readlink "$link")" = "$unit_path" ]; then
+                say "unchanged  ${link#"$destdir"} (enabled)"
+                unchanged=$((unchanged + 1))
+            else
+                mkdir -p "$(dirname "$link")"
+                ln -sfn "$unit_path" "$link"
+                say "enabled    ${link#"$destdir"} -> $unit_path"
+                changed=$((changed + 1))
+            fi
+        done
+    fi
+elif [ "$live_systemd" = 1 ] && [ "$unit_changed" -gt 0 ]; then
+    systemctl daemon-reload
+fi
+if [ "$live_systemd" = 1 ] && [ $((bin_changed + unit_changed)) -gt 0 ] && systemctl is-active --quiet "$UNIT_NAME" 2>/dev/null; then
+    say "note: $UNIT_NAME is running the previous binary; 'systemctl restart $UNIT_NAME' switches (it restarts the bootstrap kubelet if it holds the lock)"
+fi
+
+say "done: $changed changed, $unchanged unchanged"

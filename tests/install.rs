@@ -1,0 +1,923 @@
+//! `scripts/install.sh` against temporary roots (`--destdir`), with the binary under test: the
+//! file layout and modes, the unit's paths for the prefix, idempotent re-runs, the init config
+//! as a conffile (refused without `--force`, backed up with it, kept by `--uninstall`),
+//! `--enable`, `--uninstall`, and `systemd-analyze verify` of the installed unit.
+//!
+//! Needs bash, coreutils and systemd's `systemd-analyze` and `systemctl` (Debian package
+//! `systemd`; `.ci/run` installs it). A missing tool fails the test, it is never skipped.
+
+#[path = "support/command.rs"]
+mod command;
+
+use command::{help_env, pivot_bin, run, text};
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Exit status of install.sh for a usage error or a missing input.
+const EXIT_USAGE: i32 = 2;
+/// Exit status of install.sh when it refuses to overwrite a changed init config.
+const EXIT_CONFLICT: i32 = 3;
+
+/// Where the init config is installed (also the unit's `EnvironmentFile=`).
+const CONFIG: &str = "etc/default/kubelet-pivot";
+const UNIT_NAME: &str = "kubelet-pivot.service";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn script() -> PathBuf {
+    repo().join("scripts/install.sh")
+}
+
+fn shipped_config() -> String {
+    read(&repo().join("systemd/kubelet-pivot.default"))
+}
+
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()))
+}
+
+fn write(path: &Path, text: &str) {
+    fs::write(path, text).unwrap_or_else(|err| panic!("cannot write {}: {err}", path.display()));
+}
+
+fn mode(path: &Path) -> u32 {
+    fs::symlink_metadata(path)
+        .unwrap_or_else(|err| panic!("cannot stat {}: {err}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// sha256 of a file, by coreutils' `sha256sum` (the unoptimised test build of a Rust sha256
+/// takes seconds for the debug binary).
+fn sha256_file(path: &Path) -> String {
+    let mut cmd = Command::new("sha256sum");
+    cmd.arg(path);
+    let output = run(cmd);
+    assert!(output.status.success(), "sha256sum: {}", text(&output));
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .next()
+        .expect("sha256sum output")
+        .to_owned()
+}
+
+fn sha256_text(text: &str) -> String {
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    write(file.path(), text);
+    sha256_file(file.path())
+}
+
+/// A temporary root and the install.sh options used for it.
+struct Root {
+    dir: tempfile::TempDir,
+    prefix: &'static str,
+}
+
+impl Root {
+    fn new(prefix: &'static str) -> Root {
+        Root {
+            dir: tempfile::tempdir().expect("temp dir"),
+            prefix,
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `root/rel` (`rel` without a leading slash).
+    fn at(&self, rel: &str) -> PathBuf {
+        self.path().join(rel.trim_start_matches('/'))
+    }
+
+    /// `bash scripts/install.sh --destdir ROOT --prefix PREFIX --binary PIVOT <args>`, without
+    /// any DESTDIR of the environment.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("bash");
+        cmd.arg(script())
+            .arg("--destdir")
+            .arg(self.path())
+            .arg("--prefix")
+            .arg(self.prefix)
+            .arg("--binary")
+            .arg(pivot_bin())
+            .args(args)
+            .env_remove("DESTDIR");
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        run(self.command(args))
+    }
+
+    /// Runs install.sh and panics unless it exits 0; returns its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            output.status.success(),
+            "install.sh {args:?} failed:\n{}",
+            text(&output)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn bin(&self) -> PathBuf {
+        self.at(&format!("{}/bin/kubelet-pivot", self.prefix))
+    }
+
+    fn unit(&self) -> PathBuf {
+        if self.prefix == "/usr" {
+            self.at("usr/lib/systemd/system/kubelet-pivot.service")
+        } else {
+            self.at("etc/systemd/system/kubelet-pivot.service")
+        }
+    }
+
+    fn config(&self) -> PathBuf {
+        self.at(CONFIG)
+    }
+
+    fn share(&self, rel: &str) -> PathBuf {
+        self.at(&format!("{}/share/{rel}", self.prefix))
+    }
+
+    fn manifest(&self) -> PathBuf {
+        self.share("kubelet-pivot/install-manifest")
+    }
+
+    /// The install manifest as target path -> sha256.
+    fn recorded(&self) -> BTreeMap<String, String> {
+        read(&self.manifest())
+            .lines()
+            .map(|line| {
+                let (sha, path) = line
+                    .split_once("  ")
+                    .unwrap_or_else(|| panic!("bad manifest line {line:?}"));
+                (path.to_owned(), sha.to_owned())
+            })
+            .collect()
+    }
+
+    /// Every entry below the root with type, mode, size, mtime and inode (link target): equal
+    /// snapshots mean nothing was written, replaced (rename: new inode), touched or added.
+    fn snapshot(&self) -> BTreeMap<PathBuf, String> {
+        let mut out = BTreeMap::new();
+        snapshot_into(self.path(), self.path(), &mut out);
+        out
+    }
+
+    /// Regular files and symlinks below the root, as paths relative to it.
+    fn files(&self) -> Vec<String> {
+        self.snapshot()
+            .into_iter()
+            .filter(|(_, what)| !what.starts_with('d'))
+            .map(|(path, _)| path.to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+fn snapshot_into(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, String>) {
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .unwrap_or_else(|err| panic!("cannot list {}: {err}", dir.display()))
+        .map(|entry| entry.expect("dir entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let meta = fs::symlink_metadata(&path).expect("stat");
+        let rel = path.strip_prefix(root).expect("below root").to_path_buf();
+        let common = format!(
+            "mode={:o} mtime={}.{} ino={}",
+            meta.mode() & 0o7777,
+            meta.mtime(),
+            meta.mtime_nsec(),
+            meta.ino()
+        );
+        if meta.file_type().is_symlink() {
+            let target = fs::read_link(&path).expect("readlink");
+            out.insert(rel, format!("l {common} -> {}", target.display()));
+        } else if meta.is_dir() {
+            out.insert(rel, format!("d {common}"));
+            snapshot_into(root, &path, out);
+        } else {
+            out.insert(rel, format!("f {common} size={}", meta.len()));
+        }
+    }
+}
+
+/// Panics naming the differences if two snapshots differ.
+fn assert_same_tree(before: &BTreeMap<PathBuf, String>, after: &BTreeMap<PathBuf, String>) {
+    let mut diffs = Vec::new();
+    for (path, what) in before {
+        match after.get(path) {
+            None => diffs.push(format!("removed {}: {what}", path.display())),
+            Some(now) if now != what => diffs.push(format!(
+                "changed {}: {what}\n     now: {now}",
+                path.display()
+            )),
+            Some(_) => {}
+        }
+    }
+    for (path, what) in after {
+        if !before.contains_key(path) {
+            diffs.push(format!("added {}: {what}", path.display()));
+        }
+    }
+    assert!(diffs.is_empty(), "the tree changed:\n{}", diffs.join("\n"));
+}
+
+/// The subcommand pages `kubelet-pivot man --out-dir` writes, as installed file names.
+fn man_pages() -> Vec<String> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut cmd = Command::new(pivot_bin());
+    cmd.arg("man").arg("--out-dir").arg(dir.path());
+    let output = run(cmd);
+    assert!(output.status.success(), "man --out-dir: {}", text(&output));
+    let mut pages: Vec<String> = fs::read_dir(dir.path())
+        .expect("list man dir")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    pages.sort();
+    assert!(pages.contains(&"kubelet-pivot.1".to_owned()), "{pages:?}");
+    pages
+}
+
+/// What `root` must hold after an install with `prefix` (relative paths, sorted).
+fn expected_files(root: &Root) -> Vec<String> {
+    let rel = |path: PathBuf| {
+        path.strip_prefix(root.path())
+            .expect("below root")
+            .to_string_lossy()
+            .into_owned()
+    };
+    let mut files = vec![
+        rel(root.bin()),
+        rel(root.unit()),
+        CONFIG.to_owned(),
+        rel(root.manifest()),
+        rel(root.share("doc/kubelet-pivot/README.md")),
+        rel(root.share("bash-completion/completions/kubelet-pivot")),
+        rel(root.share("zsh/site-functions/_kubelet-pivot")),
+        rel(root.share("fish/vendor_completions.d/kubelet-pivot.fish")),
+    ];
+    for page in man_pages() {
+        files.push(rel(root.share(&format!("man/man1/{page}"))));
+    }
+    files.sort();
+    files
+}
+
+/// `KEY=value` settings of a unit file (all sections; the last one of a key wins).
+fn unit_settings(unit: &str) -> BTreeMap<String, String> {
+    unit.lines()
+        .filter(|line| !line.starts_with('#') && !line.starts_with('['))
+        .filter_map(|line| line.split_once('='))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect()
+}
+
+/// Seconds of a systemd time span or humantime duration made of `<n><unit>` parts
+/// (`45s`, `1min 30s`, `1m30s`, `500ms`); a bare number is seconds.
+fn seconds(span: &str) -> f64 {
+    let span = span.trim();
+    if let Ok(n) = span.parse::<f64>() {
+        return n;
+    }
+    let mut total = 0.0;
+    let mut rest = span;
+    while !rest.trim_start().is_empty() {
+        rest = rest.trim_start();
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(rest.len());
+        let number: f64 = rest[..digits]
+            .parse()
+            .unwrap_or_else(|_| panic!("cannot read the time span {span:?}"));
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(rest.len());
+        let factor = match &rest[..unit_len] {
+            "ms" | "msec" => 0.001,
+            "s" | "sec" | "secs" | "second" | "seconds" => 1.0,
+            "m" | "min" | "mins" | "minute" | "minutes" => 60.0,
+            "h" | "hr" | "hour" | "hours" => 3600.0,
+            unit => panic!("unknown unit {unit:?} in the time span {span:?}"),
+        };
+        total += number * factor;
+        rest = &rest[unit_len..];
+    }
+    total
+}
+
+// ---- systemd-analyze verify ----
+
+fn require_tool(name: &str) -> PathBuf {
+    for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
+        let candidate = dir.join(name);
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    for dir in ["/usr/bin", "/bin", "/usr/sbin"] {
+        let candidate = Path::new(dir).join(name);
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    panic!(
+        "{name} not found: install systemd (`apt-get install systemd`; .ci/run does) to check \
+         the installed unit"
+    );
+}
+
+/// Copies `src/.` into `dst` with `cp -a` (keeps modes, links and times; overwrites).
+fn copy_tree(src: &Path, dst: &Path) {
+    fs::create_dir_all(dst).expect("create dir");
+    let mut cmd = Command::new("cp");
+    cmd.arg("-a").arg(format!("{}/.", src.display())).arg(dst);
+    let output = run(cmd);
+    assert!(
+        output.status.success(),
+        "cp {} {}: {}",
+        src.display(),
+        dst.display(),
+        text(&output)
+    );
+}
+
+/// Absolute programs of the unit's `Exec*=` lines (without systemd's `-@:+!` prefixes).
+fn exec_programs(unit: &str) -> Vec<String> {
+    unit.lines()
+        .filter(|line| line.starts_with("Exec"))
+        .filter_map(|line| line.split_once('=').map(|(_, cmd)| cmd))
+        .filter_map(|cmd| cmd.split_whitespace().next())
+        .map(|prog| {
+            prog.trim_start_matches(['-', '@', ':', '+', '!'])
+                .to_owned()
+        })
+        .filter(|prog| prog.starts_with('/'))
+        .collect()
+}
+
+/// `systemd-analyze --root=R verify kubelet-pivot.service`, where R is a copy of `root` plus
+/// what the unit needs from the host that install.sh does not install: the host's system units
+/// (`sysinit.target`, `multi-user.target`, ...) and host programs of other `Exec*=` lines
+/// (`/bin/kill`). The kubelet-pivot binary is never taken from the host. Fails on a non-zero
+/// exit and on any output: verify only warns (exit 0) about unknown keys and bad values.
+fn verify_unit(root: &Root) -> Result<(), String> {
+    let analyze = require_tool("systemd-analyze");
+    let verify_root = tempfile::tempdir().expect("temp dir");
+    let host_units = Path::new("/usr/lib/systemd/system");
+    assert!(
+        host_units.join("sysinit.target").is_file(),
+        "{} has no sysinit.target: is systemd installed?",
+        host_units.display()
+    );
+    // The host's units first, so that the installed files win.
+    copy_tree(
+        host_units,
+        &verify_root.path().join("usr/lib/systemd/system"),
+    );
+    copy_tree(root.path(), verify_root.path());
+    let unit_text = fs::read_to_string(root.unit()).map_err(|err| format!("no unit: {err}"))?;
+    let own_binary = format!("{}/bin/kubelet-pivot", root.prefix);
+    for program in exec_programs(&unit_text) {
+        let inside = verify_root.path().join(program.trim_start_matches('/'));
+        if program == own_binary || inside.exists() || !Path::new(&program).is_file() {
+            continue;
+        }
+        fs::create_dir_all(inside.parent().expect("parent")).expect("create dir");
+        fs::copy(&program, &inside).expect("copy host program");
+    }
+    let mut cmd = Command::new(analyze);
+    cmd.arg(format!("--root={}", verify_root.path().display()))
+        .arg("--man=no")
+        .arg("verify")
+        .arg(UNIT_NAME);
+    let output = run(cmd);
+    if output.status.success() && output.stdout.is_empty() && output.stderr.is_empty() {
+        Ok(())
+    } else {
+        Err(text(&output))
+    }
+}
+
+// ---- tests ----
+
+#[test]
+fn fresh_install_lays_out_the_files_with_their_modes() {
+    let root = Root::new("/usr/local");
+    let out = root.ok(&[]);
+    assert!(
+        out.contains("installed  /usr/local/bin/kubelet-pivot"),
+        "{out}"
+    );
+
+    assert_eq!(root.files(), expected_files(&root));
+    assert_eq!(mode(&root.bin()), 0o755);
+    assert_eq!(
+        fs::read(root.bin()).expect("installed binary"),
+        fs::read(pivot_bin()).expect("binary under test"),
+        "the installed binary is not the one given with --binary"
+    );
+    for file in root.files() {
+        if root.at(&file) != root.bin() {
+            assert_eq!(mode(&root.at(&file)), 0o644, "{file}");
+        }
+    }
+    // The stock unit is written for /usr/local: installed as it is.
+    assert_eq!(
+        read(&root.unit()),
+        read(&repo().join("systemd/kubelet-pivot.service"))
+    );
+    assert_eq!(read(&root.config()), shipped_config());
+
+    // The installed binary runs and prints its man page, as installed.
+    let mut version = Command::new(root.bin());
+    version.arg("--version");
+    let output = run(version);
+    assert!(output.status.success(), "{}", text(&output));
+    let mut man = Command::new(root.bin());
+    man.arg("man");
+    assert_eq!(
+        run(man).stdout,
+        fs::read(root.share("man/man1/kubelet-pivot.1")).expect("man page")
+    );
+
+    // The manifest records every installed file with its hash.
+    let recorded = root.recorded();
+    let mut listed: Vec<String> = recorded.keys().map(|p| p[1..].to_owned()).collect();
+    listed.push(
+        root.manifest()
+            .strip_prefix(root.path())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned(),
+    );
+    listed.sort();
+    assert_eq!(listed, expected_files(&root));
+    for (path, sha) in &recorded {
+        assert_eq!(&sha256_file(&root.at(path)), sha, "{path}");
+    }
+}
+
+#[test]
+fn rerun_changes_nothing() {
+    let root = Root::new("/usr/local");
+    root.ok(&[]);
+    let before = root.snapshot();
+    let out = root.ok(&[]);
+    assert!(out.contains("done: 0 changed"), "{out}");
+    assert!(!out.contains("installed "), "{out}");
+    assert_same_tree(&before, &root.snapshot());
+}
+
+#[test]
+fn rerun_repairs_a_mode_and_a_changed_binary() {
+    let root = Root::new("/usr/local");
+    root.ok(&[]);
+    fs::set_permissions(root.bin(), fs::Permissions::from_mode(0o700)).expect("chmod");
+    let page = root.share("man/man1/kubelet-pivot.1");
+    write(&page, "stale\n");
+    let out = root.ok(&[]);
+    assert!(
+        out.contains("mode       /usr/local/bin/kubelet-pivot"),
+        "{out}"
+    );
+    assert!(
+        out.contains("installed  /usr/local/share/man/man1/kubelet-pivot.1"),
+        "{out}"
+    );
+    assert_eq!(mode(&root.bin()), 0o755);
+    assert_ne!(read(&page), "stale\n");
+}
+
+#[test]
+fn config_changed_locally_is_kept_when_the_shipped_one_did_not_change() {
+    let root = Root::new("/usr/local");
+    root.ok(&[]);
+    let mine = format!("{}KUBELET_PIVOT_LOG_FORMAT=json\n", shipped_config());
+    write(&root.config(), &mine);
+    let before = root.snapshot();
+    let out = root.ok(&[]);
+    assert!(
+        out.contains("kept       /etc/default/kubelet-pivot"),
+        "{out}"
+    );
+    assert_same_tree(&before, &root.snapshot());
+    assert_eq!(read(&root.config()), mine);
+}
+
+#[test]
+fn config_not_changed_locally_is_upgraded() {
+    let root = Root::new("/usr/local");
+    root.ok(&[]);
+    let new = root.path().join("new.default");
+    write(&new, "KUBELET_ARGS=--v=2\n");
+    let out = root.ok(&["--config", new.to_str().unwrap()]);
+    assert!(
+        out.contains("installed  /etc/default/kubelet-pivot"),
+        "{out}"
+    );
+    assert_eq!(read(&root.config()), "KUBELET_ARGS=--v=2\n");
+    assert!(!root.at("etc/default/kubelet-pivot.bak").exists());
+    assert_eq!(
+        root.recorded()["/etc/default/kubelet-pivot"],
+        sha256_text("KUBELET_ARGS=--v=2\n")
+    );
+}
+
+#[test]
+fn changed_config_is_refused_without_force_and_nothing_is_written() {
+    let root = Root::new("/usr/local");
+    root.ok(&[]);
+    let mine = "KUBELET_ARGS=--v=4 # mine\n";
+    write(&root.config(), mine);
+    let new = root.path().join("new.default");
+    write(&new, "KUBELET_ARGS=--v=2\n");
+    let before = root.snapshot();
+
+    let output = root.run(&["--config", new.to_str().unwrap()]);
+    assert_eq!(
+        output.status.code(),
+        Some(EXIT_CONFLICT),
+        "{}",
+        text(&output)
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&root.config().display().to_string()) && stderr.contains("--force"),
+        "the refusal must name the file and --force: {stderr}"
+    );
+    assert_same_tree(&before, &root.snapshot());
+    assert_eq!(read(&root.config()), mine);
+}
+
+#[test]
+fn config_not_installed_by_the_script_is_refused() {
+    let root = Root::new("/usr/local");
+    fs::create_dir_all(root.at("etc/default")).unwrap();
+    write(&root.config(), "KUBELET_ARGS=--from-the-cluster-script\n");
+    let before = root.snapshot();
+    let output = root.run(&[]);
+    assert_eq!(
+        output.status.code(),
+        Some(EXIT_CONFLICT),
+        "{}",
+        text(&output)
+    );
+    assert_same_tree(&before, &root.snapshot());
+}
+
+#[test]
+fn force_replaces_a_changed_config_and_keeps_a_backup() {
+    let root = Root::new("/usr/local");
+    root.ok(&[]);
+    let mine = "KUBELET_ARGS=--v=4 # mine\n";
+    write(&root.config(), mine);
+    let new = root.path().join("new.default");
+    write(&new, "KUBELET_ARGS=--v=2\n");
+
+    let out = root.ok(&["--config", new.to_str().unwrap(), "--force"]);
+    assert!(
+        out.contains("backup     /etc/default/kubelet-pivot.bak"),
+        "{out}"
+    );
+    assert_eq!(read(&root.config()), "KUBELET_ARGS=--v=2\n");
+    assert_eq!(read(&root.at("etc/default/kubelet-pivot.bak")), mine);
+
+    // A second forced replacement keeps the first backup and adds another.
+    let mine_again = "KUBELET_ARGS=--v=5 # mine again\n";
+    write(&root.config(), mine_again);
+    root.ok(&["--force"]);
+    assert_eq!(read(&root.config()), shipped_config());
+    assert_eq!(read(&root.at("etc/default/kubelet-pivot.bak")), mine);
+    assert_eq!(
+        read(&root.at("etc/default/kubelet-pivot.bak.1")),
+        mine_again
+    );
+}
+
+#[test]
+fn uninstall_removes_what_was_installed_and_keeps_a_changed_config() {
+    let root = Root::new("/usr/local");
+    root.ok(&["--enable"]);
+    let wants = root.at("etc/systemd/system/multi-user.target.wants/kubelet-pivot.service");
+    assert!(wants.is_symlink(), "--enable made no WantedBy= link");
+    let mine = "KUBELET_ARGS=--v=4 # mine\n";
+    write(&root.config(), mine);
+
+    let out = root.ok(&["--uninstall"]);
+    assert!(
+        out.contains("kept       /etc/default/kubelet-pivot (changed since it was installed"),
+        "{out}"
+    );
+    assert_eq!(root.files(), vec![CONFIG.to_owned()]);
+    assert_eq!(read(&root.config()), mine);
+
+    // Again: nothing left to do.
+    let before = root.snapshot();
+    root.ok(&["--uninstall"]);
+    assert_same_tree(&before, &root.snapshot());
+}
+
+#[test]
+fn uninstall_removes_an_unchanged_config() {
+    let root = Root::new("/usr/local");
+    root.ok(&[]);
+    let out = root.ok(&["--uninstall"]);
+    assert!(
+        out.contains("removed    /etc/default/kubelet-pivot"),
+        "{out}"
+    );
+    assert_eq!(root.files(), Vec::<String>::new());
+}
+
+#[test]
+fn enable_links_the_unit_as_systemctl_would() {
+    let root = Root::new("/usr/local");
+    root.ok(&["--enable"]);
+    let before = root.snapshot();
+    root.ok(&["--enable"]);
+    assert_same_tree(&before, &root.snapshot());
+
+    let systemctl = require_tool("systemctl");
+    let mut cmd = Command::new(systemctl);
+    cmd.arg(format!("--root={}", root.path().display()))
+        .args(["is-enabled", UNIT_NAME]);
+    let output = run(cmd);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "enabled",
+        "{}",
+        text(&output)
+    );
+}
+
+#[test]
+fn installed_unit_passes_systemd_analyze_verify() {
+    let root = Root::new("/usr/local");
+    root.ok(&[]);
+    verify_unit(&root).unwrap_or_else(|err| panic!("systemd-analyze verify failed:\n{err}"));
+}
+
+#[test]
+fn verify_catches_a_broken_unit_and_a_missing_binary() {
+    // A key systemd does not know is only a warning, exit 0: the output must fail it.
+    let root = Root::new("/usr/local");
+    root.ok(&[]);
+    let unit = read(&root.unit());
+    write(
+        &root.unit(),
+        &unit.replace("Restart=always", "Restrat=always"),
+    );
+    let err = verify_unit(&root).expect_err("verify passed a unit with an unknown key");
+    assert!(err.contains("Restrat"), "{err}");
+
+    // ExecStart= names a binary that is not executable under the root.
+    write(&root.unit(), &unit);
+    fs::set_permissions(root.bin(), fs::Permissions::from_mode(0o644)).expect("chmod");
+    let err = verify_unit(&root).expect_err("verify passed a unit whose binary cannot run");
+    assert!(err.contains("/usr/local/bin/kubelet-pivot"), "{err}");
+}
+
+#[test]
+fn prefix_usr_installs_a_vendor_unit_with_rewritten_paths() {
+    let root = Root::new("/usr");
+    let out = root.ok(&["--enable"]);
+    assert!(
+        out.contains("installed  /usr/lib/systemd/system/kubelet-pivot.service"),
+        "{out}"
+    );
+    let mut files = expected_files(&root);
+    files.push("etc/systemd/system/multi-user.target.wants/kubelet-pivot.service".to_owned());
+    files.sort();
+    assert_eq!(root.files(), files);
+    assert!(!root.at("etc/systemd/system/kubelet-pivot.service").exists());
+    assert_eq!(
+        fs::read_link(root.at("etc/systemd/system/multi-user.target.wants/kubelet-pivot.service"))
+            .unwrap(),
+        PathBuf::from("/usr/lib/systemd/system/kubelet-pivot.service")
+    );
+
+    let unit = read(&root.unit());
+    let settings = unit_settings(&unit);
+    assert!(
+        settings["ExecStart"].starts_with("/usr/bin/kubelet-pivot bootstrap -- "),
+        "{unit}"
+    );
+    // Only the prefix changed, and no /usr/local path is left in a setting.
+    let settings_lines = |unit: &str| -> Vec<String> {
+        unit.lines()
+            .filter(|line| !line.starts_with('#'))
+            .map(str::to_owned)
+            .collect()
+    };
+    let stock = read(&repo().join("systemd/kubelet-pivot.service"));
+    assert_eq!(
+        settings_lines(&unit),
+        settings_lines(&stock.replace("/usr/local/", "/usr/"))
+    );
+    assert!(
+        !settings_lines(&unit)
+            .iter()
+            .any(|l| l.contains("/usr/local/")),
+        "a /usr/local path is left in the unit for --prefix /usr:\n{unit}"
+    );
+    verify_unit(&root).unwrap_or_else(|err| panic!("systemd-analyze verify failed:\n{err}"));
+
+    root.ok(&["--uninstall"]);
+    assert_eq!(root.files(), Vec::<String>::new());
+}
+
+#[test]
+fn unit_documentation_points_at_installed_files() {
+    for prefix in ["/usr/local", "/usr", "/opt/kubelet-pivot"] {
+        let root = Root::new(prefix);
+        root.ok(&[]);
+        let unit = read(&root.unit());
+        let docs = unit_settings(&unit)
+            .get("Documentation")
+            .cloned()
+            .unwrap_or_default();
+        for doc in docs.split_whitespace() {
+            let path = if let Some(path) = doc.strip_prefix("file://") {
+                root.at(path)
+            } else if let Some(page) = doc.strip_prefix("man:") {
+                let (name, section) = page
+                    .trim_end_matches(')')
+                    .split_once('(')
+                    .unwrap_or_else(|| panic!("bad man reference {doc}"));
+                root.share(&format!("man/man{section}/{name}.{section}"))
+            } else {
+                continue;
+            };
+            assert!(
+                path.is_file(),
+                "{prefix}: Documentation={doc} is not installed"
+            );
+        }
+    }
+}
+
+#[test]
+fn unit_and_init_config_agree_with_the_binary() {
+    let root = Root::new("/usr/local");
+    root.ok(&[]);
+    let unit = read(&root.unit());
+    let settings = unit_settings(&unit);
+    assert_eq!(
+        settings["EnvironmentFile"], "-/etc/default/kubelet-pivot",
+        "the unit must read the installed init config"
+    );
+    let help = help_env("bootstrap");
+    let stop_default = help["KUBELET_PIVOT_STOP_TIMEOUT"]
+        .1
+        .clone()
+        .expect("--stop-timeout has a default");
+    assert!(
+        seconds(&settings["TimeoutStopSec"]) > seconds(&stop_default),
+        "TimeoutStopSec={} must exceed the kubelet's stop timeout {stop_default}",
+        settings["TimeoutStopSec"]
+    );
+
+    // Every KUBELET_PIVOT_* setting, commented or not, names a real flag, and a commented
+    // one shows that flag's default.
+    let config = read(&root.config());
+    let mut seen = 0;
+    for line in config.lines() {
+        let commented = line.starts_with('#');
+        let setting = line.trim_start_matches('#');
+        let Some((key, value)) = setting.split_once('=') else {
+            continue;
+        };
+        if !key.starts_with("KUBELET_PIVOT_") || key.contains(' ') {
+            continue;
+        }
+        seen += 1;
+        let (flag, default) = help
+            .get(key)
+            .unwrap_or_else(|| panic!("{key} in the init config is not a bootstrap flag"));
+        if commented {
+            if let Some(default) = default {
+                assert_eq!(
+                    value, default,
+                    "{key} ({flag}): the comment shows a wrong default"
+                );
+            }
+        }
+    }
+    assert!(
+        seen >= 5,
+        "the init config documents too few flags:\n{config}"
+    );
+    assert!(
+        config.lines().any(|line| line.starts_with("KUBELET_ARGS=")),
+        "the init config sets no KUBELET_ARGS (the unit's ExecStart= uses it)"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_and_write_nothing() {
+    let root = Root::new("/usr/local");
+    for args in [
+        &["--no-such-option"][..],
+        &["--prefix", "relative/path"],
+        &["--prefix", "/"],
+        &["--prefix", "/opt/with space"],
+        &["--config", "/nonexistent/kubelet-pivot.default"],
+        &["--enable", "--uninstall"],
+    ] {
+        let output = root.run(args);
+        assert_eq!(
+            output.status.code(),
+            Some(EXIT_USAGE),
+            "{args:?}: {}",
+            text(&output)
+        );
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains("install.sh: error:"),
+            "{args:?}: {}",
+            text(&output)
+        );
+    }
+    let mut cmd = Command::new("bash");
+    cmd.arg(script())
+        .arg("--destdir")
+        .arg(root.path())
+        .arg("--binary")
+        .arg(root.path().join("no-such-binary"));
+    let output = run(cmd);
+    assert_eq!(output.status.code(), Some(EXIT_USAGE), "{}", text(&output));
+    assert_eq!(root.files(), Vec::<String>::new());
+}
+
+#[test]
+fn destdir_from_the_environment_is_honoured() {
+    let root = Root::new("/usr/local");
+    let mut cmd = Command::new("bash");
+    cmd.arg(script())
+        .arg("--binary")
+        .arg(pivot_bin())
+        .env("DESTDIR", root.path());
+    let output = run(cmd);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(root.files(), expected_files(&root));
+}
+
+#[test]
+fn help_documents_every_option() {
+    let mut cmd = Command::new("bash");
+    cmd.arg(script()).arg("--help");
+    let output = run(cmd);
+    assert!(output.status.success(), "{}", text(&output));
+    let help = String::from_utf8_lossy(&output.stdout);
+    for option in [
+        "--prefix",
+        "--destdir",
+        "--binary",
+        "--config",
+        "--force",
+        "--enable",
+        "--uninstall",
+        "Exit status",
+    ] {
+        assert!(
+            help.contains(option),
+            "--help does not mention {option}:\n{help}"
+        );
+    }
+}
+
+#[test]
+fn a_failed_step_exits_1() {
+    // /etc under the root is a file: the unit's directory cannot be made.
+    let root = Root::new("/usr/local");
+    write(&root.at("etc"), "not a directory\n");
+    let output = root.run(&[]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("install.sh: error:"),
+        "{}",
+        text(&output)
+    );
+
+    // A directory where the binary goes is not replaced.
+    let root = Root::new("/usr/local");
+    fs::create_dir_all(root.bin()).unwrap();
+    let output = root.run(&[]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(root.bin().is_dir());
+}
