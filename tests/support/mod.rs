@@ -66,7 +66,17 @@ pub fn stand_in_bin() -> PathBuf {
 }
 
 /// Polls `f` every [`POLL_INTERVAL`] until it returns `Some`, panicking after `deadline`.
-pub fn wait_until<T>(deadline: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+pub fn wait_until<T>(deadline: Duration, what: &str, f: impl FnMut() -> Option<T>) -> T {
+    poll_until(deadline, POLL_INTERVAL, what, f)
+}
+
+/// Polls `f` every `interval` until it returns `Some`, panicking after `deadline`.
+pub fn poll_until<T>(
+    deadline: Duration,
+    interval: Duration,
+    what: &str,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
     let start = Instant::now();
     loop {
         if let Some(value) = f() {
@@ -75,7 +85,7 @@ pub fn wait_until<T>(deadline: Duration, what: &str, mut f: impl FnMut() -> Opti
         if start.elapsed() >= deadline {
             panic!("timed out after {deadline:?} waiting for {what}");
         }
-        thread::sleep(POLL_INTERVAL);
+        thread::sleep(interval);
     }
 }
 
