@@ -32,7 +32,9 @@
 //!   once the lock file and the probe are held; `t` is the exec time, `ready` the time the line
 //!   was written (after any wait for the lock); `args` is last and runs to the end of the line.
 //! - `grandchild pgid=N` (written by the grandchild: pid is the grandchild, ppid the stand-in).
-//! - `term signal=sigterm|sigint [ignored=1]`, `stop reason=sigterm|sigint` (then exit 0).
+//! - `term signal=sigterm|sigint from=PID [ignored=1]` (`from`: the sender, from the kernel's
+//!   signal info, in this process's PID namespace; 0 for the kernel), `stop reason=sigterm|sigint`
+//!   (then exit 0).
 //! - `crash code=N reason=crash-after|config|error` (then exit N).
 //! - `OVERLAP holder=PID|unknown probe=PATH` (then exit 97).
 //!
@@ -53,9 +55,9 @@ use std::process::exit;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::SignalFd;
 use nix::unistd::{getpgrp, getpid, getppid, ForkResult};
-use signal_hook::consts::{SIGINT, SIGTERM};
-use signal_hook::iterator::Signals;
 
 /// Exit code for usage, environment and I/O errors.
 const EXIT_ERROR: i32 = 2;
@@ -561,20 +563,47 @@ fn grandchild(events: &Events, inherited: &[RawFd]) -> ! {
     }
 }
 
-/// SIGTERM and SIGINT, delivered by a signal-hook iterator on its own thread.
-fn signal_channel() -> Result<Receiver<i32>, Error> {
-    let mut signals = Signals::new([SIGTERM, SIGINT]).map_err(|source| Error::Os {
-        what: "install the SIGTERM/SIGINT handlers",
-        source,
-    })?;
+/// A termination request and who sent it.
+struct Term {
+    signal: Signal,
+    /// The sender's pid (0 for the kernel).
+    from: u32,
+}
+
+/// SIGTERM and SIGINT with their senders: blocked in every thread and read from a signalfd
+/// on a thread of their own.
+fn signal_channel() -> Result<Receiver<Term>, Error> {
+    let os = |what: &'static str| {
+        move |err: nix::errno::Errno| Error::Os {
+            what,
+            source: io::Error::from(err),
+        }
+    };
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGTERM);
+    mask.add(Signal::SIGINT);
+    // Before any thread exists, so that every thread inherits the mask.
+    mask.thread_block().map_err(os("block SIGTERM/SIGINT"))?;
+    let fd = SignalFd::new(&mask).map_err(os("create a signalfd"))?;
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new()
         .name("signals".to_owned())
-        .spawn(move || {
-            for signal in signals.forever() {
-                if tx.send(signal).is_err() {
-                    break;
+        .spawn(move || loop {
+            match fd.read_signal() {
+                Ok(Some(info)) => {
+                    let Ok(signal) = Signal::try_from(info.ssi_signo as i32) else {
+                        continue;
+                    };
+                    let term = Term {
+                        signal,
+                        from: info.ssi_pid,
+                    };
+                    if tx.send(term).is_err() {
+                        break;
+                    }
                 }
+                Ok(None) | Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => break,
             }
         })
         .map_err(|source| Error::Os {
@@ -610,8 +639,8 @@ fn plan_crash(settings: &Settings, config: Option<&str>, started: Instant) -> Op
     })
 }
 
-fn signal_name(signal: i32) -> &'static str {
-    if signal == SIGINT {
+fn signal_name(signal: Signal) -> &'static str {
+    if signal == Signal::SIGINT {
         "sigint"
     } else {
         "sigterm"
@@ -622,7 +651,7 @@ fn signal_name(signal: i32) -> &'static str {
 fn serve(
     settings: &Settings,
     events: &Events,
-    signals: &Receiver<i32>,
+    signals: &Receiver<Term>,
     crash: Option<Crash>,
 ) -> Result<i32, Error> {
     let lost = || Error::Os {
@@ -630,11 +659,11 @@ fn serve(
         source: io::Error::other("the signal thread stopped"),
     };
     loop {
-        let signal = match &crash {
+        let term = match &crash {
             None => signals.recv().map_err(|_| lost())?,
             Some(crash) => {
                 match signals.recv_timeout(crash.at.saturating_duration_since(Instant::now())) {
-                    Ok(signal) => signal,
+                    Ok(term) => term,
                     Err(RecvTimeoutError::Timeout) => {
                         let code = crash.code.to_string();
                         events.record(
@@ -654,13 +683,22 @@ fn serve(
                 }
             }
         };
-        let name = signal_name(signal);
+        let name = signal_name(term.signal);
+        let from = term.from.to_string();
         if settings.ignore_term {
-            events.record("term", now_ns(), &[("signal", name), ("ignored", "1")])?;
+            events.record(
+                "term",
+                now_ns(),
+                &[("signal", name), ("from", from.as_str()), ("ignored", "1")],
+            )?;
             eprintln!("stand-in kubelet pid {} ignoring {name}", getpid());
             continue;
         }
-        events.record("term", now_ns(), &[("signal", name)])?;
+        events.record(
+            "term",
+            now_ns(),
+            &[("signal", name), ("from", from.as_str())],
+        )?;
         if let Some(delay) = settings.term_delay {
             std::thread::sleep(delay);
         }

@@ -1059,6 +1059,18 @@ fn shipped_unit_under_systemd() {
         ["term", "stop"],
         "the kubelet was not stopped with SIGTERM"
     );
+    // KillMode=mixed: systemd's SIGTERM went to kubelet-pivot only, and kubelet-pivot sent the
+    // kubelet its SIGTERM (KillMode=control-group would have systemd, PID 1, send it).
+    let term_from = scene
+        .read_log()
+        .into_iter()
+        .find(|line| line.pid == kubelet6.pid && line.event == "term")
+        .and_then(|line| line.field("from").map(str::to_owned));
+    assert_eq!(
+        term_from,
+        Some(main6.to_string()),
+        "the kubelet's SIGTERM on systemctl stop did not come from kubelet-pivot (pid {main6})"
+    );
     assert!(
         stop_took >= Duration::from_millis(TERM_DELAY_MS),
         "systemctl stop returned after {stop_took:?}, before the kubelet's {TERM_DELAY_MS} ms grace period"
