@@ -55,6 +55,10 @@ const PENDING_DEFER: Duration = Duration::from_millis(500);
 /// While blocked in flock: how often to check that the recorded holder is
 /// alive (a dead holder's leftovers may keep the lock held).
 const DEAD_HOLDER_CHECK: Duration = Duration::from_millis(100);
+/// Status line prefix while another process holds the lock.
+const STANDING_BY: &str = "standing by: ";
+/// Status line while the lock's holder is not known (no live record).
+const STANDING_BY_UNKNOWN: &str = "standing by: lock held by another process";
 /// How often to complain about a process group that survives SIGKILL.
 const UNKILLABLE_REPORT: Duration = Duration::from_secs(5);
 
@@ -873,12 +877,17 @@ impl Driver {
     async fn fence(&mut self) {
         let rec = match HolderRecord::read(&self.opts.lock_path) {
             Ok(Some(r)) if r.supervisor() != self.me => r,
-            Ok(_) => return,
+            Ok(_) => {
+                // A holder that yields or stops removes its record first.
+                info!(rank = %self.rank(), "took the lock: it was free (no holder, or the holder released it)");
+                return;
+            }
             Err(err) => {
-                warn!(%err, "cannot read the previous holder record; nothing to fence");
+                warn!(%err, "took the lock; cannot read the previous holder record, nothing to fence");
                 return;
             }
         };
+        info!(rank = %self.rank(), previous = %rec.rank(), previous_pid = rec.pid, "took the lock: the previous holder is gone without releasing it (killed or crashed)");
         self.fence_kubelet_of(&rec).await;
     }
 
@@ -942,9 +951,7 @@ impl Driver {
                 Ok(Some(r)) if r.is_live() && r.supervisor() != self.me => {
                     format!("standing by: lock held by {} pid {}", r.rank(), r.pid)
                 }
-                _ if self.acquiring.is_some() => {
-                    "standing by: lock held by another process".to_string()
-                }
+                _ if self.acquiring.is_some() => STANDING_BY_UNKNOWN.to_string(),
                 _ => "waiting for the lock".to_string(),
             },
             State::Deferring { to, .. } => format!("standing by: handing the lock to {to}"),
@@ -972,7 +979,13 @@ impl Driver {
     }
 
     fn publish_status(&mut self) {
-        let line = self.status_line();
+        let mut line = self.status_line();
+        // Between a handover and the new holder's record (or after a holder
+        // died, until we get the lock) the holder is unknown for a moment:
+        // keep saying whom we stand by for instead of flapping.
+        if line == STANDING_BY_UNKNOWN && self.last_status.starts_with(STANDING_BY) {
+            line = self.last_status.clone();
+        }
         if line != self.last_status {
             info!(rank = %self.rank(), yields = self.pivot.yields, "{line}");
             self.last_status = line.clone();

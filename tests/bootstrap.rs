@@ -296,6 +296,13 @@ fn waiting_bootstrap_takes_over_within_a_second_of_a_sigkill() {
         "the old kubelet got SIGTERM: the holder yielded to an equal-rank bootstrap"
     );
     assert_sole_kubelet(&scene, waiter.pid(), new.pid);
+    // The takeover says why, naming the dead holder.
+    let why = format!(
+        "took the lock: the previous holder is gone without releasing it (killed or crashed) rank=bootstrap previous=bootstrap previous_pid={}",
+        holder.pid()
+    );
+    let output = scene.output();
+    assert!(output.contains(&why), "no {why:?} in\n{output}");
 }
 
 /// A kubelet that ignores SIGTERM is SIGKILLed after --stop-timeout; the pivot exits 0.
