@@ -9,7 +9,7 @@
 #[path = "support/command.rs"]
 mod command;
 
-use command::{help_env, pivot_bin, run, text};
+use command::{duration_secs, help_env, pivot_bin, run, text};
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -287,38 +287,13 @@ fn unit_settings(unit: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Seconds of a systemd time span or humantime duration made of `<n><unit>` parts
-/// (`45s`, `1min 30s`, `1m30s`, `500ms`); a bare number is seconds.
+/// Seconds of a systemd time span (`45s`, `1min 30s`, `500ms`; a bare number is seconds).
 fn seconds(span: &str) -> f64 {
     let span = span.trim();
-    if let Ok(n) = span.parse::<f64>() {
-        return n;
-    }
-    let mut total = 0.0;
-    let mut rest = span;
-    while !rest.trim_start().is_empty() {
-        rest = rest.trim_start();
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit() && c != '.')
-            .unwrap_or(rest.len());
-        let number: f64 = rest[..digits]
-            .parse()
-            .unwrap_or_else(|_| panic!("cannot read the time span {span:?}"));
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| !c.is_ascii_alphabetic())
-            .unwrap_or(rest.len());
-        let factor = match &rest[..unit_len] {
-            "ms" | "msec" => 0.001,
-            "s" | "sec" | "secs" | "second" | "seconds" => 1.0,
-            "m" | "min" | "mins" | "minute" | "minutes" => 60.0,
-            "h" | "hr" | "hour" | "hours" => 3600.0,
-            unit => panic!("unknown unit {unit:?} in the time span {span:?}"),
-        };
-        total += number * factor;
-        rest = &rest[unit_len..];
-    }
-    total
+    span.parse::<f64>()
+        .ok()
+        .or_else(|| duration_secs(span))
+        .unwrap_or_else(|| panic!("cannot read the time span {span:?}"))
 }
 
 // ---- systemd-analyze verify ----

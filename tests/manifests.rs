@@ -22,7 +22,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use command::{help_env, pivot_bin, run, text};
+use command::{duration_secs, help_env, pivot_bin, run, text};
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 use sha2::{Digest, Sha256};
@@ -234,36 +234,6 @@ fn bootstrap_default(env: &str) -> String {
         .unwrap_or_else(|| panic!("bootstrap --help shows no default for {env}"))
 }
 
-/// Seconds of a duration like `30s`, `1m30s`, `500ms`, `2min` (each part needs a unit, as
-/// for kubelet-pivot's humantime parser); None if it is not one.
-fn seconds(span: &str) -> Option<f64> {
-    let mut total = 0.0;
-    let mut rest = span.trim();
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit() && c != '.')
-            .unwrap_or(rest.len());
-        let number: f64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| !c.is_ascii_alphabetic())
-            .unwrap_or(rest.len());
-        let factor = match &rest[..unit_len] {
-            "ms" | "msec" => 0.001,
-            "s" | "sec" | "secs" => 1.0,
-            "m" | "min" | "mins" => 60.0,
-            "h" | "hr" | "hours" => 3600.0,
-            _ => return None,
-        };
-        total += number * factor;
-        rest = rest[unit_len..].trim_start();
-    }
-    Some(total)
-}
-
 // ---- the DaemonSet ----
 
 /// The pod template of a DaemonSet and its one container running kubelet-pivot.
@@ -469,7 +439,7 @@ fn daemonset_problems(ds: &Value) -> Vec<String> {
     let grace = pod["terminationGracePeriodSeconds"]
         .as_f64()
         .unwrap_or(30.0);
-    match seconds(&stop) {
+    match duration_secs(&stop) {
         None => problems.push(format!("the stop timeout {stop:?} is not a duration")),
         Some(stop_secs) if grace < stop_secs + GRACE_MARGIN_SECS => problems.push(format!(
             "terminationGracePeriodSeconds {grace} does not cover the stop timeout {stop} plus \

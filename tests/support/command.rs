@@ -72,3 +72,11 @@ pub fn help_env(sub: &str) -> BTreeMap<String, (String, Option<String>)> {
     );
     out
 }
+
+/// Seconds of a duration as kubelet-pivot's own parser (humantime) reads it: `30s`, `1m30s`,
+/// `1min 30s`, `500ms`; None if it is not one (a bare number has no unit and is not).
+pub fn duration_secs(span: &str) -> Option<f64> {
+    humantime::parse_duration(span.trim())
+        .ok()
+        .map(|d| d.as_secs_f64())
+}
