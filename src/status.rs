@@ -11,7 +11,7 @@ use crate::claims::{live_claims, Claim};
 use crate::holder::{HolderError, HolderRecord};
 use crate::procfs::{self, FileKey};
 use crate::role::Role;
-use crate::store::{Store, StoreError};
+use crate::store::{BadConfigs, ConfigSource, EffectiveRecord, Store, StoreError};
 
 /// Exit code of `status` when no live holder exists.
 pub const EXIT_NO_HOLDER: i32 = 3;
@@ -66,11 +66,11 @@ pub struct LockView {
 #[serde(rename_all = "camelCase")]
 pub struct ConfigView {
     /// What the holder last applied: {origin, source, hashAlgorithm, hash, since}.
-    pub active: Option<serde_json::Value>,
-    pub assigned: Option<serde_json::Value>,
-    pub last_known_good: Option<serde_json::Value>,
+    pub active: Option<EffectiveRecord>,
+    pub assigned: Option<ConfigSource>,
+    pub last_known_good: Option<ConfigSource>,
     pub error: Option<String>,
-    pub bad_configs: serde_json::Value,
+    pub bad_configs: BadConfigs,
 }
 
 impl ConfigView {
@@ -79,18 +79,16 @@ impl ConfigView {
         let store = Store::open_read_only(dir);
         let mut warnings = Vec::new();
         let mut warn = |e: StoreError| warnings.push(e.to_string());
-        let json =
-            |v: Option<crate::store::ConfigSource>| v.and_then(|v| serde_json::to_value(v).ok());
         let assigned = store.assigned().map_err(&mut warn).ok().flatten();
-        let lkg = store.last_known_good().map_err(&mut warn).ok().flatten();
-        let effective = store.effective_record().map_err(&mut warn).ok().flatten();
-        let bad = store.bad_configs().map_err(&mut warn).unwrap_or_default();
+        let last_known_good = store.last_known_good().map_err(&mut warn).ok().flatten();
+        let active = store.effective_record().map_err(&mut warn).ok().flatten();
+        let bad_configs = store.bad_configs().map_err(&mut warn).unwrap_or_default();
         let view = ConfigView {
-            error: effective.as_ref().and_then(|e| e.error.clone()),
-            active: effective.and_then(|e| serde_json::to_value(e).ok()),
-            assigned: json(assigned),
-            last_known_good: json(lkg),
-            bad_configs: serde_json::to_value(bad).unwrap_or_default(),
+            error: active.as_ref().and_then(|e| e.error.clone()),
+            active,
+            assigned,
+            last_known_good,
+            bad_configs,
         };
         (view, warnings)
     }
@@ -159,31 +157,16 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
-/// A config source as JSON (`{namespace,name,uid,resourceVersion,...}`) in
-/// one line.
-fn describe_source(v: &serde_json::Value) -> String {
-    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("?").to_string();
-    format!(
-        "ConfigMap {}/{} (UID: {}, ResourceVersion: {})",
-        s("namespace"),
-        s("name"),
-        s("uid"),
-        s("resourceVersion")
-    )
-}
-
 /// The active config record: origin, source, short hash, since.
-fn describe_active(v: &serde_json::Value) -> String {
-    let origin = v.get("origin").and_then(|x| x.as_str()).unwrap_or("?");
-    let what = match v.get("source") {
-        Some(src) if !src.is_null() => format!("{origin}: {}", describe_source(src)),
-        _ => "local config".to_string(),
+fn describe_active(e: &EffectiveRecord) -> String {
+    let what = match &e.source {
+        Some(src) => format!("{}: {src}", e.origin),
+        None => "local config".to_string(),
     };
-    let hash = v.get("hash").and_then(|x| x.as_str()).unwrap_or("");
-    let since = v.get("since").and_then(|x| x.as_str()).unwrap_or("?");
     format!(
-        "{what}, hash {}, since {since}",
-        hash.get(..12).unwrap_or(hash)
+        "{what}, hash {}, since {}",
+        e.hash.get(..12).unwrap_or(&e.hash),
+        e.since
     )
 }
 
@@ -238,8 +221,8 @@ pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         Some(v) => describe_active(v),
         None => "none recorded yet (no kubelet started with this store)".to_string(),
     };
-    let source = |v: &Option<serde_json::Value>| match v {
-        Some(v) => describe_source(v),
+    let source = |v: &Option<ConfigSource>| match v {
+        Some(v) => v.to_string(),
         None => "none (local config)".to_string(),
     };
     writeln!(out, "CONFIG ACTIVE    {active}")?;
@@ -250,25 +233,22 @@ pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         source(&r.config.last_known_good)
     )?;
     writeln!(out, "       ERROR     {}", opt(r.config.error.as_deref()))?;
-    match r.config.bad_configs.as_object() {
-        Some(bad) if !bad.is_empty() => {
-            for (i, (uid, entry)) in bad.iter().enumerate() {
-                let field = |k: &str| entry.get(k).and_then(|x| x.as_str()).unwrap_or("?");
-                writeln!(
-                    out,
-                    "{}UID {uid} (ResourceVersion: {}) since {}: {}",
-                    if i == 0 {
-                        "       BAD       "
-                    } else {
-                        "                 "
-                    },
-                    field("resourceVersion"),
-                    field("time"),
-                    field("reason")
-                )?;
-            }
-        }
-        _ => writeln!(out, "       BAD       none")?,
+    if r.config.bad_configs.is_empty() {
+        writeln!(out, "       BAD       none")?;
+    }
+    for (i, (uid, entry)) in r.config.bad_configs.iter().enumerate() {
+        writeln!(
+            out,
+            "{}UID {uid} (ResourceVersion: {}) since {}: {}",
+            if i == 0 {
+                "       BAD       "
+            } else {
+                "                 "
+            },
+            entry.resource_version,
+            entry.time,
+            entry.reason
+        )?;
     }
     Ok(())
 }
@@ -276,12 +256,21 @@ pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::store::BadEntry;
+
+    fn source(name: &str, uid: &str, rv: &str) -> ConfigSource {
+        ConfigSource {
+            namespace: "kubelet-config".into(),
+            name: name.into(),
+            uid: uid.into(),
+            resource_version: rv.into(),
+            kubelet_config_key: "kubelet".into(),
+        }
+    }
 
     #[test]
     fn table_describes_sources_and_bad_configs_in_words() {
-        let src = json!({"namespace": "kubelet-config", "name": "cfg-a", "uid": "u-1",
-            "resourceVersion": "7", "kubeletConfigKey": "kubelet"});
+        let src = source("cfg-a", "u-1", "7");
         let report = Report {
             lock: LockView {
                 path: PathBuf::from("/run/lock/kubelet.lock"),
@@ -298,13 +287,25 @@ mod tests {
                 warnings: vec!["holder record is corrupt".into()],
             },
             config: ConfigView {
-                active: Some(json!({"origin": "last-known-good", "source": src,
-                    "hash": "0123456789abcdef", "since": "T1"})),
-                assigned: Some(json!({"namespace": "kubelet-config", "name": "cfg-b",
-                    "uid": "u-2", "resourceVersion": "9"})),
-                last_known_good: Some(src.clone()),
+                active: Some(EffectiveRecord {
+                    source: Some(src.clone()),
+                    origin: "last-known-good".into(),
+                    hash_algorithm: "sha256-canonical-json-v1".into(),
+                    hash: "0123456789abcdef".into(),
+                    error: None,
+                    since: "T1".into(),
+                }),
+                assigned: Some(source("cfg-b", "u-2", "9")),
+                last_known_good: Some(src),
                 error: Some("failed to validate config".into()),
-                bad_configs: json!({"u-2": {"time": "T2", "reason": "crash loop", "resourceVersion": "9"}}),
+                bad_configs: BadConfigs::from([(
+                    "u-2".to_string(),
+                    BadEntry {
+                        time: "T2".into(),
+                        reason: "crash loop".into(),
+                        resource_version: "9".into(),
+                    },
+                )]),
             },
         };
         let mut out = Vec::new();
