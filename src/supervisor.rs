@@ -386,10 +386,13 @@ impl Driver {
             debug!(?input, "input");
             let before = self.pivot.state.clone();
             let effects = self.pivot.step(input.clone(), Instant::now());
-            self.metrics.observe(&before, &input, &self.pivot.state);
+            let after = self.pivot.state.clone();
             for effect in effects {
                 queue.extend(self.apply(effect).await?);
             }
+            // Counted once the step's effects are done, so a scrape never
+            // sees a state whose files (the holder record) are not written yet.
+            self.metrics.observe(&before, &input, &after);
         }
         Ok(())
     }
