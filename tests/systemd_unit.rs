@@ -1,8 +1,9 @@
 //! The shipped unit `systemd/kubelet-pivot.service` under a real systemd: start waits for READY
 //! and runs the kubelet, the watchdog is fed (and enforced), a SIGKILLed kubelet-pivot is
 //! restarted without two kubelets at once, a pivot to a self-hosted supervisor shows in
-//! `systemctl status`, `systemctl reload` restarts the kubelet in place, and `systemctl stop`
-//! stops the kubelet gracefully and exits cleanly.
+//! `systemctl status`, `systemctl reload` restarts the kubelet in place, `systemctl stop`
+//! stops the kubelet gracefully and exits cleanly, and a kubelet-pivot that fails at every
+//! start is restarted past systemd's default start limit until the cause is fixed.
 //!
 //! systemd runs as PID 1 of a sandbox: new PID, mount, cgroup, UTS, IPC and network namespaces
 //! (`unshare`), driven with `nsenter -m -p systemctl ...` over systemd's private socket (no
@@ -86,6 +87,11 @@ const SETTLE: Duration = Duration::from_secs(15);
 const COMMAND_TIMEOUT_SECS: u32 = 30;
 /// How often systemctl is polled (each poll starts nsenter and systemctl).
 const SYSTEMCTL_POLL: Duration = Duration::from_millis(25);
+/// systemd's default StartLimitBurst (DefaultStartLimitBurst=5, within 10 s); the unit's
+/// StartLimitIntervalSec=0 turns the limit off.
+const DEFAULT_START_LIMIT_BURST: u32 = 5;
+/// Deadline for more than that many failed starts, one per RestartSec (1 s).
+const START_LIMIT_RUN: Duration = Duration::from_secs(30);
 
 /// Runs as PID 1 of the sandbox (see the module doc), then execs systemd.
 /// `$1`: systemd, `$2`: the scene dir (stays writable), `$3`...: dirs of the binaries.
@@ -545,6 +551,23 @@ impl Sandbox {
         pids
     }
 
+    /// Replaces the sandbox's /etc/default/kubelet-pivot (read at each start of the unit).
+    fn set_default_env(&self, text: &str) {
+        let staged = self.dir.join("etc-default-kubelet-pivot");
+        write_file(&staged, text);
+        let out = self
+            .nsenter("cp")
+            .arg(&staged)
+            .arg("/etc/default/kubelet-pivot")
+            .output()
+            .unwrap_or_else(|err| panic!("failed to run cp in the sandbox: {err}"));
+        assert!(
+            out.status.success(),
+            "cp to the sandbox's /etc/default failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Lines of the drop-in's ExecStopPost log, one per exit of kubelet-pivot.
     fn stop_posts(&self) -> Vec<String> {
         fs::read_to_string(self.dir.join("stop-post.log"))
@@ -691,24 +714,24 @@ fn prop<'a>(props: &'a BTreeMap<String, String>, key: &str) -> &'a str {
         .unwrap_or_else(|| panic!("systemctl show has no {key}: {props:#?}"))
 }
 
-/// Waits until the unit runs kubelet-pivot `MainPID` with NRestarts `restarts` and the
-/// status `running kubelet pid K`, K a kubelet of that main pid not in `old`; returns
+/// Waits until the unit runs kubelet-pivot `MainPID` with NRestarts `restarts` (any when
+/// `None`) and the status `running kubelet pid K`, K a kubelet of that main pid not in `old`; returns
 /// (main pid, kubelet start line, grandchild pid).
 fn wait_running(
     sandbox: &Sandbox,
     scene: &Scene,
-    restarts: u32,
+    restarts: Option<u32>,
     old: &[i32],
 ) -> (i32, LogLine, i32) {
     let main: i32 = poll_until(
         SETTLE,
         SYSTEMCTL_POLL,
-        &format!("{UNIT} to run with NRestarts={restarts}"),
+        &format!("{UNIT} to run with NRestarts={restarts:?}"),
         || {
             let props = sandbox.show(UNIT);
             let running = prop(&props, "ActiveState") == "active"
                 && prop(&props, "SubState") == "running"
-                && prop(&props, "NRestarts") == restarts.to_string();
+                && restarts.is_none_or(|n| prop(&props, "NRestarts") == n.to_string());
             let main: i32 = prop(&props, "MainPID").parse().ok()?;
             (running && main != 0).then_some(main)
         },
@@ -831,7 +854,7 @@ fn shipped_unit_under_systemd() {
             .is_some_and(|record| record["kubeletPid"].is_number()),
         "systemctl start returned before kubelet-pivot ran a kubelet: holder record {at_ready:?}"
     );
-    let (main1, kubelet1, grandchild1) = wait_running(&sandbox, &scene, 0, &[]);
+    let (main1, kubelet1, grandchild1) = wait_running(&sandbox, &scene, Some(0), &[]);
     assert_eq!(
         prop(&sandbox.show(UNIT), "WatchdogUSec"),
         format!("{WATCHDOG_SEC}s")
@@ -891,7 +914,7 @@ fn shipped_unit_under_systemd() {
         signal_pid(sandbox.host_pid(main1), Signal::SIGKILL),
         "kubelet-pivot exited by itself"
     );
-    let (main2, kubelet2, grandchild2) = wait_running(&sandbox, &scene, 1, &[kubelet1.pid]);
+    let (main2, kubelet2, grandchild2) = wait_running(&sandbox, &scene, Some(1), &[kubelet1.pid]);
     let restart_took = killed_at.elapsed();
     assert_ne!(main2, main1);
     assert_eq!(
@@ -913,7 +936,7 @@ fn shipped_unit_under_systemd() {
         "kubelet-pivot exited by itself"
     );
     let (main3, kubelet3, grandchild3) =
-        wait_running(&sandbox, &scene, 2, &[kubelet1.pid, kubelet2.pid]);
+        wait_running(&sandbox, &scene, Some(2), &[kubelet1.pid, kubelet2.pid]);
     let watchdog_took = stopped_at.elapsed();
     assert_ne!(main3, main2);
     assert_eq!(
@@ -1002,7 +1025,7 @@ fn shipped_unit_under_systemd() {
     let (main5, kubelet5, grandchild5) = wait_running(
         &sandbox,
         &scene,
-        2,
+        Some(2),
         &[kubelet1.pid, kubelet2.pid, kubelet3.pid],
     );
     assert_eq!(main5, main3, "the bootstrap took back the lock in place");
@@ -1018,7 +1041,7 @@ fn shipped_unit_under_systemd() {
     let (main6, kubelet6, grandchild6) = wait_running(
         &sandbox,
         &scene,
-        2,
+        Some(2),
         &[kubelet1.pid, kubelet2.pid, kubelet3.pid, kubelet5.pid],
     );
     assert_eq!(main6, main3, "systemctl reload restarted kubelet-pivot");
@@ -1093,6 +1116,66 @@ fn shipped_unit_under_systemd() {
     );
     scene.assert_no_overlap();
 
+    // 8. No start limit (StartLimitIntervalSec=0): a kubelet-pivot that fails at every start
+    //    (here a bad flag in the EnvironmentFile: exit 2 before READY) is restarted every
+    //    RestartSec for as long as it takes, more often than systemd's default limit (5 starts
+    //    in 10 s) would allow, and the kubelet comes back as soon as the file is fixed, with
+    //    no `systemctl reset-failed` or `start` by an operator.
+    let restarts_before: u32 = prop(&sandbox.show(UNIT), "NRestarts")
+        .parse()
+        .expect("NRestarts is a number");
+    sandbox.set_default_env(&format!(
+        "{}KUBELET_PIVOT_STOP_TIMEOUT=\"not-a-duration\"\n",
+        default_env(&scene)
+    ));
+    let failing = Instant::now();
+    sandbox.systemctl_ok(&["start", "--no-block", UNIT]);
+    let restarts: u32 = poll_until(
+        START_LIMIT_RUN,
+        SYSTEMCTL_POLL,
+        &format!("more than {DEFAULT_START_LIMIT_BURST} failed starts in a row"),
+        || {
+            let props = sandbox.show(UNIT);
+            assert!(
+                prop(&props, "Result") != "start-limit-hit"
+                    && prop(&props, "ActiveState") != "failed",
+                "systemd gave up on {UNIT} (a start limit?): {props:#?}"
+            );
+            let restarts: u32 = prop(&props, "NRestarts").parse().ok()?;
+            (restarts > restarts_before + DEFAULT_START_LIMIT_BURST).then_some(restarts)
+        },
+    );
+    let failing_for = failing.elapsed();
+    let failures = sandbox.stop_posts().split_off(3);
+    assert!(
+        failures.len() > DEFAULT_START_LIMIT_BURST as usize
+            && failures
+                .iter()
+                .all(|line| line == "result=exit-code code=exited status=2"),
+        "kubelet-pivot's exits with the bad flag: {failures:#?}"
+    );
+    assert_eq!(
+        scene.starts().len(),
+        6,
+        "a kubelet started while kubelet-pivot could not parse its flags"
+    );
+    let old: Vec<i32> = scene.starts().iter().map(|line| line.pid).collect();
+    sandbox.set_default_env(&default_env(&scene));
+    let (_, kubelet8, grandchild8) = wait_running(&sandbox, &scene, None, &old);
+    wait_stand_ins(
+        &sandbox,
+        &[kubelet8.pid, grandchild8],
+        "the kubelet after the failed starts to be the only one",
+    );
+    sandbox.systemctl_ok(&["stop", UNIT]);
+    assert_eq!(
+        sandbox.stop_posts().last().map(String::as_str),
+        Some("result=success code=exited status=0"),
+        "the last exit of kubelet-pivot (systemctl stop)"
+    );
+    assert_eq!(kubelet_events(&scene, kubelet8.pid), ["term", "stop"]);
+    scene.assert_no_overlap();
+
     if let Err(err) = sandbox.teardown() {
         panic!("{err}");
     }
@@ -1112,7 +1195,7 @@ fn shipped_unit_under_systemd() {
     eprintln!(
         "systemd sandbox booted in {booted:?}; start (to READY) {start_took:?}; restart after \
          kill -9 {restart_took:?}; watchdog kill and restart after SIGSTOP {watchdog_took:?}; \
-         stop {stop_took:?}; whole test {:?}",
+         stop {stop_took:?}; {restarts} restarts with a bad flag in {failing_for:?}; whole test {:?}",
         test_start.elapsed()
     );
 }
