@@ -127,6 +127,18 @@ impl Root {
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
+    /// Runs the script, asserting that it exits with `code`.
+    fn fails(&self, args: &[&str], code: i32) -> Output {
+        let output = self.run(args);
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "install.sh {args:?}:\n{}",
+            text(&output)
+        );
+        output
+    }
+
     fn bin(&self) -> PathBuf {
         self.at(&format!("{}/bin/kubelet-pivot", self.prefix))
     }
@@ -524,13 +536,7 @@ fn changed_config_is_refused_without_force_and_nothing_is_written() {
     write(&new, "KUBELET_ARGS=--v=2\n");
     let before = root.snapshot();
 
-    let output = root.run(&["--config", new.to_str().unwrap()]);
-    assert_eq!(
-        output.status.code(),
-        Some(EXIT_CONFLICT),
-        "{}",
-        text(&output)
-    );
+    let output = root.fails(&["--config", new.to_str().unwrap()], EXIT_CONFLICT);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains(&root.config().display().to_string()) && stderr.contains("--force"),
@@ -546,13 +552,7 @@ fn config_not_installed_by_the_script_is_refused() {
     fs::create_dir_all(root.at("etc/default")).unwrap();
     write(&root.config(), "KUBELET_ARGS=--from-the-cluster-script\n");
     let before = root.snapshot();
-    let output = root.run(&[]);
-    assert_eq!(
-        output.status.code(),
-        Some(EXIT_CONFLICT),
-        "{}",
-        text(&output)
-    );
+    root.fails(&[], EXIT_CONFLICT);
     assert_same_tree(&before, &root.snapshot());
 }
 
@@ -815,13 +815,7 @@ fn usage_errors_exit_2_and_write_nothing() {
         &["--config", "/nonexistent/kubelet-pivot.default"],
         &["--enable", "--uninstall"],
     ] {
-        let output = root.run(args);
-        assert_eq!(
-            output.status.code(),
-            Some(EXIT_USAGE),
-            "{args:?}: {}",
-            text(&output)
-        );
+        let output = root.fails(args, EXIT_USAGE);
         assert!(
             String::from_utf8_lossy(&output.stderr).contains("install.sh: error:"),
             "{args:?}: {}",
@@ -881,8 +875,7 @@ fn a_failed_step_exits_1() {
     // /etc under the root is a file: the unit's directory cannot be made.
     let root = Root::new("/usr/local");
     write(&root.at("etc"), "not a directory\n");
-    let output = root.run(&[]);
-    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let output = root.fails(&[], 1);
     assert!(
         String::from_utf8_lossy(&output.stderr).contains("install.sh: error:"),
         "{}",
@@ -892,7 +885,6 @@ fn a_failed_step_exits_1() {
     // A directory where the binary goes is not replaced.
     let root = Root::new("/usr/local");
     fs::create_dir_all(root.bin()).unwrap();
-    let output = root.run(&[]);
-    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    root.fails(&[], 1);
     assert!(root.bin().is_dir());
 }
