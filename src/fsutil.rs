@@ -117,22 +117,233 @@ pub fn remove_durable(path: &Path) -> Result<(), FsError> {
     }
 }
 
-/// Reads a file refusing symlinks (O_NOFOLLOW); `Ok(None)` when absent.
-pub fn read_nofollow(path: &Path) -> Result<Option<Vec<u8>>, FsError> {
-    use std::io::Read;
-    let mut f = match OpenOptions::new()
+/// Who must own a file kubelet-pivot reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// Any owner (operator input such as `checkpoint assign FILE`).
+    Any,
+    /// This uid (files in kubelet-pivot's own directories: its effective uid).
+    Uid(u32),
+}
+
+impl Owner {
+    /// Owned by the calling process's effective uid.
+    pub fn me() -> Owner {
+        Owner::Uid(nix::unistd::geteuid().as_raw())
+    }
+}
+
+/// What a file must be before kubelet-pivot reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadPolicy {
+    /// What the file holds, for messages ("holder record", "claim", ...).
+    pub what: &'static str,
+    /// Largest size accepted, in bytes.
+    pub max_len: u64,
+    pub owner: Owner,
+    /// Refuse files writable by group or others.
+    pub private: bool,
+}
+
+/// Why a file was not read. Every variant names the file and what it holds.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{what} {path} is a symlink; kubelet-pivot does not follow links here")]
+    Symlink { what: &'static str, path: PathBuf },
+    #[error(
+        "{what} {path} is a {kind}, not a regular file; kubelet-pivot reads only regular files"
+    )]
+    NotRegular {
+        what: &'static str,
+        path: PathBuf,
+        kind: &'static str,
+    },
+    #[error("{what} {path} is owned by uid {uid}, not by uid {expected} (kubelet-pivot's); it is not trusted")]
+    Owner {
+        what: &'static str,
+        path: PathBuf,
+        uid: u32,
+        expected: u32,
+    },
+    #[error("{what} {path} is writable by group or others (mode {mode:04o}); it is not trusted")]
+    Writable {
+        what: &'static str,
+        path: PathBuf,
+        mode: u32,
+    },
+    #[error("{what} {path} is too large: more than {max} bytes")]
+    TooLarge {
+        what: &'static str,
+        path: PathBuf,
+        max: u64,
+    },
+    #[error("cannot read {what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl ReadError {
+    /// A short word for the kind of problem (permission, corrupt, ...), for
+    /// `status` and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReadError::Symlink { .. } => "symlink",
+            ReadError::NotRegular { .. } => "not a regular file",
+            ReadError::Owner { .. } | ReadError::Writable { .. } => "untrusted owner or mode",
+            ReadError::TooLarge { .. } => "too large",
+            ReadError::Io { source, .. } if source.kind() == io::ErrorKind::PermissionDenied => {
+                "permission denied"
+            }
+            ReadError::Io { .. } => "unreadable",
+        }
+    }
+}
+
+/// The kind of a non-regular file, for messages.
+pub fn file_kind(ft: &fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_file() {
+        "regular file"
+    } else if ft.is_dir() {
+        "directory"
+    } else if ft.is_symlink() {
+        "symlink"
+    } else if ft.is_fifo() {
+        "fifo"
+    } else if ft.is_socket() {
+        "socket"
+    } else if ft.is_block_device() {
+        "block device"
+    } else if ft.is_char_device() {
+        "character device"
+    } else {
+        "special file"
+    }
+}
+
+/// Opens `path` for reading without following a symlink, without blocking
+/// (a FIFO opens at once instead of waiting for a writer) and without
+/// becoming a controlling terminal, then checks with fstat that it is a
+/// regular file of the expected owner and mode, no larger than the policy's
+/// cap. `Ok(None)` when the file does not exist.
+pub fn open_checked(path: &Path, policy: &ReadPolicy) -> Result<Option<(File, u64)>, ReadError> {
+    use std::os::unix::fs::MetadataExt;
+    let what = policy.what;
+    let file = match OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
         .open(path)
     {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(FsError::io("open", path, e)),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(ReadError::Symlink {
+                what,
+                path: path.to_path_buf(),
+            })
+        }
+        Err(source) => {
+            return Err(ReadError::Io {
+                what,
+                path: path.to_path_buf(),
+                source,
+            })
+        }
     };
-    let mut buf = Vec::new();
-    f.read_to_end(&mut buf)
-        .map_err(|e| FsError::io("read", path, e))?;
+    let meta = file.metadata().map_err(|source| ReadError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        return Err(ReadError::NotRegular {
+            what,
+            path: path.to_path_buf(),
+            kind: file_kind(&ft),
+        });
+    }
+    if let Owner::Uid(expected) = policy.owner {
+        if meta.uid() != expected {
+            return Err(ReadError::Owner {
+                what,
+                path: path.to_path_buf(),
+                uid: meta.uid(),
+                expected,
+            });
+        }
+    }
+    if policy.private && meta.mode() & 0o022 != 0 {
+        return Err(ReadError::Writable {
+            what,
+            path: path.to_path_buf(),
+            mode: meta.mode() & 0o7777,
+        });
+    }
+    if meta.len() > policy.max_len {
+        return Err(ReadError::TooLarge {
+            what,
+            path: path.to_path_buf(),
+            max: policy.max_len,
+        });
+    }
+    Ok(Some((file, meta.len())))
+}
+
+/// Reads a file through [`open_checked`]: never more than the policy's cap
+/// (a file that grows while it is read is refused, not read whole).
+/// `Ok(None)` when the file does not exist.
+pub fn read_bounded(path: &Path, policy: &ReadPolicy) -> Result<Option<Vec<u8>>, ReadError> {
+    use std::io::Read;
+    let Some((file, len)) = open_checked(path, policy)? else {
+        return Ok(None);
+    };
+    let mut buf = Vec::with_capacity(len.min(policy.max_len) as usize);
+    file.take(policy.max_len.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|source| ReadError::Io {
+            what: policy.what,
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if buf.len() as u64 > policy.max_len {
+        return Err(ReadError::TooLarge {
+            what: policy.what,
+            path: path.to_path_buf(),
+            max: policy.max_len,
+        });
+    }
     Ok(Some(buf))
+}
+
+/// Reads a file refusing symlinks (O_NOFOLLOW), FIFOs and devices (it never
+/// blocks) and anything larger than `max_len`; any owner. `Ok(None)` when
+/// absent.
+pub fn read_nofollow(path: &Path, max_len: u64) -> Result<Option<Vec<u8>>, FsError> {
+    read_bounded(
+        path,
+        &ReadPolicy {
+            what: "file",
+            max_len,
+            owner: Owner::Any,
+            private: false,
+        },
+    )
+    .map_err(|e| match e {
+        ReadError::Io { source, .. } => FsError::io("read", path, source),
+        ReadError::Symlink { .. } => {
+            FsError::io("open", path, io::Error::from_raw_os_error(libc::ELOOP))
+        }
+        other => FsError::io(
+            "read",
+            path,
+            io::Error::new(io::ErrorKind::InvalidData, other.to_string()),
+        ),
+    })
 }
 
 fn parent_of(path: &Path) -> &Path {
@@ -170,8 +381,10 @@ mod tests {
         fs::write(&target, b"x").unwrap();
         let link = d.path().join("l");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        assert!(read_nofollow(&link).is_err());
-        assert_eq!(read_nofollow(&target).unwrap().unwrap(), b"x");
-        assert!(read_nofollow(&d.path().join("missing")).unwrap().is_none());
+        assert!(read_nofollow(&link, 10).is_err());
+        assert_eq!(read_nofollow(&target, 10).unwrap().unwrap(), b"x");
+        assert!(read_nofollow(&d.path().join("missing"), 10)
+            .unwrap()
+            .is_none());
     }
 }

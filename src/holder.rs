@@ -96,7 +96,7 @@ impl HolderRecord {
     /// Reads the record; `Ok(None)` when there is none.
     pub fn read(lock: &Path) -> Result<Option<HolderRecord>, HolderError> {
         let path = holder_path(lock);
-        match fsutil::read_nofollow(&path)? {
+        match fsutil::read_nofollow(&path, 4096)? {
             None => Ok(None),
             Some(bytes) => serde_json::from_slice(&bytes)
                 .map(Some)

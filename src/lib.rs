@@ -34,4 +34,5 @@ pub mod status;
 pub mod store;
 pub mod supervisor;
 pub mod sync;
+pub mod trust;
 pub mod watch;

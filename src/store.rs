@@ -289,7 +289,9 @@ impl Store {
 
     fn read_json<T: DeserializeOwned>(&self, path: &Path) -> Result<Option<T>, StoreError> {
         self.check_no_symlink(path)?;
-        let Some(bytes) = fsutil::read_nofollow(path).map_err(|e| self.symlink_or(path, e))? else {
+        let Some(bytes) = fsutil::read_nofollow(path, MAX_PAYLOAD as u64)
+            .map_err(|e| self.symlink_or(path, e))?
+        else {
             return Ok(None);
         };
         if bytes.iter().all(|b| b.is_ascii_whitespace()) {
@@ -411,7 +413,12 @@ impl Store {
         let path = self.effective_config_path();
         self.check_no_symlink(&path)?;
         // Unchanged content needs no new file (and no fsyncs on the start path).
-        if fsutil::read_nofollow(&path).ok().flatten().as_deref() != Some(bytes) {
+        if fsutil::read_nofollow(&path, MAX_PAYLOAD as u64)
+            .ok()
+            .flatten()
+            .as_deref()
+            != Some(bytes)
+        {
             fsutil::write_atomic(&path, bytes, FILE_MODE)?;
         }
         Ok(path)
@@ -493,7 +500,7 @@ impl Store {
                 continue;
             }
             let path = entry.path();
-            let data = fsutil::read_nofollow(&path)
+            let data = fsutil::read_nofollow(&path, MAX_PAYLOAD as u64)
                 .map_err(|e| self.symlink_or(&path, e))?
                 .unwrap_or_default();
             size += data.len();
