@@ -199,7 +199,13 @@ pub fn reap_all() -> Vec<(i32, ExitKind)> {
 }
 
 /// Sends `sig` to the whole process group; a gone group is not an error.
+/// Never signals group 0 or 1, a negative id, or our own group (kill(2)
+/// would read those as "our group", init, or "every process").
 pub fn signal_group(pgid: i32, sig: Signal) -> bool {
+    if pgid <= 1 || pgid == nix::unistd::getpgrp().as_raw() {
+        tracing::error!(pgid, signal = %sig, "refusing to signal process group {pgid}: it is not a kubelet's (0, 1, negative or kubelet-pivot's own)");
+        return false;
+    }
     match killpg(Pid::from_raw(pgid), sig) {
         Ok(()) => true,
         Err(Errno::ESRCH) => false,

@@ -1,24 +1,36 @@
 //! Claims: how a supervisor announces "I want the lock, with this rank".
 //!
-//! Each supervisor writes `<lock>.claims/<pid>-<starttime>.json` before it
-//! opens the lock file, and keeps an exclusive flock on that claim file for
-//! its whole life. Liveness of a claim is therefore decided by the kernel,
-//! not by pids (which differ between PID namespaces): a claim whose file is
-//! not locked belongs to a dead process and is removed by whoever sees it.
+//! Each supervisor writes `claims/<pid>-<starttime>.json` in the state
+//! directory before it opens the lock file, and keeps an exclusive flock on
+//! that claim file for its whole life. A claim counts only when:
+//! * its file is a regular file owned by our uid and readable by nobody
+//!   else (mode 0600 in a 0700 directory), so no other user can open it to
+//!   flock it or plant one;
+//! * its flock is held (the kernel says its owner lives), and
+//! * the process holding that flock in /proc/locks is the process the claim
+//!   names (pid, or pid in a nested PID namespace, and start time).
+//!
+//! Files that fail a check are ignored and reported; only a supervisor (not
+//! `status`) removes claims whose flock is free.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil::{self, FsError, TEMP_PREFIX};
-use crate::procfs::{FileKey, ProcessId};
+use crate::fsutil::{self, FsError, Owner, ReadPolicy, TEMP_PREFIX};
+use crate::procfs::{self, FileKey, LockEntry, ProcessId};
 use crate::role::{Rank, Role};
+use crate::state::StateDir;
 
-pub const CLAIMS_DIR_MODE: u32 = 0o755;
-pub const CLAIM_FILE_MODE: u32 = 0o644;
+pub const CLAIM_FILE_MODE: u32 = 0o600;
+/// A claim is about 150 bytes.
+pub const MAX_CLAIM_BYTES: u64 = 4096;
+/// At most this many claim files are looked at (a node runs a handful of
+/// supervisors; more is somebody filling the directory).
+pub const MAX_CLAIM_FILES: usize = 256;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -46,12 +58,46 @@ impl Claim {
     }
 }
 
-/// A claim another process holds, with the identity of its file so that
-/// /proc/locks entries can be tied to it.
+/// A verified claim of another process: its file, and the pid (in our
+/// /proc's view) that holds the claim file's flock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveClaim {
     pub claim: Claim,
     pub file: FileKey,
+    pub owner: i32,
+}
+
+/// A claim file that was not trusted, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedClaim {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+impl std::fmt::Display for RejectedClaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "claim {} ignored: {}", self.path.display(), self.reason)
+    }
+}
+
+/// What one look at the claims directory found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scan {
+    /// Verified live claims, highest generation first.
+    pub live: Vec<LiveClaim>,
+    /// Files that failed a check.
+    pub rejected: Vec<RejectedClaim>,
+    /// Claims whose flock is free (their owner is gone).
+    pub dead: usize,
+}
+
+/// Whether a scan may remove the claims of dead owners.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cleanup {
+    /// A supervisor: removes claims whose flock is free.
+    RemoveDead,
+    /// `status`: reads only.
+    ReadOnly,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -66,25 +112,11 @@ pub enum ClaimError {
     },
 }
 
-/// Directory of claims for a lock file: `<lock>.claims`.
-pub fn claims_dir(lock: &Path) -> PathBuf {
-    let mut s = lock.as_os_str().to_owned();
-    s.push(".claims");
-    PathBuf::from(s)
-}
-
-/// Creates the claims directory beside the lock file (done first at start,
-/// so that an unwritable lock directory is reported before anything else).
-pub fn prepare(lock: &Path) -> Result<(), ClaimError> {
-    fsutil::ensure_dir(&claims_dir(lock), CLAIMS_DIR_MODE)?;
-    Ok(())
-}
-
 /// Our own claim. The file is deliberately neither removed nor closed on
 /// drop: its flock ends only when the process is gone (all threads, including one blocked
 /// in flock on the lock file), so a claim can never vanish while its owner
 /// still shows as a waiter in /proc/locks (which would make it look like an
-/// unclaimed plain kubelet). Readers remove claims whose lock is free.
+/// unclaimed plain kubelet). Supervisors remove claims whose lock is free.
 #[derive(Debug)]
 pub struct ClaimGuard {
     path: PathBuf,
@@ -98,10 +130,10 @@ pub struct ClaimGuard {
 impl ClaimGuard {
     /// Writes and locks our claim. The file is locked before it becomes
     /// visible under its final name, so no reader ever sees it unlocked.
-    pub fn create(lock: &Path, claim: Claim) -> Result<Self, ClaimError> {
-        let dir = claims_dir(lock);
-        fsutil::ensure_dir(&dir, CLAIMS_DIR_MODE)?;
-        let path = dir.join(format!("{}-{}.json", claim.pid, claim.start_time));
+    pub fn create(state: &StateDir, claim: Claim) -> Result<Self, ClaimError> {
+        let path = state
+            .claims_dir()
+            .join(format!("{}-{}.json", claim.pid, claim.start_time));
         let (tmp, mut file) = fsutil::create_temp_beside(&path, CLAIM_FILE_MODE)?;
         let body = serde_json::to_vec(&claim).unwrap_or_default();
         file.write_all(&body)
@@ -133,62 +165,136 @@ impl ClaimGuard {
     }
 }
 
-/// Lists live claims of other processes, removing claims of dead ones.
-/// `me` is excluded.
-pub fn live_claims(lock: &Path, me: Option<ProcessId>) -> Vec<LiveClaim> {
-    let dir = claims_dir(lock);
+/// Looks at every claim file: verified live claims of other processes (`me`
+/// excluded), rejected files with reasons, and the number of dead ones.
+/// `locks` is a read of /proc/locks taken *before* this call (a claim is
+/// locked before it appears, so a waiter in that read has its claim on disk).
+pub fn scan(state: &StateDir, me: Option<ProcessId>, locks: &[LockEntry], cleanup: Cleanup) -> Scan {
+    let dir = state.claims_dir();
+    let mut scan = Scan::default();
     let entries = match fs::read_dir(&dir) {
         Ok(e) => e,
-        Err(_) => return Vec::new(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return scan,
+        Err(e) => {
+            scan.rejected.push(RejectedClaim {
+                path: dir,
+                reason: format!("cannot list the claims directory: {e}"),
+            });
+            return scan;
+        }
     };
-    let mut out = Vec::new();
+    let mut seen = 0usize;
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if name.starts_with(TEMP_PREFIX) || !name.ends_with(".json") {
             continue;
         }
-        let path = entry.path();
-        if let Some(live) = inspect_claim(&path) {
-            if Some(live.claim.process()) != me {
-                out.push(live);
-            }
+        seen += 1;
+        if seen > MAX_CLAIM_FILES {
+            scan.rejected.push(RejectedClaim {
+                path: dir.clone(),
+                reason: format!("more than {MAX_CLAIM_FILES} claim files; the rest are not read"),
+            });
+            break;
+        }
+        match inspect(&entry.path(), locks, cleanup) {
+            Inspected::Live(live) if Some(live.claim.process()) != me => scan.live.push(live),
+            Inspected::Live(_) | Inspected::Unverified => {}
+            Inspected::Dead => scan.dead += 1,
+            Inspected::Rejected(reason) => scan.rejected.push(RejectedClaim {
+                path: entry.path(),
+                reason,
+            }),
         }
     }
-    out.sort_by_key(|c| std::cmp::Reverse(c.claim.generation));
-    out
+    scan.live
+        .sort_by_key(|c| std::cmp::Reverse(c.claim.generation));
+    scan
 }
 
-/// Reads one claim file; removes it and returns `None` when its owner is
-/// gone (its flock is free) or it is unreadable garbage of a dead owner.
-fn inspect_claim(path: &Path) -> Option<LiveClaim> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.file_type().is_file() {
-        return None;
+enum Inspected {
+    Live(LiveClaim),
+    Dead,
+    /// Locked, but the lock is not in our (earlier) read of /proc/locks: it
+    /// was taken since. The next look decides.
+    Unverified,
+    Rejected(String),
+}
+
+fn read_policy() -> ReadPolicy {
+    ReadPolicy {
+        what: "claim",
+        max_len: MAX_CLAIM_BYTES,
+        owner: Owner::me(),
+        private: true,
     }
+}
+
+fn inspect(path: &Path, locks: &[LockEntry], cleanup: Cleanup) -> Inspected {
+    let (file, _len) = match fsutil::open_checked(path, &read_policy()) {
+        Ok(Some(opened)) => opened,
+        Ok(None) => return Inspected::Dead,
+        Err(e) => return Inspected::Rejected(e.kind().to_string() + ": " + &e.to_string()),
+    };
+    let meta = match file.metadata() {
+        Ok(m) => m,
+        Err(e) => return Inspected::Rejected(format!("cannot stat: {e}")),
+    };
+    if meta.mode() & 0o077 != 0 {
+        return Inspected::Rejected(format!(
+            "readable by others (mode {:04o}); another user could flock it",
+            meta.mode() & 0o7777
+        ));
+    }
+    let key = FileKey::of_metadata(&meta);
     match fs2::FileExt::try_lock_shared(&file) {
         Ok(()) => {
-            // Nobody holds it: the claimant is dead. Remove it if the path
-            // still names this file.
-            if let Ok(m) = fs::symlink_metadata(path) {
-                if FileKey::of_metadata(&m) == FileKey::of_metadata(&meta) {
-                    let _ = fs::remove_file(path);
-                }
+            if cleanup == Cleanup::RemoveDead {
+                remove_if_same(path, key);
             }
-            None
+            return Inspected::Dead;
         }
-        Err(_) => {
-            let text = fs::read(path).ok()?;
-            let claim: Claim = serde_json::from_slice(&text).ok()?;
-            Some(LiveClaim {
-                claim,
-                file: FileKey::of_metadata(&meta),
-            })
+        Err(e) if e.raw_os_error() == fs2::lock_contended_error().raw_os_error() => {}
+        Err(e) => return Inspected::Rejected(format!("cannot test its lock: {e}")),
+    }
+    let mut text = Vec::new();
+    if let Err(e) = (&file).take(MAX_CLAIM_BYTES).read_to_end(&mut text) {
+        return Inspected::Rejected(format!("cannot read: {e}"));
+    }
+    let claim: Claim = match serde_json::from_slice(&text) {
+        Ok(c) => c,
+        Err(e) => return Inspected::Rejected(format!("corrupt: {e}")),
+    };
+    let owners: Vec<i32> = locks
+        .iter()
+        .filter(|e| !e.blocked && e.kind == "FLOCK" && e.file == key)
+        .map(|e| e.pid)
+        .collect();
+    if owners.is_empty() {
+        return Inspected::Unverified;
+    }
+    match owners
+        .iter()
+        .find(|pid| procfs::names_process(**pid, claim.pid, claim.start_time))
+    {
+        Some(owner) => Inspected::Live(LiveClaim {
+            claim,
+            file: key,
+            owner: *owner,
+        }),
+        None => Inspected::Rejected(format!(
+            "it names pid {} but its lock is held by pid {:?}, another process",
+            claim.pid, owners
+        )),
+    }
+}
+
+/// Removes a dead claim if the path still names the file we looked at.
+fn remove_if_same(path: &Path, key: FileKey) {
+    if let Ok(m) = fs::symlink_metadata(path) {
+        if FileKey::of_metadata(&m) == key {
+            let _ = fs::remove_file(path);
         }
     }
 }
@@ -196,9 +302,9 @@ fn inspect_claim(path: &Path) -> Option<LiveClaim> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::procfs;
+    use std::os::unix::fs::PermissionsExt;
 
-    fn claim(gen: u32, pid: i32) -> Claim {
+    fn claim(gen: u32, me: ProcessId) -> Claim {
         Claim {
             role: if gen == 0 {
                 Role::Bootstrap
@@ -206,34 +312,79 @@ mod tests {
                 Role::SelfHosted
             },
             generation: gen,
-            pid,
-            start_time: 1,
+            pid: me.pid,
+            start_time: me.start_time,
             since: "x".into(),
         }
     }
 
+    fn locks() -> Vec<LockEntry> {
+        procfs::read_locks().unwrap()
+    }
+
     #[test]
-    fn live_claim_is_listed_and_dead_one_cleaned() {
+    fn live_claim_is_verified_and_dead_one_cleaned() {
         let d = tempfile::tempdir().unwrap();
-        let lock = d.path().join("kubelet.lock");
-        let g = ClaimGuard::create(&lock, claim(2, 4242)).unwrap();
-        let listed = live_claims(&lock, None);
-        assert_eq!(listed.len(), 1);
-        assert_eq!(listed[0].claim.generation, 2);
+        let state = StateDir::open(&d.path().join("state")).unwrap();
+        let me = procfs::self_id().unwrap();
+        let g = ClaimGuard::create(&state, claim(2, me)).unwrap();
+        let found = scan(&state, None, &locks(), Cleanup::RemoveDead);
+        assert_eq!(found.live.len(), 1, "{found:?}");
+        assert_eq!(found.live[0].claim.generation, 2);
+        assert_eq!(found.live[0].owner, me.pid);
         // Excluding ourselves.
-        assert!(live_claims(&lock, Some(g.claim.process())).is_empty());
-        // A claim file nobody locks is dead and gets removed.
-        let dead = claims_dir(&lock).join("7-1.json");
-        fs::write(&dead, serde_json::to_vec(&claim(5, 7)).unwrap()).unwrap();
-        let listed = live_claims(&lock, None);
-        assert_eq!(listed.len(), 1);
+        assert!(scan(&state, Some(me), &locks(), Cleanup::RemoveDead)
+            .live
+            .is_empty());
+        // A claim file nobody locks is dead: kept by a read-only scan,
+        // removed by a supervisor's.
+        let dead = state.claims_dir().join("7-1.json");
+        fs::write(&dead, serde_json::to_vec(&claim(5, me)).unwrap()).unwrap();
+        fs::set_permissions(&dead, fs::Permissions::from_mode(0o600)).unwrap();
+        let found = scan(&state, None, &locks(), Cleanup::ReadOnly);
+        assert_eq!((found.live.len(), found.dead), (1, 1));
+        assert!(dead.exists(), "a read-only scan deleted a claim");
+        let found = scan(&state, None, &locks(), Cleanup::RemoveDead);
+        assert_eq!((found.live.len(), found.dead), (1, 1));
         assert!(!dead.exists());
         let path = g.path().to_path_buf();
         drop(g);
         // Dropping the guard keeps the claim (file and flock) until the
         // process exits.
         assert!(path.exists());
-        assert_eq!(live_claims(&lock, None).len(), 1);
-        let _ = procfs::self_id();
+        assert_eq!(scan(&state, None, &locks(), Cleanup::RemoveDead).live.len(), 1);
+    }
+
+    #[test]
+    fn a_claim_locked_by_another_process_than_it_names_is_rejected() {
+        let d = tempfile::tempdir().unwrap();
+        let state = StateDir::open(&d.path().join("state")).unwrap();
+        let me = procfs::self_id().unwrap();
+        // Our process locks a claim that names pid 1.
+        let forged = Claim {
+            pid: 1,
+            ..claim(9, me)
+        };
+        let _g = ClaimGuard::create(&state, forged).unwrap();
+        let found = scan(&state, None, &locks(), Cleanup::RemoveDead);
+        assert!(found.live.is_empty(), "{found:?}");
+        assert_eq!(found.rejected.len(), 1);
+        assert!(found.rejected[0].reason.contains("another process"), "{found:?}");
+    }
+
+    #[test]
+    fn readable_or_odd_claim_files_are_rejected_and_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let state = StateDir::open(&d.path().join("state")).unwrap();
+        let me = procfs::self_id().unwrap();
+        let open = state.claims_dir().join("1-1.json");
+        fs::write(&open, serde_json::to_vec(&claim(5, me)).unwrap()).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o644)).unwrap();
+        let fifo = state.claims_dir().join("2-2.json");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let found = scan(&state, None, &locks(), Cleanup::RemoveDead);
+        assert!(found.live.is_empty());
+        assert_eq!(found.rejected.len(), 2, "{found:?}");
+        assert!(open.exists() && fifo.exists());
     }
 }

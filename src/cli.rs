@@ -109,6 +109,9 @@ pub struct CommonArgs {
     /// Checkpoint directory for dynamic kubelet configuration, shared by all supervisors of the node (bind-mount it into the DaemonSet).
     #[arg(long, env = "KUBELET_PIVOT_DYNAMIC_CONFIG_DIR", default_value = DEFAULT_DYNAMIC_CONFIG_DIR)]
     pub dynamic_config_dir: PathBuf,
+    /// State directory for the holder record and the claims (default: DYNAMIC_CONFIG_DIR/lock). It must be owned by kubelet-pivot's uid and not writable by group or others; kubelet-pivot creates it with mode 0700 and refuses to start otherwise.
+    #[arg(long, env = "KUBELET_PIVOT_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// Local KubeletConfiguration file (YAML or JSON) used when no remote config is assigned; validated at start (exit 2 when invalid). Default: none, the kubelet's built-in defaults.
     #[arg(long, env = "KUBELET_PIVOT_INIT_CONFIG")]
     pub init_config: Option<PathBuf>,
@@ -139,6 +142,12 @@ pub struct CommonArgs {
     /// The kubelet command and its arguments.
     #[arg(last = true, required = true, value_name = "KUBELET [ARGS]")]
     pub kubelet: Vec<OsString>,
+}
+
+/// `--state-dir`, or its default inside the checkpoint directory.
+pub fn state_dir(flag: &Option<PathBuf>, dynamic_config_dir: &std::path::Path) -> PathBuf {
+    flag.clone()
+        .unwrap_or_else(|| crate::state::StateDir::default_for(dynamic_config_dir))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -178,6 +187,9 @@ pub struct StatusArgs {
     /// Checkpoint directory for dynamic kubelet configuration.
     #[arg(long, env = "KUBELET_PIVOT_DYNAMIC_CONFIG_DIR", default_value = DEFAULT_DYNAMIC_CONFIG_DIR)]
     pub dynamic_config_dir: PathBuf,
+    /// State directory for the holder record and the claims (default: DYNAMIC_CONFIG_DIR/lock). It must be owned by kubelet-pivot's uid and not writable by group or others; kubelet-pivot creates it with mode 0700 and refuses to start otherwise.
+    #[arg(long, env = "KUBELET_PIVOT_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// Output format.
     #[arg(short = 'o', long = "output", env = "KUBELET_PIVOT_OUTPUT", value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,

@@ -6,7 +6,8 @@
 //!   our lock file (both facts read from the kernel: the claim file's flock
 //!   and /proc/locks), or
 //! * /proc/locks shows a process blocked on our lock that no claim accounts
-//!   for (a plain kubelet run with `--lock-file`), or
+//!   for and that runs as root or as our uid (a plain kubelet run with
+//!   `--lock-file`; another user's process is never a contender), or
 //! * in seed mode (`--yield-on-any-open`), on any open.
 
 use std::collections::HashMap;
@@ -51,16 +52,20 @@ pub enum Verdict {
 }
 
 /// Pure decision from the facts. `lock` is our lock file, `mine` our rank,
-/// `claims` the live claims of other processes, `locks` /proc/locks.
-pub fn judge(lock: FileKey, mine: Rank, claims: &[LiveClaim], locks: &[LockEntry]) -> Verdict {
-    // pid (in our /proc's namespace) of the owner of each claim file.
-    let mut claim_owner: HashMap<FileKey, i32> = HashMap::new();
-    for e in locks.iter().filter(|e| !e.blocked && e.kind == "FLOCK") {
-        claim_owner.insert(e.file, e.pid);
-    }
+/// `claims` the verified live claims of other processes, `locks`
+/// /proc/locks, `may_contend` whether a pid without a claim runs as a user
+/// allowed to contend (root or our uid).
+pub fn judge(
+    lock: FileKey,
+    mine: Rank,
+    claims: &[LiveClaim],
+    locks: &[LockEntry],
+    may_contend: impl Fn(i32) -> bool,
+) -> Verdict {
+    // pid (in our /proc's namespace) of the verified owner of each claim.
     let claimant_pids: HashMap<i32, Rank> = claims
         .iter()
-        .filter_map(|c| claim_owner.get(&c.file).map(|pid| (*pid, c.claim.rank())))
+        .map(|c| (c.owner, c.claim.rank()))
         .filter(|(pid, _)| *pid > 0)
         .collect();
     let blocked: Vec<i32> = locks
@@ -85,7 +90,7 @@ pub fn judge(lock: FileKey, mine: Rank, claims: &[LiveClaim], locks: &[LockEntry
     }
     if let Some(pid) = blocked
         .iter()
-        .find(|pid| **pid > 0 && !claimant_pids.contains_key(pid))
+        .find(|pid| **pid > 0 && !claimant_pids.contains_key(pid) && may_contend(**pid))
     {
         return Verdict::Yield(Contender::Unclaimed { pid: *pid });
     }
@@ -127,8 +132,9 @@ mod tests {
         }
     }
 
-    fn claim(gen: u32, inode: u64) -> LiveClaim {
+    fn claim(gen: u32, inode: u64, owner: i32) -> LiveClaim {
         LiveClaim {
+            owner,
             claim: Claim {
                 role: if gen == 0 {
                     Role::Bootstrap
@@ -142,6 +148,10 @@ mod tests {
             },
             file: key(inode),
         }
+    }
+
+    fn anyone(_pid: i32) -> bool {
+        true
     }
 
     fn held(pid: i32, file: FileKey) -> LockEntry {
@@ -163,15 +173,15 @@ mod tests {
     #[test]
     fn a_cat_of_the_lock_file_is_quiet() {
         let locks = vec![held(10, LOCK)];
-        assert_eq!(judge(LOCK, Rank::BOOTSTRAP, &[], &locks), Verdict::Quiet);
+        assert_eq!(judge(LOCK, Rank::BOOTSTRAP, &[], &locks, anyone), Verdict::Quiet);
     }
 
     #[test]
     fn higher_blocked_claimant_wins() {
-        let claims = vec![claim(2, 501)];
+        let claims = vec![claim(2, 501, 20)];
         let locks = vec![held(10, LOCK), held(20, key(501)), waiting(20, LOCK)];
         assert_eq!(
-            judge(LOCK, Rank::self_hosted(1), &claims, &locks),
+            judge(LOCK, Rank::self_hosted(1), &claims, &locks, anyone),
             Verdict::Yield(Contender::Claimant {
                 rank: Rank::self_hosted(2),
                 pid: 20
@@ -181,7 +191,7 @@ mod tests {
 
     #[test]
     fn lower_or_equal_blocked_claimant_is_ignored() {
-        let claims = vec![claim(0, 500), claim(2, 501)];
+        let claims = vec![claim(0, 500, 20), claim(2, 501, 21)];
         let locks = vec![
             held(10, LOCK),
             held(20, key(500)),
@@ -190,17 +200,17 @@ mod tests {
             waiting(21, LOCK),
         ];
         assert_eq!(
-            judge(LOCK, Rank::self_hosted(2), &claims, &locks),
+            judge(LOCK, Rank::self_hosted(2), &claims, &locks, anyone),
             Verdict::Quiet
         );
     }
 
     #[test]
     fn higher_claim_not_yet_blocked_is_pending() {
-        let claims = vec![claim(3, 501)];
+        let claims = vec![claim(3, 501, 20)];
         let locks = vec![held(10, LOCK), held(20, key(501))];
         assert_eq!(
-            judge(LOCK, Rank::self_hosted(1), &claims, &locks),
+            judge(LOCK, Rank::self_hosted(1), &claims, &locks, anyone),
             Verdict::Pending {
                 rank: Rank::self_hosted(3),
                 pid: 1
@@ -210,7 +220,7 @@ mod tests {
 
     #[test]
     fn unclaimed_waiter_is_a_plain_kubelet() {
-        let claims = vec![claim(0, 500)];
+        let claims = vec![claim(0, 500, 20)];
         let locks = vec![
             held(10, LOCK),
             held(20, key(500)),
@@ -218,20 +228,29 @@ mod tests {
             waiting(33, LOCK),
         ];
         assert_eq!(
-            judge(LOCK, Rank::self_hosted(4), &claims, &locks),
+            judge(LOCK, Rank::self_hosted(4), &claims, &locks, anyone),
             Verdict::Yield(Contender::Unclaimed { pid: 33 })
+        );
+    }
+
+    #[test]
+    fn an_unclaimed_waiter_of_another_user_is_no_contender() {
+        let locks = vec![held(10, LOCK), waiting(33, LOCK)];
+        assert_eq!(
+            judge(LOCK, Rank::BOOTSTRAP, &[], &locks, |pid| pid != 33),
+            Verdict::Quiet
         );
     }
 
     #[test]
     fn waiter_on_another_file_is_ignored() {
         let locks = vec![held(10, LOCK), waiting(33, key(999))];
-        assert_eq!(judge(LOCK, Rank::BOOTSTRAP, &[], &locks), Verdict::Quiet);
+        assert_eq!(judge(LOCK, Rank::BOOTSTRAP, &[], &locks, anyone), Verdict::Quiet);
     }
 
     #[test]
     fn highest_of_several_claimants() {
-        let claims = vec![claim(2, 501), claim(5, 502)];
+        let claims = vec![claim(2, 501, 20), claim(5, 502, 21)];
         let locks = vec![
             held(20, key(501)),
             waiting(20, LOCK),
@@ -239,7 +258,7 @@ mod tests {
             waiting(21, LOCK),
         ];
         assert_eq!(
-            judge(LOCK, Rank::BOOTSTRAP, &claims, &locks),
+            judge(LOCK, Rank::BOOTSTRAP, &claims, &locks, anyone),
             Verdict::Yield(Contender::Claimant {
                 rank: Rank::self_hosted(5),
                 pid: 21

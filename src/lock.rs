@@ -9,17 +9,22 @@
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::fsutil;
+use crate::fsutil::{self, file_kind};
 use crate::procfs::FileKey;
+use crate::trust::my_uid;
 
-/// Mode of the lock file when kubelet-pivot creates it.
+/// Mode of the lock file: only its owner (root) may open it, so no other
+/// user can flock it (the kubelet creates it with the same mode).
 pub const LOCK_FILE_MODE: u32 = 0o600;
 /// Mode of the lock directory when kubelet-pivot creates it.
 pub const LOCK_DIR_MODE: u32 = 0o755;
+/// How often a planted file is replaced before giving up (somebody keeps
+/// planting it again in the instant between removal and creation).
+const REPLACE_ATTEMPTS: usize = 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
@@ -41,6 +46,16 @@ pub enum LockError {
         #[source]
         source: io::Error,
     },
+    #[error("cannot remove {kind} {path} planted by uid {uid} in place of the lock file: {source}; remove it by hand")]
+    Planted {
+        path: PathBuf,
+        kind: &'static str,
+        uid: u32,
+        #[source]
+        source: io::Error,
+    },
+    #[error("lock file {path} was planted again by another user {REPLACE_ATTEMPTS} times while kubelet-pivot replaced it; find who writes there")]
+    Contested { path: PathBuf },
     #[error("flock on lock file {path} failed: {source}")]
     Flock {
         path: PathBuf,
@@ -57,28 +72,13 @@ pub struct LockFile {
     key: FileKey,
 }
 
-fn file_kind(ft: &fs::FileType) -> &'static str {
-    if ft.is_dir() {
-        "directory"
-    } else if ft.is_symlink() {
-        "symlink"
-    } else if ft.is_fifo() {
-        "fifo"
-    } else if ft.is_socket() {
-        "socket"
-    } else if ft.is_block_device() {
-        "block device"
-    } else if ft.is_char_device() {
-        "character device"
-    } else {
-        "special file"
-    }
-}
-
-/// Checks the lock path without opening it: refuses symlinks and non-regular
-/// files. A missing path is fine (it will be created).
+/// Checks the lock path without opening it: refuses a symlink or a
+/// non-regular file that *we* own (an operator's mistake). A missing path
+/// is fine (it will be created), and so is anything another user planted
+/// there (it will be replaced, see [`LockFile::open`]).
 pub fn check_path(path: &Path) -> Result<(), LockError> {
     match fs::symlink_metadata(path) {
+        Ok(meta) if meta.uid() != my_uid() => Ok(()),
         Ok(meta) => {
             let ft = meta.file_type();
             if ft.is_symlink() {
@@ -102,60 +102,163 @@ pub fn check_path(path: &Path) -> Result<(), LockError> {
     }
 }
 
-/// Checks the lock path and creates its directory (0755) if missing, so
-/// that claims can be written beside it before the lock file is opened.
+fn lock_dir(path: &Path) -> &Path {
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// Checks the lock path, creates its directory (0755) if missing, and
+/// checks that we can write there (to create or replace the lock file).
 pub fn prepare(path: &Path) -> Result<(), LockError> {
     check_path(path)?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.exists() {
-            fsutil::ensure_dir(dir, LOCK_DIR_MODE).map_err(|e| LockError::CreateDir {
-                path: dir.to_path_buf(),
-                source: io::Error::new(e.io_error().kind(), e.io_error().to_string()),
-            })?;
+    let dir = lock_dir(path);
+    if !dir.exists() {
+        fsutil::ensure_dir(dir, LOCK_DIR_MODE).map_err(|e| LockError::CreateDir {
+            path: dir.to_path_buf(),
+            source: io::Error::new(e.io_error().kind(), e.io_error().to_string()),
+        })?;
+    }
+    nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK)
+        .map_err(|errno| LockError::Open {
+            path: path.to_path_buf(),
+            source: io::Error::from(errno),
+        })?;
+    if let Ok(meta) = fs::metadata(dir) {
+        if meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0 {
+            tracing::warn!(dir = %dir.display(), mode = format_args!("{:04o}", meta.mode() & 0o7777),
+                "the lock directory is world-writable without the sticky bit: any user can remove or replace the lock file; run `chmod +t` on it");
         }
     }
     Ok(())
 }
 
+/// Removes what another user planted at the lock path. Removing a name in
+/// the lock directory never touches what a symlink points to.
+fn remove_planted(path: &Path, meta: &fs::Metadata) -> Result<(), LockError> {
+    let kind = file_kind(&meta.file_type());
+    tracing::warn!(path = %path.display(), uid = meta.uid(), kind,
+        "a {kind} owned by uid {} stands at the lock path; it is not trusted (another user could flock it): removing it and creating the lock file anew", meta.uid());
+    let removed = if meta.is_dir() {
+        fs::remove_dir(path)
+    } else {
+        fs::remove_file(path)
+    };
+    match removed {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(LockError::Planted {
+            path: path.to_path_buf(),
+            kind,
+            uid: meta.uid(),
+            source,
+        }),
+    }
+}
+
 impl LockFile {
-    /// Opens (creating if needed) the lock file `O_RDWR|O_CREAT|O_CLOEXEC|O_NOFOLLOW`.
+    /// Opens (creating if needed) the lock file `O_RDWR|O_CLOEXEC|O_NOFOLLOW`
+    /// and checks it through the descriptor: a regular file owned by our uid
+    /// with mode 0600. A file of another user at the path (planted in a
+    /// world-writable lock directory) is removed and replaced; our own file
+    /// with a wider mode is narrowed to 0600.
     pub fn open(path: &Path) -> Result<Self, LockError> {
         prepare(path)?;
-        let file = OpenOptions::new()
+        let me = my_uid();
+        for _ in 0..REPLACE_ATTEMPTS {
+            let file = match fs::symlink_metadata(path) {
+                Ok(meta) if meta.uid() != me => {
+                    remove_planted(path, &meta)?;
+                    continue;
+                }
+                Ok(_) => Self::open_existing(path)?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Self::create_new(path)?,
+                Err(source) => {
+                    return Err(LockError::Open {
+                        path: path.to_path_buf(),
+                        source,
+                    })
+                }
+            };
+            let Some(file) = file else { continue };
+            let meta = file.metadata().map_err(|e| LockError::Open {
+                path: path.to_path_buf(),
+                source: e,
+            })?;
+            if !meta.file_type().is_file() {
+                return Err(LockError::NotRegular {
+                    path: path.to_path_buf(),
+                    kind: file_kind(&meta.file_type()),
+                });
+            }
+            if meta.uid() != me {
+                // Swapped between the lstat and the open: look again.
+                continue;
+            }
+            if meta.mode() & 0o7777 != LOCK_FILE_MODE {
+                tracing::warn!(path = %path.display(), mode = format_args!("{:04o}", meta.mode() & 0o7777),
+                    "lock file mode is not 0600; narrowing it so that no other user can open and flock it");
+                file.set_permissions(fs::Permissions::from_mode(LOCK_FILE_MODE))
+                    .map_err(|e| LockError::Open {
+                        path: path.to_path_buf(),
+                        source: e,
+                    })?;
+            }
+            return Ok(LockFile {
+                path: path.to_path_buf(),
+                key: FileKey::of_metadata(&meta),
+                file: Arc::new(file),
+            });
+        }
+        Err(LockError::Contested {
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens an existing file of ours; `None` when it vanished or became a
+    /// symlink in between (the caller looks again).
+    fn open_existing(path: &Path) -> Result<Option<File>, LockError> {
+        match OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(false)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+        {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                // A symlink now: ours is refused, another user's replaced.
+                check_path(path)?;
+                Ok(None)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EISDIR) => Err(LockError::NotRegular {
+                path: path.to_path_buf(),
+                kind: "directory",
+            }),
+            Err(source) => Err(LockError::Open {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// Creates the file exclusively; `None` when somebody created one first.
+    fn create_new(path: &Path) -> Result<Option<File>, LockError> {
+        match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
             .mode(LOCK_FILE_MODE)
             .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
             .open(path)
-            .map_err(|e| {
-                if e.raw_os_error() == Some(libc::ELOOP) {
-                    LockError::Symlink {
-                        path: path.to_path_buf(),
-                    }
-                } else {
-                    LockError::Open {
-                        path: path.to_path_buf(),
-                        source: e,
-                    }
-                }
-            })?;
-        let meta = file.metadata().map_err(|e| LockError::Open {
-            path: path.to_path_buf(),
-            source: e,
-        })?;
-        if !meta.file_type().is_file() {
-            return Err(LockError::NotRegular {
+        {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
+            Err(source) => Err(LockError::Open {
                 path: path.to_path_buf(),
-                kind: file_kind(&meta.file_type()),
-            });
+                source,
+            }),
         }
-        Ok(LockFile {
-            path: path.to_path_buf(),
-            key: FileKey::of_metadata(&meta),
-            file: Arc::new(file),
-        })
     }
 
     pub fn path(&self) -> &Path {

@@ -6,11 +6,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use kubelet_pivot::child::KubeletCommand;
-use kubelet_pivot::cli::{Cli, Command, CommonArgs, OutputFormat, WatchModeArg};
+use kubelet_pivot::cli::{self, Cli, Command, CommonArgs, OutputFormat, WatchModeArg};
 use kubelet_pivot::lifecycle::LocalConfig;
 use kubelet_pivot::lock;
 use kubelet_pivot::operator;
 use kubelet_pivot::role::Rank;
+use kubelet_pivot::state::StateDir;
 use kubelet_pivot::status::{self, EXIT_NO_HOLDER};
 use kubelet_pivot::supervisor::{self, Options};
 
@@ -33,7 +34,9 @@ fn options(rank: Rank, common: CommonArgs) -> Result<Options, String> {
         KubeletCommand::resolve(&program, kubelet.collect()).map_err(|e| e.to_string())?;
     lock::check_path(&common.lock_file).map_err(|e| e.to_string())?;
     let local = LocalConfig::load(common.init_config.as_deref()).map_err(|e| e.to_string())?;
+    let state_dir = cli::state_dir(&common.state_dir, &common.dynamic_config_dir);
     Ok(Options {
+        state_dir,
         kubeconfig: common.kubeconfig,
         node_name: kubelet_pivot::sync::node_name(common.node_name),
         store_dir: common.dynamic_config_dir,
@@ -68,7 +71,11 @@ fn supervise(rank: Rank, common: CommonArgs) -> ExitCode {
             )
         }
     };
-    match runtime.block_on(supervisor::run(opts)) {
+    let result = runtime.block_on(supervisor::run(opts));
+    // A blocking task still running (a store read, a parse) must not hold
+    // up the exit: the kubelet is already stopped and the lock released.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(EXIT_FAILURE)),
         Err(err) => fail(EXIT_FAILURE, err),
     }
@@ -104,7 +111,8 @@ fn main() -> ExitCode {
             }
         }
         Command::Status(a) => {
-            let report = status::report(&a.lock_file, &a.dynamic_config_dir);
+            let state = StateDir::at(&cli::state_dir(&a.state_dir, &a.dynamic_config_dir));
+            let report = status::report(&a.lock_file, &state, &a.dynamic_config_dir);
             let printed = match a.output {
                 OutputFormat::Json => serde_json::to_string_pretty(&report)
                     .map_err(std::io::Error::other)

@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::contention::Contender;
 use crate::holder::HolderRecord;
+use crate::state::StateDir;
 use crate::lifecycle::Origin;
 use crate::nodeconfig::{self, ConfigReport};
 use crate::pivot::{Input, Run, State, StopPurpose};
@@ -172,7 +173,7 @@ pub struct NodeView {
 impl NodeView {
     /// Reads the holder record and the bad-config list (blocking I/O).
     pub fn read(metrics: &Metrics) -> NodeView {
-        let holder = HolderRecord::read(&metrics.lock_path)
+        let holder = HolderRecord::read(&metrics.state)
             .ok()
             .flatten()
             .filter(HolderRecord::is_live);
@@ -192,16 +193,16 @@ impl NodeView {
 #[derive(Debug)]
 pub struct Metrics {
     rank: Rank,
-    lock_path: PathBuf,
+    state: StateDir,
     store_dir: PathBuf,
     counters: Mutex<Counters>,
 }
 
 impl Metrics {
-    pub fn new(rank: Rank, lock_path: PathBuf, store_dir: PathBuf) -> Metrics {
+    pub fn new(rank: Rank, state: StateDir, store_dir: PathBuf) -> Metrics {
         Metrics {
             rank,
-            lock_path,
+            state,
             store_dir,
             counters: Mutex::new(Counters::default()),
         }
@@ -495,7 +496,7 @@ mod tests {
     fn metrics() -> Metrics {
         Metrics::new(
             Rank::self_hosted(2),
-            PathBuf::from("/nonexistent/lock"),
+            StateDir::at(std::path::Path::new("/nonexistent/lock")),
             PathBuf::from("/nonexistent/store"),
         )
     }
@@ -664,6 +665,7 @@ mod tests {
                 kubelet_pid: None,
                 kubelet_start_time: None,
                 since: String::new(),
+                boot_id: None,
             }),
             bad_configs: Some(2),
         };

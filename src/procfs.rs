@@ -177,6 +177,48 @@ pub fn local_pgid_of_view(view_pgid: i32) -> Option<i32> {
     })
 }
 
+/// The real and effective uid of a process (as mapped into our user
+/// namespace), from /proc/PID/status.
+pub fn uids(view_pid: i32) -> Option<(u32, u32)> {
+    if view_pid <= 0 {
+        return None;
+    }
+    let status = fs::read_to_string(format!("/proc/{view_pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+    let mut ids = line.split_whitespace().map(|w| w.parse::<u32>().ok());
+    Some((ids.next()??, ids.next()??))
+}
+
+/// Whether the process /proc shows as `view_pid` is the process a record
+/// names as `pid` with `start_time`: same start time, and `pid` is its
+/// /proc pid or its pid in one of its nested PID namespaces (a supervisor
+/// in a pod with its own /proc records the pod's pid).
+pub fn names_process(view_pid: i32, pid: i32, start_time: u64) -> bool {
+    if view_pid <= 0 || pid <= 0 {
+        return false;
+    }
+    match stat(view_pid) {
+        Some(s) if s.start_time == start_time && s.state != 'Z' && s.state != 'X' => {
+            view_pid == pid
+                || ns_ids(&view_pid.to_string(), "NSpid:").is_some_and(|ids| ids.contains(&pid))
+        }
+        _ => false,
+    }
+}
+
+/// This boot's id (/proc/sys/kernel/random/boot_id): records that carry
+/// another boot's id name processes of a previous boot, whatever their pids.
+pub fn boot_id() -> Option<String> {
+    static BOOT_ID: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    BOOT_ID
+        .get_or_init(|| {
+            let text = fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+            let id = text.trim();
+            (id.len() <= 64 && !id.is_empty()).then(|| id.to_string())
+        })
+        .clone()
+}
+
 /// Device and inode of a file, as /proc/locks prints them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FileKey {
@@ -256,6 +298,14 @@ pub fn read_locks() -> io::Result<Vec<LockEntry>> {
     let mut content = Vec::with_capacity(LOCKS_READ_SIZE);
     let mut chunk = vec![0u8; LOCKS_READ_SIZE];
     loop {
+        if content.len() >= LOCKS_MAX_BYTES {
+            // Any local user can add locks. A truncated table could hide a
+            // claimant's claim lock and make it look unclaimed, so a table
+            // this large is an error: callers then see no contender at all.
+            return Err(io::Error::other(format!(
+                "/proc/locks is larger than {LOCKS_MAX_BYTES} bytes; not judging contention from it"
+            )));
+        }
         match f.read(&mut chunk) {
             Ok(0) => break,
             Ok(n) => content.extend_from_slice(&chunk[..n]),
@@ -265,6 +315,9 @@ pub fn read_locks() -> io::Result<Vec<LockEntry>> {
     }
     Ok(parse_locks(&String::from_utf8_lossy(&content)))
 }
+
+/// Most of /proc/locks read (about 250,000 locks).
+const LOCKS_MAX_BYTES: usize = 16 * 1024 * 1024;
 
 /// Size of each read() of /proc/locks (the kernel returns at most a page).
 const LOCKS_READ_SIZE: usize = 64 * 1024;

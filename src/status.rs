@@ -1,16 +1,19 @@
 //! `kubelet-pivot status`: who holds the lock, who waits, what config runs.
 //! Reads only: it never opens the lock file (an open is what a holder
-//! watches), it looks at the holder record, claims and /proc/locks.
+//! watches), creates, changes or deletes nothing; it looks at the holder
+//! record, claims and /proc/locks through the same bounded, checked reads
+//! as the supervisor, and says which section it could not read and why.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::claims::{live_claims, Claim};
+use crate::claims::{self, Claim, Cleanup};
 use crate::holder::{HolderError, HolderRecord};
 use crate::procfs::{self, FileKey};
 use crate::role::Role;
+use crate::state::StateDir;
 use crate::store::{BadConfigs, ConfigSource, EffectiveRecord, Store, StoreError};
 
 /// Exit code of `status` when no live holder exists.
@@ -57,9 +60,23 @@ pub struct LockView {
     pub holder: Option<HolderView>,
     /// Live supervisors contending for (or holding) the lock.
     pub claims: Vec<ClaimView>,
-    /// Problems reading the state (corrupt record, ...).
+    /// Sections that could not be read, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<Unreadable>,
+    /// Problems reading the state (corrupt record, ignored claims, ...).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+}
+
+/// A section of the state that could not be read.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unreadable {
+    /// `stateDirectory`, `holder` or `claims`.
+    pub section: &'static str,
+    /// permission denied, corrupt, not a regular file, too large, ...
+    pub kind: String,
+    pub message: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -106,48 +123,91 @@ impl Report {
     }
 }
 
-fn is_locked(lock: &Path) -> bool {
-    let Ok(key) = FileKey::of_path(lock) else {
+fn is_locked(lock: &Path, locks: &[procfs::LockEntry]) -> bool {
+    let Ok(meta) = std::fs::symlink_metadata(lock) else {
         return false;
     };
-    procfs::read_locks()
-        .map(|l| l.iter().any(|e| !e.blocked && e.file == key))
-        .unwrap_or(false)
+    let key = FileKey::of_metadata(&meta);
+    locks.iter().any(|e| !e.blocked && e.file == key)
 }
 
-/// Gathers the lock state.
-pub fn lock_view(lock: &Path) -> LockView {
-    let mut warnings = Vec::new();
-    let holder = match HolderRecord::read(lock) {
-        Ok(Some(rec)) => Some(HolderView {
-            role: rec.role,
-            generation: rec.generation,
-            pid: rec.pid,
-            kubelet_pid: rec.kubelet_pid,
-            since: rec.since.clone(),
-            stale: !rec.is_live(),
-        }),
-        Ok(None) => None,
-        Err(err @ HolderError::Corrupt { .. }) | Err(err @ HolderError::Fs(_)) => {
-            warnings.push(err.to_string());
-            None
+fn holder_kind(err: &HolderError) -> String {
+    match err {
+        HolderError::Corrupt { .. } => "corrupt".to_string(),
+        HolderError::Unsafe(e) => e.kind().to_string(),
+        HolderError::Fs(e) if e.io_error().kind() == std::io::ErrorKind::PermissionDenied => {
+            "permission denied".to_string()
         }
-    };
-    let claims = live_claims(lock, None)
-        .iter()
-        .map(|c| ClaimView::from(&c.claim))
-        .collect();
-    LockView {
-        path: lock.to_path_buf(),
-        locked: is_locked(lock),
-        holder,
-        claims,
-        warnings,
+        HolderError::Fs(_) => "unreadable".to_string(),
     }
 }
 
-pub fn report(lock: &Path, store_dir: &Path) -> Report {
-    let mut lock = lock_view(lock);
+/// Gathers the lock state. Reads only.
+pub fn lock_view(lock: &Path, state: &StateDir) -> LockView {
+    let mut view = LockView {
+        path: lock.to_path_buf(),
+        locked: false,
+        holder: None,
+        claims: Vec::new(),
+        unreadable: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let locks = match procfs::read_locks() {
+        Ok(l) => l,
+        Err(err) => {
+            view.warnings.push(format!("cannot read /proc/locks: {err}"));
+            Vec::new()
+        }
+    };
+    view.locked = is_locked(lock, &locks);
+    if let Err(err) = state.verify() {
+        let kind = match &err {
+            crate::trust::TrustError::Io { source, .. }
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                "permission denied"
+            }
+            crate::trust::TrustError::Io { source, .. }
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                "missing (no supervisor has run with it yet)"
+            }
+            _ => "untrusted",
+        };
+        view.unreadable.push(Unreadable {
+            section: "stateDirectory",
+            kind: kind.to_string(),
+            message: err.to_string(),
+        });
+        return view;
+    }
+    match HolderRecord::read(state) {
+        Ok(Some(rec)) => {
+            view.holder = Some(HolderView {
+                role: rec.role,
+                generation: rec.generation,
+                pid: rec.pid,
+                kubelet_pid: rec.kubelet_pid,
+                since: rec.since.clone(),
+                stale: !rec.is_live(),
+            })
+        }
+        Ok(None) => {}
+        Err(err) => view.unreadable.push(Unreadable {
+            section: "holder",
+            kind: holder_kind(&err),
+            message: err.to_string(),
+        }),
+    }
+    let scan = claims::scan(state, None, &locks, Cleanup::ReadOnly);
+    view.claims = scan.live.iter().map(|c| ClaimView::from(&c.claim)).collect();
+    view.warnings
+        .extend(scan.rejected.iter().map(ToString::to_string));
+    view
+}
+
+pub fn report(lock: &Path, state: &StateDir, store_dir: &Path) -> Report {
+    let mut lock = lock_view(lock, state);
     let (config, warnings) = ConfigView::from_store(store_dir);
     lock.warnings.extend(warnings);
     Report { lock, config }
@@ -197,9 +257,19 @@ pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
                 }
             )?;
         }
-        None => writeln!(out, "HOLDER           none")?,
+        None => match r.lock.unreadable.first() {
+            Some(u) => writeln!(out, "HOLDER           unknown: {} unreadable ({}): {}", u.section, u.kind, u.message)?,
+            None => writeln!(out, "HOLDER           none")?,
+        },
     }
-    if r.lock.claims.is_empty() {
+    if let Some(u) = r
+        .lock
+        .unreadable
+        .iter()
+        .find(|u| u.section != "holder")
+    {
+        writeln!(out, "CLAIMS           unknown: {} unreadable ({})", u.section, u.kind)?;
+    } else if r.lock.claims.is_empty() {
         writeln!(out, "CLAIMS           none")?;
     } else {
         writeln!(out, "CLAIMS           ROLE         GEN  PID      SINCE")?;
@@ -284,6 +354,7 @@ mod tests {
                     stale: false,
                 }),
                 claims: vec![],
+                unreadable: vec![],
                 warnings: vec!["holder record is corrupt".into()],
             },
             config: ConfigView {

@@ -17,8 +17,9 @@ use tokio::sync::oneshot;
 use tracing::{debug, error, info, warn};
 
 use crate::child::{self, Backoff, KubeletCommand};
-use crate::claims::{self, live_claims, Claim, ClaimError, ClaimGuard};
+use crate::claims::{self, Claim, ClaimError, ClaimGuard, Cleanup, LiveClaim};
 use crate::contention::{judge, Contender, Verdict};
+use crate::fence::{self, NotProven};
 use crate::holder::HolderRecord;
 use crate::lifecycle::{self, Access, LocalConfig, Resolved};
 use crate::lock::{self, LockError, LockFile};
@@ -29,8 +30,10 @@ use crate::notify::Notifier;
 use crate::pivot::{Deferral, Effect, Input, Pivot, Run, Settings, State, StopPurpose};
 use crate::procfs::{self, ProcessId};
 use crate::role::{now_rfc3339, Rank};
+use crate::state::StateDir;
 use crate::store::{Store, StoreError};
 use crate::sync::{self, ClientError, Syncer};
+use crate::trust::TrustError;
 use crate::watch::{Hint, Watcher};
 
 /// After an open of the lock file, how long to keep looking for the opener
@@ -59,6 +62,8 @@ const DEAD_HOLDER_CHECK: Duration = Duration::from_millis(100);
 const STANDING_BY: &str = "standing by: ";
 /// Status line while the lock's holder is not known (no live record).
 const STANDING_BY_UNKNOWN: &str = "standing by: lock held by another process";
+/// Distinct rejected claim files reported (each once); a bound on memory.
+const MAX_REPORTED: usize = 1024;
 /// How often to complain about a process group that survives SIGKILL.
 const UNKILLABLE_REPORT: Duration = Duration::from_secs(5);
 
@@ -66,12 +71,14 @@ const UNKILLABLE_REPORT: Duration = Duration::from_secs(5);
 pub enum SupervisorError {
     #[error(transparent)]
     Lock(#[from] LockError),
-    #[error("cannot register this supervisor's claim beside lock file {lock}: {source}; the lock directory must be writable by kubelet-pivot")]
+    #[error("cannot register this supervisor's claim in state directory {dir}: {source}")]
     Claim {
-        lock: PathBuf,
+        dir: PathBuf,
         #[source]
         source: ClaimError,
     },
+    #[error("refusing to start: {0}")]
+    State(#[source] TrustError),
     #[error("cannot read this process's identity from /proc: {0}; is /proc mounted?")]
     Proc(#[source] std::io::Error),
     #[error("cannot install signal handlers: {0}")]
@@ -89,6 +96,8 @@ pub enum SupervisorError {
 pub struct Options {
     pub rank: Rank,
     pub lock_path: PathBuf,
+    /// Where the holder record and the claims live (a trusted directory).
+    pub state_dir: PathBuf,
     pub stop_timeout: Duration,
     pub exit_on_yield: bool,
     pub yield_on_any_open: bool,
@@ -121,7 +130,10 @@ struct Driver {
     opts: Options,
     me: ProcessId,
     lock: LockFile,
+    state: StateDir,
     claim: ClaimGuard,
+    /// Rejected claim files already reported (each is reported once).
+    reported: std::collections::HashSet<String>,
     pivot: Pivot,
     watcher: Watcher,
     notifier: Notifier,
@@ -200,6 +212,16 @@ fn begin_acquire(lock: &LockFile) -> Result<Option<AcquireRx>, SupervisorError> 
     Ok(Some(rx))
 }
 
+/// Whether a process without a claim that is blocked on the lock may count
+/// as a contender (a plain kubelet): only if it runs as root or as our uid,
+/// both its real and effective uid.
+fn may_contend(pid: i32, trusted: &[u32]) -> bool {
+    match procfs::uids(pid) {
+        Some((real, effective)) => trusted.contains(&real) && trusted.contains(&effective),
+        None => false,
+    }
+}
+
 /// Runs a supervisor until it exits; returns the process exit code.
 pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     let me = procfs::self_id().map_err(SupervisorError::Proc)?;
@@ -207,10 +229,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         warn!(%err, "cannot become a child subreaper; orphaned kubelet helpers go to init");
     }
     lock::prepare(&opts.lock_path)?;
-    claims::prepare(&opts.lock_path).map_err(|source| SupervisorError::Claim {
-        lock: opts.lock_path.clone(),
-        source,
-    })?;
+    let state = StateDir::open(&opts.state_dir).map_err(SupervisorError::State)?;
     // Everything that takes time happens before we announce ourselves: from
     // the claim on, a holder is waiting for us to block in flock.
     let store = Store::open(&opts.store_dir)?;
@@ -223,7 +242,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     }
     let metrics = Arc::new(Metrics::new(
         opts.rank,
-        opts.lock_path.clone(),
+        state.clone(),
         opts.store_dir.clone(),
     ));
     if let Some(addr) = opts.metrics_address {
@@ -240,7 +259,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         Backoff::default(),
     );
     let claim = ClaimGuard::create(
-        &opts.lock_path,
+        &state,
         Claim {
             role: opts.rank.role,
             generation: opts.rank.generation,
@@ -250,19 +269,26 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         },
     )
     .map_err(|source| SupervisorError::Claim {
-        lock: opts.lock_path.clone(),
+        dir: state.claims_dir(),
         source,
     })?;
     // Open (the event a holder sees) and block in flock right away.
     let lock = LockFile::open(&opts.lock_path)?;
     let acquiring = begin_acquire(&lock)?;
-    let watcher = Watcher::new(&opts.lock_path, Some(&store.meta_path()), opts.force_poll);
+    let watcher = Watcher::new(
+        &opts.lock_path,
+        &state,
+        Some(&store.meta_path()),
+        opts.force_poll,
+    );
     info!(rank = %opts.rank, pid = me.pid, lock = %opts.lock_path.display(), watch = ?watcher.mode(), "supervisor starting");
     let mut d = Driver {
         opts,
         me,
         lock,
+        state,
         claim,
+        reported: Default::default(),
         pivot,
         watcher,
         notifier: Notifier::new(),
@@ -643,17 +669,13 @@ impl Driver {
     /// in that snapshot already has its claim on disk when the claims are
     /// listed. A waiter judged unclaimed is confirmed with a second read (it
     /// may have exited between the reads).
-    fn verdict(&self) -> Verdict {
-        let judge_now = || {
-            let locks = procfs::read_locks().unwrap_or_default();
-            let claims = live_claims(&self.opts.lock_path, Some(self.me));
-            judge(self.lock.key(), self.rank(), &claims, &locks)
-        };
-        match judge_now() {
+    fn verdict(&mut self) -> Verdict {
+        let first = self.judge_now();
+        match first {
             // Acting on an absence (no claim for this waiter) needs a second
             // look: the waiter may have exited between the reads, or a large
             // /proc/locks may have been read torn.
-            Verdict::Yield(Contender::Unclaimed { pid }) => match judge_now() {
+            Verdict::Yield(Contender::Unclaimed { pid }) => match self.judge_now() {
                 Verdict::Yield(Contender::Unclaimed { pid: again }) if again == pid => {
                     Verdict::Yield(Contender::Unclaimed { pid })
                 }
@@ -661,6 +683,28 @@ impl Driver {
             },
             v => v,
         }
+    }
+
+    fn judge_now(&mut self) -> Verdict {
+        let locks = procfs::read_locks().unwrap_or_default();
+        let claims = self.live_claims(&locks);
+        let trusted = [0, crate::trust::my_uid()];
+        judge(self.lock.key(), self.rank(), &claims, &locks, |pid| {
+            may_contend(pid, &trusted)
+        })
+    }
+
+    /// Verified live claims of other supervisors; rejected claim files are
+    /// reported once each, dead ones removed.
+    fn live_claims(&mut self, locks: &[procfs::LockEntry]) -> Vec<LiveClaim> {
+        let scan = claims::scan(&self.state, Some(self.me), locks, Cleanup::RemoveDead);
+        for rejected in scan.rejected {
+            let line = rejected.to_string();
+            if self.reported.len() < MAX_REPORTED && self.reported.insert(line.clone()) {
+                warn!("{line}");
+            }
+        }
+        scan.live
     }
 
     /// Right after an open of the lock file or a new claim, the contender is
@@ -821,10 +865,10 @@ impl Driver {
             Effect::Fence => self.fence().await,
             Effect::WriteHolder => self.write_holder().await,
             Effect::RemoveHolder => {
-                let lock = self.opts.lock_path.clone();
+                let state = self.state.clone();
                 let me = self.me;
                 let res =
-                    tokio::task::spawn_blocking(move || HolderRecord::remove_if_ours(&lock, me))
+                    tokio::task::spawn_blocking(move || HolderRecord::remove_if_ours(&state, me))
                         .await;
                 if let Ok(Err(err)) = res {
                     warn!(%err, "failed to remove the holder record");
@@ -865,8 +909,8 @@ impl Driver {
             rec.kubelet_pid = Some(k.id.pid);
             rec.kubelet_start_time = Some(k.id.start_time);
         }
-        let lock = self.opts.lock_path.clone();
-        match tokio::task::spawn_blocking(move || rec.write(&lock)).await {
+        let state = self.state.clone();
+        match tokio::task::spawn_blocking(move || rec.write(&state)).await {
             Ok(Ok(())) => {}
             Ok(Err(err)) => {
                 warn!(%err, "failed to write the holder record; `status` will be wrong until the next write")
@@ -878,7 +922,7 @@ impl Driver {
     /// Kills whatever kubelet the previous holder left behind, and waits
     /// until its process group is gone, before ours may start.
     async fn fence(&mut self) {
-        let rec = match HolderRecord::read(&self.opts.lock_path) {
+        let rec = match HolderRecord::read(&self.state) {
             Ok(Some(r)) if r.supervisor() != self.me => r,
             Ok(_) => {
                 // A holder that yields or stops removes its record first.
@@ -900,36 +944,47 @@ impl Driver {
     /// inherited the locked descriptor and has no PDEATHSIG). Fence them from
     /// outside, or nobody would ever get the lock.
     async fn fence_dead_holder(&mut self) {
-        let rec = match HolderRecord::read(&self.opts.lock_path) {
+        let rec = match HolderRecord::read(&self.state) {
             Ok(Some(r)) if r.supervisor() != self.me => r,
             _ => return,
         };
         if rec.is_live() {
             return;
         }
-        let holder_claim_alive = live_claims(&self.opts.lock_path, Some(self.me))
+        let locks = procfs::read_locks().unwrap_or_default();
+        let holder_claim_alive = self
+            .live_claims(&locks)
             .iter()
             .any(|c| c.claim.process() == rec.supervisor());
         if holder_claim_alive {
             return;
         }
         let key = self.lock.key();
-        let locked = procfs::read_locks()
-            .unwrap_or_default()
-            .iter()
-            .any(|e| !e.blocked && e.file == key);
+        let locked = locks.iter().any(|e| !e.blocked && e.file == key);
         if locked {
             self.fence_kubelet_of(&rec).await;
         }
     }
 
     async fn fence_kubelet_of(&mut self, rec: &HolderRecord) {
-        let Some(k) = rec.kubelet() else { return };
-        let leader_reused =
-            matches!(procfs::id_of(k.pid), Some(now) if now.start_time != k.start_time);
-        if leader_reused || child::view_group_gone(k.pid) {
-            return;
-        }
+        let k = match fence::prove(rec, fence::own_view_pgid()) {
+            Ok(pgid) => ProcessId {
+                pid: pgid,
+                start_time: rec.kubelet_start_time.unwrap_or_default(),
+            },
+            Err(NotProven::NoKubelet | NotProven::Gone(_)) => return,
+            Err(reason @ NotProven::Reused { .. }) => {
+                debug!(%reason, "previous kubelet is gone");
+                return;
+            }
+            Err(reason) => {
+                let line = format!("not fencing the kubelet named by the holder record: {reason}");
+                if self.reported.len() < MAX_REPORTED && self.reported.insert(line.clone()) {
+                    error!("{line}");
+                }
+                return;
+            }
+        };
         warn!(pgid = k.pid, previous = %rec.rank(), "the previous holder's kubelet is still running; killing its process group before starting ours");
         let started = Instant::now();
         let mut last_report = started;
@@ -950,7 +1005,7 @@ impl Driver {
 
     fn status_line(&self) -> String {
         match &self.pivot.state {
-            State::Waiting => match HolderRecord::read(&self.opts.lock_path) {
+            State::Waiting => match HolderRecord::read(&self.state) {
                 Ok(Some(r)) if r.is_live() && r.supervisor() != self.me => {
                     format!("standing by: lock held by {} pid {}", r.rank(), r.pid)
                 }

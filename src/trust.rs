@@ -110,12 +110,19 @@ pub fn verify_dir(path: &Path, what: &'static str) -> Result<File, TrustError> {
                 what,
                 path: path.to_path_buf(),
             },
-            Some(libc::ENOTDIR) => TrustError::NotDir {
-                what,
-                path: path.to_path_buf(),
-                kind: std::fs::symlink_metadata(path)
-                    .map(|m| fsutil::file_kind(&m.file_type()))
-                    .unwrap_or("file"),
+            // O_NOFOLLOW|O_DIRECTORY on a symlink fails with ENOTDIR.
+            Some(libc::ENOTDIR) => match std::fs::symlink_metadata(path) {
+                Ok(m) if m.file_type().is_symlink() => TrustError::Symlink {
+                    what,
+                    path: path.to_path_buf(),
+                },
+                m => TrustError::NotDir {
+                    what,
+                    path: path.to_path_buf(),
+                    kind: m
+                        .map(|m| fsutil::file_kind(&m.file_type()))
+                        .unwrap_or("file"),
+                },
             },
             _ => TrustError::Io {
                 op: "open",

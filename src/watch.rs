@@ -1,5 +1,6 @@
 //! Hints that something around the lock changed: inotify on the lock file,
-//! its directory (holder record) and the claims directory. When inotify is
+//! its directory (the lock file replaced), the state directory (holder
+//! record) and the claims directory. When inotify is
 //! unavailable (EMFILE/ENOSPC, the known start-up failure of the seed
 //! design) this falls back to polling every 100 ms instead of refusing to run.
 
@@ -10,8 +11,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use inotify::{EventMask, EventStream, Inotify, WatchDescriptor, WatchMask};
 
-use crate::claims::claims_dir;
-use crate::holder::holder_path;
+use crate::state::StateDir;
 
 /// Poll interval when inotify cannot be used.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -44,10 +44,12 @@ pub enum WatchMode {
 pub struct Watcher {
     lock_path: PathBuf,
     lock_name: OsString,
+    state: StateDir,
     holder_name: OsString,
     stream: Option<EventStream<Vec<u8>>>,
     lock_wd: Option<WatchDescriptor>,
     dir_wd: Option<WatchDescriptor>,
+    state_wd: Option<WatchDescriptor>,
     claims_wd: Option<WatchDescriptor>,
     meta_dir: Option<PathBuf>,
     meta_wd: Option<WatchDescriptor>,
@@ -61,14 +63,21 @@ impl Watcher {
     /// Sets up watches; on any inotify failure logs a warning and polls.
     /// `force_poll` selects polling on purpose (`--watch-mode poll`).
     /// `meta_dir` is the checkpoint store's meta directory (config changes).
-    pub fn new(lock_path: &Path, meta_dir: Option<&Path>, force_poll: bool) -> Watcher {
+    pub fn new(
+        lock_path: &Path,
+        state: &StateDir,
+        meta_dir: Option<&Path>,
+        force_poll: bool,
+    ) -> Watcher {
         let mut w = Watcher {
             lock_path: lock_path.to_path_buf(),
             lock_name: name_of(lock_path),
-            holder_name: name_of(&holder_path(lock_path)),
+            state: state.clone(),
+            holder_name: name_of(&state.holder_path()),
             stream: None,
             lock_wd: None,
             dir_wd: None,
+            state_wd: None,
             claims_wd: None,
             meta_dir: meta_dir.map(Path::to_path_buf),
             meta_wd: None,
@@ -108,10 +117,14 @@ impl Watcher {
         self.lock_wd = Some(watches.add(&self.lock_path, lock_mask())?);
         self.dir_wd = Some(watches.add(
             &dir,
-            WatchMask::MOVED_TO | WatchMask::CREATE | WatchMask::DELETE | WatchMask::CLOSE_WRITE,
+            WatchMask::MOVED_TO | WatchMask::CREATE | WatchMask::DELETE,
+        )?);
+        self.state_wd = Some(watches.add(
+            self.state.root(),
+            WatchMask::MOVED_TO | WatchMask::DELETE,
         )?);
         self.claims_wd = Some(watches.add(
-            claims_dir(&self.lock_path),
+            self.state.claims_dir(),
             WatchMask::MOVED_TO | WatchMask::DELETE | WatchMask::MOVED_FROM,
         )?);
         if let Some(meta) = &self.meta_dir {
@@ -140,53 +153,67 @@ impl Watcher {
         }
     }
 
-    /// Waits for the next hint. Cancel-safe: all state changes happen after
-    /// the awaited event arrived and before returning.
+    /// Waits for the next hint. Cancel-safe: an event is consumed only to be
+    /// returned, or dropped as unrelated. Unrelated events (other files in a
+    /// world-writable lock directory, which any user can create) are
+    /// skipped here, so that nobody can make the supervisor work by creating
+    /// files; the safety tick still comes once a second however many arrive.
     pub async fn next(&mut self) -> Hint {
-        let Some(stream) = self.stream.as_mut() else {
-            tokio::time::sleep(POLL_INTERVAL).await;
-            return Hint::Tick;
-        };
-        let event = match tokio::time::timeout(SAFETY_TICK, stream.next()).await {
-            Err(_elapsed) => return Hint::Tick,
-            Ok(None) => {
-                tracing::warn!("inotify stream ended; polling from now on");
-                self.stream = None;
+        let tick_at = tokio::time::Instant::now() + SAFETY_TICK;
+        loop {
+            let Some(stream) = self.stream.as_mut() else {
+                tokio::time::sleep(POLL_INTERVAL).await;
+                return Hint::Tick;
+            };
+            let event = match tokio::time::timeout_at(tick_at, stream.next()).await {
+                Err(_elapsed) => return Hint::Tick,
+                Ok(None) => {
+                    tracing::warn!("inotify stream ended; polling from now on");
+                    self.stream = None;
+                    return Hint::Tick;
+                }
+                Ok(Some(Err(err))) => {
+                    tracing::warn!(%err, "inotify read failed; polling from now on");
+                    self.stream = None;
+                    return Hint::Tick;
+                }
+                Ok(Some(Ok(ev))) => ev,
+            };
+            if event.mask.contains(EventMask::Q_OVERFLOW) {
                 return Hint::Tick;
             }
-            Ok(Some(Err(err))) => {
-                tracing::warn!(%err, "inotify read failed; polling from now on");
-                self.stream = None;
-                return Hint::Tick;
-            }
-            Ok(Some(Ok(ev))) => ev,
-        };
-        if event.mask.contains(EventMask::Q_OVERFLOW) {
-            return Hint::Tick;
-        }
-        let wd = Some(event.wd);
-        if wd == self.lock_wd {
-            if event.mask.contains(EventMask::OPEN) {
-                return Hint::LockOpened;
-            }
-            return Hint::LockChanged;
-        }
-        if wd == self.claims_wd {
-            return Hint::ClaimsChanged;
-        }
-        if wd == self.meta_wd {
-            return Hint::ConfigChanged;
-        }
-        if wd == self.dir_wd {
-            match event.name.as_deref() {
-                Some(n) if n == self.holder_name.as_os_str() => return Hint::HolderChanged,
-                Some(n) if n == self.lock_name.as_os_str() => return Hint::LockChanged,
-                _ => {}
+            if let Some(hint) = self.classify(&event.wd, event.mask, event.name.as_deref()) {
+                return hint;
             }
         }
-        // Unrelated file in the lock directory: let the caller look anyway
-        // (cheap) rather than loop here, which keeps this future cancel-safe.
-        Hint::Tick
+    }
+
+    fn classify(
+        &self,
+        wd: &WatchDescriptor,
+        mask: EventMask,
+        name: Option<&std::ffi::OsStr>,
+    ) -> Option<Hint> {
+        let wd = Some(wd);
+        if wd == self.lock_wd.as_ref() {
+            if mask.contains(EventMask::OPEN) {
+                return Some(Hint::LockOpened);
+            }
+            return Some(Hint::LockChanged);
+        }
+        if wd == self.claims_wd.as_ref() {
+            return Some(Hint::ClaimsChanged);
+        }
+        if wd == self.meta_wd.as_ref() {
+            return Some(Hint::ConfigChanged);
+        }
+        if wd == self.state_wd.as_ref() && name == Some(self.holder_name.as_os_str()) {
+            return Some(Hint::HolderChanged);
+        }
+        if wd == self.dir_wd.as_ref() && name == Some(self.lock_name.as_os_str()) {
+            return Some(Hint::LockChanged);
+        }
+        None
     }
 }
 

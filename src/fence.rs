@@ -1,0 +1,126 @@
+//! Fencing: proving that the process group a holder record names is a
+//! kubelet started by a kubelet-pivot before anything is killed.
+//!
+//! A record comes from the trusted state directory, but it may be stale
+//! (another boot, a reused pid) or damaged. A group is signalled only when:
+//! * the record belongs to this boot;
+//! * the kubelet pid is greater than 1;
+//! * the group is not ours (the supervisor's own process group);
+//! * the group leader, if it still exists, has the recorded start time; if
+//!   it is gone, every live member of the group started after the recorded
+//!   kubelet (they are its children: a group id cannot be reused while the
+//!   group has members).
+
+use crate::holder::HolderRecord;
+use crate::procfs::{self, ProcessId};
+
+/// Why a recorded kubelet is not fenced.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotProven {
+    #[error("the holder record names no kubelet")]
+    NoKubelet,
+    #[error("the holder record is from another boot; its pids mean nothing now")]
+    OtherBoot,
+    #[error("the holder record names kubelet pid {0}; pids below 2 are never signalled")]
+    BadPid(i32),
+    #[error("the holder record names process group {0}, which is kubelet-pivot's own")]
+    OwnGroup(i32),
+    #[error("pid {pid} now belongs to another process (start time {now}, recorded {recorded})")]
+    Reused { pid: i32, now: u64, recorded: u64 },
+    #[error("process {member} in group {pgid} started before the recorded kubelet; the group is not the kubelet's")]
+    Foreign { pgid: i32, member: i32 },
+    #[error("no live process is left in group {0}")]
+    Gone(i32),
+}
+
+/// The /proc ("view") process group id of our own supervisor.
+pub fn own_view_pgid() -> Option<i32> {
+    procfs::stat(procfs::self_id().ok()?.pid).map(|s| s.pgrp)
+}
+
+/// Proves that the kubelet `rec` names may be killed; returns its /proc
+/// process group id.
+pub fn prove(rec: &HolderRecord, own_pgid: Option<i32>) -> Result<i32, NotProven> {
+    let k = rec.kubelet().ok_or(NotProven::NoKubelet)?;
+    prove_group(k, rec.this_boot(), own_pgid)
+}
+
+fn prove_group(k: ProcessId, this_boot: bool, own_pgid: Option<i32>) -> Result<i32, NotProven> {
+    if !this_boot {
+        return Err(NotProven::OtherBoot);
+    }
+    if k.pid <= 1 {
+        return Err(NotProven::BadPid(k.pid));
+    }
+    if own_pgid == Some(k.pid) || nix::unistd::getpgrp().as_raw() == k.pid {
+        return Err(NotProven::OwnGroup(k.pid));
+    }
+    if let Some(now) = procfs::stat(k.pid) {
+        if now.start_time != k.start_time {
+            return Err(NotProven::Reused {
+                pid: k.pid,
+                now: now.start_time,
+                recorded: k.start_time,
+            });
+        }
+    }
+    let members = procfs::live_group_members(k.pid);
+    if members.is_empty() {
+        return Err(NotProven::Gone(k.pid));
+    }
+    if let Some(member) = members
+        .iter()
+        .find(|m| procfs::stat(**m).is_some_and(|s| s.start_time < k.start_time))
+    {
+        return Err(NotProven::Foreign {
+            pgid: k.pid,
+            member: *member,
+        });
+    }
+    Ok(k.pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::role::Rank;
+
+    fn record(pid: i32, start_time: u64) -> HolderRecord {
+        let me = procfs::self_id().unwrap();
+        let mut rec = HolderRecord::new(Rank::BOOTSTRAP, me, "T".into());
+        rec.kubelet_pid = Some(pid);
+        rec.kubelet_start_time = Some(start_time);
+        rec
+    }
+
+    #[test]
+    fn never_pid_0_1_negative_or_our_group() {
+        for pid in [0, 1, -1, -42] {
+            assert_eq!(prove(&record(pid, 1), None), Err(NotProven::BadPid(pid)));
+        }
+        let own = own_view_pgid().unwrap();
+        let st = procfs::stat(own).map(|s| s.start_time).unwrap_or(0);
+        assert_eq!(prove(&record(own, st), Some(own)), Err(NotProven::OwnGroup(own)));
+    }
+
+    #[test]
+    fn another_boot_or_a_reused_pid_is_not_fenced() {
+        let mut rec = record(12345, 1);
+        rec.boot_id = Some("not-this-boot".into());
+        assert_eq!(prove(&rec, None), Err(NotProven::OtherBoot));
+        // A live process (a child of ours in its own group) with another start time.
+        let mut child = std::process::Command::new("sleep");
+        std::os::unix::process::CommandExt::process_group(&mut child, 0);
+        let mut child = child.arg("30").spawn().unwrap();
+        let pid = child.id() as i32;
+        let real = procfs::stat(pid).unwrap().start_time;
+        assert!(matches!(
+            prove(&record(pid, real + 1), None),
+            Err(NotProven::Reused { .. })
+        ));
+        assert_eq!(prove(&record(pid, real), None), Ok(pid));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(prove(&record(pid, real), None), Err(NotProven::Gone(pid)));
+    }
+}
