@@ -1,6 +1,7 @@
 //! Decoding a config document (JSON or YAML) into a JSON value, strictly:
-//! size limit, duplicate keys, bounded alias expansion, exact JSON floats,
-//! and no YAML 1.1 ambiguities.
+//! size limit, nesting limit (checked by a byte pre-scan before any parser
+//! runs, see `nesting`), duplicate keys, bounded alias expansion, exact JSON
+//! floats, and no YAML 1.1 ambiguities.
 
 use std::cell::{Cell, RefCell};
 use std::fmt;
@@ -10,6 +11,7 @@ use serde_json::{Map, Number, Value};
 
 use super::error::{ConfigError, Format};
 use super::fields::describe;
+use super::nesting::{check_nesting, MAX_NESTING_DEPTH};
 use super::MAX_CONFIG_BYTES;
 
 /// How much a document may weigh once decoded (one unit per value plus one
@@ -18,14 +20,10 @@ use super::MAX_CONFIG_BYTES;
 const MAX_DOCUMENT_WEIGHT: usize = 4 * MAX_CONFIG_BYTES;
 
 /// Decodes a JSON (first non-whitespace byte `{`) or YAML document of at
-/// most [`MAX_CONFIG_BYTES`] whose top level is a mapping.
+/// most [`MAX_CONFIG_BYTES`], nested at most [`MAX_NESTING_DEPTH`] levels,
+/// whose top level is a mapping.
 pub(super) fn decode_document(bytes: &[u8]) -> Result<Map<String, Value>, ConfigError> {
-    if bytes.len() > MAX_CONFIG_BYTES {
-        return Err(ConfigError::TooLarge {
-            size: bytes.len(),
-            limit: MAX_CONFIG_BYTES,
-        });
-    }
+    check_bounds(bytes)?;
     let (format, value) = decode(bytes)?;
     let document = match value {
         Value::Object(document) => document,
@@ -42,6 +40,31 @@ pub(super) fn decode_document(bytes: &[u8]) -> Result<Map<String, Value>, Config
         }
     };
     Ok(document)
+}
+
+/// The format a document is read as: JSON when its first non-whitespace
+/// byte is `{`.
+fn format_of(bytes: &[u8]) -> Format {
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => Format::Json,
+        _ => Format::Yaml,
+    }
+}
+
+/// The cheap checks that run before any parser sees the bytes: size, then
+/// nesting depth (linear time; the YAML scanner is quadratic in depth).
+pub(super) fn check_bounds(bytes: &[u8]) -> Result<(), ConfigError> {
+    if bytes.len() > MAX_CONFIG_BYTES {
+        return Err(ConfigError::TooLarge {
+            size: bytes.len(),
+            limit: MAX_CONFIG_BYTES,
+        });
+    }
+    check_nesting(bytes, format_of(bytes)).map_err(|at| ConfigError::TooDeep {
+        limit: MAX_NESTING_DEPTH,
+        line: at.line,
+        column: at.column,
+    })
 }
 
 /// Where a value sits in the document, built lazily for error messages.
@@ -335,10 +358,7 @@ fn json_number_literals(bytes: &[u8]) -> Vec<&[u8]> {
 }
 
 fn decode(bytes: &[u8]) -> Result<(Format, Value), ConfigError> {
-    let format = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'{') => Format::Json,
-        _ => Format::Yaml,
-    };
+    let format = format_of(bytes);
     let ctx = DecodeCtx {
         json_numbers: match format {
             Format::Json => json_number_literals(bytes),
@@ -620,5 +640,60 @@ mod tests {
                 "{body:?}"
             );
         }
+    }
+
+    /// 1 MiB of nesting in each style is refused by the pre-scan, before the
+    /// YAML scanner (quadratic in depth) sees it, with an actionable error.
+    #[test]
+    fn a_megabyte_of_nesting_is_refused_before_parsing() {
+        let fill = |unit: &str, prefix: &str| {
+            let mut doc = prefix.to_owned();
+            while doc.len() + unit.len() <= MAX_CONFIG_BYTES {
+                doc.push_str(unit);
+            }
+            doc.into_bytes()
+        };
+        let mut block = String::new();
+        for level in 0.. {
+            let line = format!("{}a:\n", " ".repeat(level % 2000));
+            if block.len() + line.len() > MAX_CONFIG_BYTES {
+                break;
+            }
+            block.push_str(&line);
+        }
+        for (what, doc) in [
+            ("[", fill("[", "a: ")),
+            ("{a: ", fill("{a: ", "a: ")),
+            ("json", fill("[", "{\"a\": ")),
+            ("- ", fill("- ", "")),
+            ("block", block.into_bytes()),
+        ] {
+            let started = std::time::Instant::now();
+            match KubeletConfig::parse(&doc) {
+                Err(err @ ConfigError::TooDeep { .. }) => {
+                    let message = err.to_string();
+                    assert!(
+                        message.contains(&format!("deeper than {MAX_NESTING_DEPTH} levels")),
+                        "{message}"
+                    );
+                    eprintln!(
+                        "{what}: {} bytes refused in {:?}",
+                        doc.len(),
+                        started.elapsed()
+                    );
+                }
+                other => panic!("{what}: unexpected {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn realistic_configs_are_not_too_deep() {
+        let doc = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+            logging:\n  format: json\n  options:\n    json:\n      infoBufferSize: \"0\"\n\
+            reservedMemory:\n- numaNode: 0\n  limits:\n    memory: 1Gi\n\
+            evictionHard: {memory.available: \"100Mi\"}\n\
+            shutdownGracePeriodByPodPriority:\n  - priority: 1\n    shutdownGracePeriodSeconds: 10\n";
+        KubeletConfig::check_bounds(doc.as_bytes()).expect("realistic nesting passes");
     }
 }

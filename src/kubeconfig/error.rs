@@ -46,6 +46,17 @@ pub enum ConfigError {
         /// The limit.
         limit: usize,
     },
+    /// Nested deeper than [`MAX_NESTING_DEPTH`](super::MAX_NESTING_DEPTH)
+    /// levels (found by a pre-scan, before the YAML or JSON parser runs).
+    #[error("config nesting is deeper than {limit} levels at line {line}, column {column} (a KubeletConfiguration needs only a few levels; flatten the document or fix unbalanced brackets)")]
+    TooDeep {
+        /// The limit.
+        limit: usize,
+        /// One-based line where the limit is first exceeded.
+        line: usize,
+        /// One-based column (in bytes).
+        column: usize,
+    },
     /// Not well-formed JSON/YAML, or not a mapping at the top level.
     #[error("failed to parse config as {format}: {message}")]
     Parse {

@@ -32,6 +32,8 @@
 //! re-exported here):
 //! - `decode`: bytes to a JSON value, strictly (size limit, JSON or YAML,
 //!   duplicate keys, alias bombs, YAML 1.1 ambiguities);
+//! - `nesting`: the byte pre-scan that refuses nesting deeper than
+//!   [`MAX_NESTING_DEPTH`] before any parser runs;
 //! - `schema`: every known v1beta1 field, its type and its default;
 //! - `fields`: type checks against the schema and the typed [`FieldValue`]s
 //!   of the modelled fields;
@@ -54,6 +56,7 @@ mod error;
 mod eviction;
 mod fields;
 mod hash;
+mod nesting;
 mod quantity;
 mod schema;
 #[cfg(test)]
@@ -65,6 +68,7 @@ pub use error::{ConfigError, FieldError, Format};
 pub use eviction::{EvictionThreshold, EVICTION_SIGNALS};
 pub use fields::FieldValue;
 pub use hash::HASH_ALGORITHM;
+pub use nesting::MAX_NESTING_DEPTH;
 pub use quantity::{Quantity, QuantityError, QuantitySuffix};
 pub use schema::is_known_field;
 
@@ -107,6 +111,14 @@ impl KubeletConfig {
         let mut views = Views::default();
         check_object(&document, TOP_FIELDS, "", &mut views)?;
         Ok(KubeletConfig { document, views })
+    }
+
+    /// The checks [`parse`](KubeletConfig::parse) runs before any parser
+    /// sees the bytes, in linear time: at most [`MAX_CONFIG_BYTES`], nested
+    /// at most [`MAX_NESTING_DEPTH`] levels. For input that is stored before
+    /// it is parsed (ConfigMaps from the API).
+    pub fn check_bounds(bytes: &[u8]) -> Result<(), ConfigError> {
+        decode::check_bounds(bytes)
     }
 
     /// The built-in defaults: a document with only `apiVersion` and `kind`,
