@@ -169,7 +169,12 @@ impl ClaimGuard {
 /// excluded), rejected files with reasons, and the number of dead ones.
 /// `locks` is a read of /proc/locks taken *before* this call (a claim is
 /// locked before it appears, so a waiter in that read has its claim on disk).
-pub fn scan(state: &StateDir, me: Option<ProcessId>, locks: &[LockEntry], cleanup: Cleanup) -> Scan {
+pub fn scan(
+    state: &StateDir,
+    me: Option<ProcessId>,
+    locks: &[LockEntry],
+    cleanup: Cleanup,
+) -> Scan {
     let dir = state.claims_dir();
     let mut scan = Scan::default();
     let entries = match fs::read_dir(&dir) {
@@ -352,7 +357,10 @@ mod tests {
         // Dropping the guard keeps the claim (file and flock) until the
         // process exits.
         assert!(path.exists());
-        assert_eq!(scan(&state, None, &locks(), Cleanup::RemoveDead).live.len(), 1);
+        assert_eq!(
+            scan(&state, None, &locks(), Cleanup::RemoveDead).live.len(),
+            1
+        );
     }
 
     #[test]
@@ -369,7 +377,10 @@ mod tests {
         let found = scan(&state, None, &locks(), Cleanup::RemoveDead);
         assert!(found.live.is_empty(), "{found:?}");
         assert_eq!(found.rejected.len(), 1);
-        assert!(found.rejected[0].reason.contains("another process"), "{found:?}");
+        assert!(
+            found.rejected[0].reason.contains("another process"),
+            "{found:?}"
+        );
     }
 
     #[test]

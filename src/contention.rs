@@ -173,7 +173,10 @@ mod tests {
     #[test]
     fn a_cat_of_the_lock_file_is_quiet() {
         let locks = vec![held(10, LOCK)];
-        assert_eq!(judge(LOCK, Rank::BOOTSTRAP, &[], &locks, anyone), Verdict::Quiet);
+        assert_eq!(
+            judge(LOCK, Rank::BOOTSTRAP, &[], &locks, anyone),
+            Verdict::Quiet
+        );
     }
 
     #[test]
@@ -245,7 +248,10 @@ mod tests {
     #[test]
     fn waiter_on_another_file_is_ignored() {
         let locks = vec![held(10, LOCK), waiting(33, key(999))];
-        assert_eq!(judge(LOCK, Rank::BOOTSTRAP, &[], &locks, anyone), Verdict::Quiet);
+        assert_eq!(
+            judge(LOCK, Rank::BOOTSTRAP, &[], &locks, anyone),
+            Verdict::Quiet
+        );
     }
 
     #[test]

@@ -100,7 +100,10 @@ mod tests {
         }
         let own = own_view_pgid().unwrap();
         let st = procfs::stat(own).map(|s| s.start_time).unwrap_or(0);
-        assert_eq!(prove(&record(own, st), Some(own)), Err(NotProven::OwnGroup(own)));
+        assert_eq!(
+            prove(&record(own, st), Some(own)),
+            Err(NotProven::OwnGroup(own))
+        );
     }
 
     #[test]

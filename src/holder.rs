@@ -109,8 +109,10 @@ impl HolderRecord {
 
     pub fn write(&self, state: &StateDir) -> Result<(), HolderError> {
         let path = state.holder_path();
-        let data = serde_json::to_vec_pretty(self)
-            .map_err(|e| HolderError::Corrupt { path: path.clone(), source: e })?;
+        let data = serde_json::to_vec_pretty(self).map_err(|e| HolderError::Corrupt {
+            path: path.clone(),
+            source: e,
+        })?;
         fsutil::write_atomic(&path, &data, HOLDER_FILE_MODE)?;
         Ok(())
     }
@@ -199,6 +201,9 @@ mod tests {
         f.set_len(10).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
         let err = HolderRecord::read(&lock).unwrap_err();
-        assert!(err.to_string().contains("writable by group or others"), "{err}");
+        assert!(
+            err.to_string().contains("writable by group or others"),
+            "{err}"
+        );
     }
 }

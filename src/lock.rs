@@ -119,11 +119,14 @@ pub fn prepare(path: &Path) -> Result<(), LockError> {
             source: io::Error::new(e.io_error().kind(), e.io_error().to_string()),
         })?;
     }
-    nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK)
-        .map_err(|errno| LockError::Open {
-            path: path.to_path_buf(),
-            source: io::Error::from(errno),
-        })?;
+    nix::unistd::access(
+        dir,
+        nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+    )
+    .map_err(|errno| LockError::Open {
+        path: path.to_path_buf(),
+        source: io::Error::from(errno),
+    })?;
     if let Ok(meta) = fs::metadata(dir) {
         if meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0 {
             tracing::warn!(dir = %dir.display(), mode = format_args!("{:04o}", meta.mode() & 0o7777),

@@ -10,11 +10,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::contention::Contender;
 use crate::holder::HolderRecord;
-use crate::state::StateDir;
 use crate::lifecycle::Origin;
 use crate::nodeconfig::{self, ConfigReport};
 use crate::pivot::{Input, Run, State, StopPurpose};
 use crate::role::Rank;
+use crate::state::StateDir;
 
 /// Why this supervisor gave the lock away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -155,7 +155,8 @@ pub fn lock_view(lock: &Path, state: &StateDir) -> LockView {
     let locks = match procfs::read_locks() {
         Ok(l) => l,
         Err(err) => {
-            view.warnings.push(format!("cannot read /proc/locks: {err}"));
+            view.warnings
+                .push(format!("cannot read /proc/locks: {err}"));
             Vec::new()
         }
     };
@@ -200,7 +201,11 @@ pub fn lock_view(lock: &Path, state: &StateDir) -> LockView {
         }),
     }
     let scan = claims::scan(state, None, &locks, Cleanup::ReadOnly);
-    view.claims = scan.live.iter().map(|c| ClaimView::from(&c.claim)).collect();
+    view.claims = scan
+        .live
+        .iter()
+        .map(|c| ClaimView::from(&c.claim))
+        .collect();
     view.warnings
         .extend(scan.rejected.iter().map(ToString::to_string));
     view
@@ -258,17 +263,20 @@ pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
             )?;
         }
         None => match r.lock.unreadable.first() {
-            Some(u) => writeln!(out, "HOLDER           unknown: {} unreadable ({}): {}", u.section, u.kind, u.message)?,
+            Some(u) => writeln!(
+                out,
+                "HOLDER           unknown: {} unreadable ({}): {}",
+                u.section, u.kind, u.message
+            )?,
             None => writeln!(out, "HOLDER           none")?,
         },
     }
-    if let Some(u) = r
-        .lock
-        .unreadable
-        .iter()
-        .find(|u| u.section != "holder")
-    {
-        writeln!(out, "CLAIMS           unknown: {} unreadable ({})", u.section, u.kind)?;
+    if let Some(u) = r.lock.unreadable.iter().find(|u| u.section != "holder") {
+        writeln!(
+            out,
+            "CLAIMS           unknown: {} unreadable ({})",
+            u.section, u.kind
+        )?;
     } else if r.lock.claims.is_empty() {
         writeln!(out, "CLAIMS           none")?;
     } else {

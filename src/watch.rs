@@ -119,10 +119,8 @@ impl Watcher {
             &dir,
             WatchMask::MOVED_TO | WatchMask::CREATE | WatchMask::DELETE,
         )?);
-        self.state_wd = Some(watches.add(
-            self.state.root(),
-            WatchMask::MOVED_TO | WatchMask::DELETE,
-        )?);
+        self.state_wd =
+            Some(watches.add(self.state.root(), WatchMask::MOVED_TO | WatchMask::DELETE)?);
         self.claims_wd = Some(watches.add(
             self.state.claims_dir(),
             WatchMask::MOVED_TO | WatchMask::DELETE | WatchMask::MOVED_FROM,

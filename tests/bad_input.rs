@@ -73,9 +73,9 @@ fn assert_refused(scene: &Scene, out: &Output, path: &Path) {
         "a stand-in kubelet was started:\n{:#?}",
         scene.read_log()
     );
-    let holder = holder_path(&scene.lock());
+    let holder = holder_path(&scene.state_dir());
     assert!(!holder.exists(), "a holder record was written: {holder:?}");
-    let claims = claims_dir(&scene.lock());
+    let claims = claims_dir(&scene.state_dir());
     let leftover: Vec<_> = fs::read_dir(&claims)
         .map(|dir| dir.flatten().map(|entry| entry.path()).collect())
         .unwrap_or_default();
@@ -217,10 +217,9 @@ fn self_hosted_generation_zero_is_refused() {
         scene.read_log().is_empty(),
         "a stand-in kubelet was started"
     );
-    let mut claims = scene.lock().into_os_string();
-    claims.push(".claims");
+    let claims = claims_dir(&scene.state_dir());
     assert!(
-        !Path::new(&claims).exists(),
+        !claims.exists(),
         "a claim was registered for a rejected command line"
     );
     assert!(!scene.lock().exists(), "a lock file was created");

@@ -169,7 +169,7 @@ fn wait_holder(scene: &Scene, pivot: i32, kubelet: i32) -> Value {
         DEADLINE,
         &format!("holder record of pid {pivot} with kubeletPid {kubelet}"),
         || {
-            checked_holder_record(&scene.lock())
+            checked_holder_record(&scene.state_dir())
                 .filter(|rec| rec["pid"] == pivot && rec["kubeletPid"] == kubelet)
         },
     )
@@ -427,7 +427,7 @@ fn cat_and_status_do_not_cause_a_yield() {
 
     assert_undisturbed(&scene, &kubelet, "after a cat and a status");
     assert_eq!(
-        checked_holder_record(&scene.lock()).map(|rec| rec["kubeletPid"].clone()),
+        checked_holder_record(&scene.state_dir()).map(|rec| rec["kubeletPid"].clone()),
         Some(Value::from(kubelet.pid))
     );
 }
@@ -458,7 +458,7 @@ fn exit_on_yield_exits_zero_after_yielding() {
     assert!(status.success(), "pivot exited with {status}");
     handed_over(&scene, &kubelet, &plain);
     assert!(
-        checked_holder_record(&scene.lock()).is_none(),
+        checked_holder_record(&scene.state_dir()).is_none(),
         "holder record left behind"
     );
     assert_eq!(scene.running_kubelets(), vec![plain.pid()]);

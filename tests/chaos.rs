@@ -216,7 +216,7 @@ fn settle(scene: &Scene, tail: &mut LogTail, pool: &[Supervisor], context: &str)
                 .position(|sup| sup.proc.pid() == *parent)
                 .filter(|at| pool[*at].generation == max)
                 .filter(|at| {
-                    holder_record(&scene.lock()).is_some_and(|record| {
+                    holder_record(&scene.state_dir()).is_some_and(|record| {
                         record["pid"] == *parent
                             && record["kubeletPid"] == *kubelet
                             && record["generation"] == max
@@ -224,7 +224,7 @@ fn settle(scene: &Scene, tail: &mut LogTail, pool: &[Supervisor], context: &str)
                     })
                 })
                 .filter(|at| {
-                    let claimed = claim_pids(&scene.lock());
+                    let claimed = claim_pids(&scene.state_dir());
                     let blocked = blocked_on(&scene.lock());
                     pool.iter().enumerate().all(|(other, sup)| {
                         claimed.contains(&sup.proc.pid())
@@ -244,8 +244,8 @@ fn settle(scene: &Scene, tail: &mut LogTail, pool: &[Supervisor], context: &str)
             "the node did not settle within {SETTLE:?} {context} (I1/I3): running kubelets \
              (pid, supervisor) {running:?}, highest live generation {max_generation:?}, \
              holder record {:?}, claims of {:?}, blocked on the lock {:?}",
-            holder_record(&scene.lock()),
-            claim_pids(&scene.lock()),
+            holder_record(&scene.state_dir()),
+            claim_pids(&scene.state_dir()),
             blocked_on(&scene.lock())
         );
         std::thread::sleep(support::POLL_INTERVAL);

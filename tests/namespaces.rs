@@ -126,7 +126,7 @@ fn wait_host_holds(scene: &Scene, sup: i32) -> LogLine {
                 .into_iter()
                 .rev()
                 .find(|line| line.ppid() == sup && live.contains(&line.pid))?;
-            let record = holder_record(&scene.lock())?;
+            let record = holder_record(&scene.state_dir())?;
             (live == [start.pid] && record["pid"] == sup && record["kubeletPid"] == start.pid)
                 .then_some(start)
         },
@@ -220,7 +220,7 @@ impl Pod {
             SETTLE,
             &format!("the pod's gen {generation} supervisor to hold the lock"),
             || {
-                let record = holder_record(&scene.lock())?;
+                let record = holder_record(&scene.state_dir())?;
                 if record["pid"] != self.supervisor
                     || record["generation"] != generation
                     || record["role"] != "self-hosted"

@@ -77,7 +77,7 @@ fn wait_holds(scene: &Scene, sup: i32, generation: i64) -> i32 {
         || {
             let running = scene.running_kubelets();
             let kubelet = kubelet_of(scene, sup)?;
-            let record = holder_record(&scene.lock())?;
+            let record = holder_record(&scene.state_dir())?;
             (running == [kubelet]
                 && json_i64(&record, "pid") == Some(i64::from(sup))
                 && json_i64(&record, "generation") == Some(generation)
@@ -88,8 +88,8 @@ fn wait_holds(scene: &Scene, sup: i32, generation: i64) -> i32 {
 }
 
 /// True once supervisor `pid` has its claim file in place.
-fn has_claim(lock: &Path, pid: i32) -> bool {
-    claim_pids(lock).contains(&pid)
+fn has_claim(state: &Path, pid: i32) -> bool {
+    claim_pids(state).contains(&pid)
 }
 
 /// Waits until supervisor `pid` stands by: its claim is in place and it is blocked in flock.
@@ -98,7 +98,7 @@ fn wait_standing_by(scene: &Scene, pid: i32) {
         SETTLE,
         &format!("supervisor pid {pid} to stand by (claim written, blocked on the lock)"),
         || {
-            (has_claim(&scene.lock(), pid) && blocked_on(&scene.lock()).contains(&pid))
+            (has_claim(&scene.state_dir(), pid) && blocked_on(&scene.lock()).contains(&pid))
                 .then_some(())
         },
     );
@@ -142,7 +142,7 @@ fn assert_no_handoff_for(scene: &Scene, sup: i32, kubelet: i32, window: Duration
             [kubelet],
             "{why}: kubelet {kubelet} of supervisor {sup} must keep running alone"
         );
-        if let Some(record) = holder_record(&scene.lock()) {
+        if let Some(record) = holder_record(&scene.state_dir()) {
             assert_eq!(
                 json_i64(&record, "pid"),
                 Some(i64::from(sup)),
@@ -355,7 +355,7 @@ fn upgrade_round(
         KillPoint::Immediately => {}
         KillPoint::Claimed => {
             wait_until(SETTLE, "v2's claim", || {
-                has_claim(&scene.lock(), v2.pid()).then_some(())
+                has_claim(&scene.state_dir(), v2.pid()).then_some(())
             });
             claimed_ns = Some(now_ns());
         }
@@ -444,7 +444,7 @@ fn upgrade_round(
 fn upgrade_v2_wins_in_every_ordering_and_bootstrap_takes_over_after() {
     let scene = Scene::new();
     let (boot, _) = holding_bootstrap(&scene);
-    let monitor = HolderMonitor::start(&scene.lock());
+    let monitor = HolderMonitor::start(&scene.state_dir());
     let signals = [Signal::SIGKILL, Signal::SIGTERM];
     let mut rounds = 0;
     for (i, kill_point) in KILL_POINTS.iter().cycle().take(24).enumerate() {
@@ -472,7 +472,7 @@ fn upgrade_v2_wins_in_every_ordering_and_bootstrap_takes_over_after() {
 fn upgrade_never_restarts_the_bootstrap_kubelet_while_v2_is_claimed() {
     let scene = Scene::new();
     let (boot, _) = holding_bootstrap(&scene);
-    let monitor = HolderMonitor::start(&scene.lock());
+    let monitor = HolderMonitor::start(&scene.state_dir());
     let mut raced = Vec::new();
     for i in 0..30 {
         let kill_point = [KillPoint::Claimed, KillPoint::Contending][i % 2];
@@ -622,6 +622,15 @@ fn no_handoff_without_a_contender() {
 
 /// A claim of generation 5 for `pid`; the test writes it without a flock, so its owner is
 /// "dead" as far as the protocol can tell.
+/// Writes `text` to `path` with mode 0600, as claims are (a claim readable by others is
+/// rejected, not judged dead).
+fn write_private(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::write(path, text).unwrap_or_else(|err| panic!("write {}: {err}", path.display()));
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+        .unwrap_or_else(|err| panic!("chmod {}: {err}", path.display()));
+}
+
 fn fake_claim(pid: i32, start_time: u64) -> String {
     format!(
         r#"{{"role":"self-hosted","generation":5,"pid":{pid},"startTime":{start_time},"since":"2026-01-01T00:00:00.000Z"}}"#
@@ -632,14 +641,14 @@ fn fake_claim(pid: i32, start_time: u64) -> String {
 fn claims_of_dead_processes_are_ignored_and_removed() {
     let scene = Scene::new();
     let (boot, kubelet) = holding_bootstrap(&scene);
-    let claims = claims_dir(&scene.lock());
+    let claims = claims_dir(&scene.state_dir());
     assert!(claims.is_dir(), "claims dir {} missing", claims.display());
 
     // Renamed into place like a real claim (the holder watches renames into the dir). Its pid
     // is this test process: alive, but it holds no flock on the claim, so the claim is dead.
     let me = std::process::id();
     let staged = scene.path().join("staged-claim.json");
-    fs::write(&staged, fake_claim(i32::try_from(me).expect("pid"), 1)).expect("write staged claim");
+    write_private(&staged, &fake_claim(i32::try_from(me).expect("pid"), 1));
     let dead = claims.join(format!("{me}-1.json"));
     fs::rename(&staged, &dead).expect("rename the fake claim into the claims dir");
     wait_until(SETTLE, "the holder to remove the dead claim", || {
@@ -653,9 +662,10 @@ fn claims_of_dead_processes_are_ignored_and_removed() {
         "dead claim of generation 5",
     );
 
-    // Written in place (no rename event): `status` ignores it and cleans it up.
+    // Written in place (no rename event): `status` ignores it and leaves it (it only reads);
+    // the holder removes it on its next look (the 1 s safety tick).
     let dead = claims.join("4194303-7.json");
-    fs::write(&dead, fake_claim(4_194_303, 7)).expect("write fake claim");
+    write_private(&dead, &fake_claim(4_194_303, 7));
     let (code, json) = status(&scene);
     assert_eq!(code, 0, "{json}");
     let listed = json["lock"]["claims"].as_array().expect("claims array");
@@ -665,10 +675,13 @@ fn claims_of_dead_processes_are_ignored_and_removed() {
     );
     assert_eq!(listed.len(), 1, "only the bootstrap's claim: {json}");
     assert!(
-        !dead.exists(),
-        "status must remove the dead claim {}",
+        dead.exists(),
+        "status must not delete anything, but removed the dead claim {}",
         dead.display()
     );
+    wait_until(SETTLE, "the holder to remove the dead claim", || {
+        (!dead.exists()).then_some(())
+    });
     assert_no_handoff_for(
         &scene,
         boot.pid(),

@@ -847,7 +847,7 @@ fn shipped_unit_under_systemd() {
     sandbox.systemctl_ok(&["start", UNIT]);
     let start_took = start.elapsed();
     // Type=notify: READY=1 comes after the kubelet was spawned and the holder record written.
-    let at_ready = holder_record(&scene.lock());
+    let at_ready = holder_record(&scene.state_dir());
     assert!(
         at_ready
             .as_ref()
@@ -864,7 +864,7 @@ fn shipped_unit_under_systemd() {
         args.starts_with(KUBELET_ARGS),
         "KUBELET_ARGS from /etc/default/kubelet-pivot not passed to the kubelet: {args:?}"
     );
-    let record = holder_record(&scene.lock()).unwrap_or_else(|| {
+    let record = holder_record(&scene.state_dir()).unwrap_or_else(|| {
         panic!(
             "no holder record beside {}: KUBELET_PIVOT_LOCK_FILE not used",
             scene.lock().display()

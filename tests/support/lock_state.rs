@@ -1,5 +1,6 @@
 //! What an operator can observe of the lock: `kubelet-pivot status -o json`, the holder record
-//! `<lock>.holder`, the claims in `<lock>.claims/` and the flocks in /proc/locks.
+//! `<state>/holder.json`, the claims in `<state>/claims/` and the flocks in /proc/locks. `<state>`
+//! is the state directory, by default `<dynamic-config-dir>/lock` ([`Scene::state_dir`]).
 //!
 //! /proc/locks is parsed here, not with the product's `kubelet_pivot::procfs`, so that a bug in
 //! the product's parser cannot hide a failure.
@@ -42,17 +43,15 @@ pub fn status_json(scene: &Scene) -> Value {
     status(scene).1
 }
 
-/// Path of the holder record of `lock`: `<lock>.holder`.
-pub fn holder_path(lock: &Path) -> PathBuf {
-    let mut path = lock.as_os_str().to_owned();
-    path.push(".holder");
-    path.into()
+/// Path of the holder record in the state directory `state`: `<state>/holder.json`.
+pub fn holder_path(state: &Path) -> PathBuf {
+    state.join("holder.json")
 }
 
 /// Reads the holder record: `Ok(None)` when there is none, `Err` when it cannot be read or is
 /// not JSON.
-fn read_holder_record(lock: &Path) -> Result<Option<Value>, String> {
-    let path = holder_path(lock);
+fn read_holder_record(state: &Path) -> Result<Option<Value>, String> {
+    let path = holder_path(state);
     let text = match fs::read_to_string(&path) {
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -63,28 +62,26 @@ fn read_holder_record(lock: &Path) -> Result<Option<Value>, String> {
         .map_err(|err| format!("holder record {path:?} is not JSON ({err}): {text}"))
 }
 
-/// The holder record of `lock` as JSON; `None` when there is none or it cannot be read or
+/// The holder record in `state` as JSON; `None` when there is none or it cannot be read or
 /// parsed (for pollers, which look again).
-pub fn holder_record(lock: &Path) -> Option<Value> {
-    read_holder_record(lock).ok().flatten()
+pub fn holder_record(state: &Path) -> Option<Value> {
+    read_holder_record(state).ok().flatten()
 }
 
-/// The holder record of `lock` as JSON, `None` when there is none; panics when it cannot be
+/// The holder record in `state` as JSON, `None` when there is none; panics when it cannot be
 /// read or is not JSON.
-pub fn checked_holder_record(lock: &Path) -> Option<Value> {
-    read_holder_record(lock).unwrap_or_else(|err| panic!("{err}"))
+pub fn checked_holder_record(state: &Path) -> Option<Value> {
+    read_holder_record(state).unwrap_or_else(|err| panic!("{err}"))
 }
 
-/// The claims directory of `lock`: `<lock>.claims`.
-pub fn claims_dir(lock: &Path) -> PathBuf {
-    let mut dir = lock.as_os_str().to_owned();
-    dir.push(".claims");
-    dir.into()
+/// The claims directory in the state directory `state`: `<state>/claims`.
+pub fn claims_dir(state: &Path) -> PathBuf {
+    state.join("claims")
 }
 
 /// Pids that have a claim file `<pid>-<start time>.json` (live or not).
-pub fn claim_pids(lock: &Path) -> Vec<i32> {
-    fs::read_dir(claims_dir(lock))
+pub fn claim_pids(state: &Path) -> Vec<i32> {
+    fs::read_dir(claims_dir(state))
         .map(|entries| {
             entries
                 .flatten()

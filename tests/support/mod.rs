@@ -370,6 +370,11 @@ impl Scene {
         self.path().join("dynamic-config")
     }
 
+    /// `<dir>/dynamic-config/lock`: the default state directory (holder record and claims).
+    pub fn state_dir(&self) -> PathBuf {
+        self.config_dir().join("lock")
+    }
+
     /// The stand-in's event log (`STANDIN_LOG`).
     pub fn log(&self) -> PathBuf {
         self.path().join("stand-in.log")
