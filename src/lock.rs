@@ -359,6 +359,30 @@ mod tests {
     }
 
     #[test]
+    fn another_users_file_at_the_path_is_replaced_and_ours_narrowed() {
+        use std::os::unix::fs::PermissionsExt;
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("kubelet.lock");
+        fs::write(&p, b"planted").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o666)).unwrap();
+        nix::unistd::chown(&p, Some(65534.into()), Some(65534.into())).unwrap();
+        let lock = LockFile::open(&p).unwrap();
+        let meta = fs::metadata(&p).unwrap();
+        // A new file (inode numbers may be reused, contents are not).
+        assert!(fs::read(&p).unwrap().is_empty());
+        assert_eq!((meta.uid(), meta.mode() & 0o7777), (0, 0o600));
+        assert_eq!(lock.key(), FileKey::of_metadata(&meta));
+        // Our own file with a wide mode is kept and narrowed.
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+        let again = LockFile::open(&p).unwrap();
+        assert_eq!(again.key(), lock.key());
+        assert_eq!(fs::metadata(&p).unwrap().mode() & 0o7777, 0o600);
+    }
+
+    #[test]
     fn creates_parent_and_detects_replacement() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("a/b/kubelet.lock");

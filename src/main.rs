@@ -77,6 +77,8 @@ fn supervise(rank: Rank, common: CommonArgs) -> ExitCode {
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(EXIT_FAILURE)),
+        // An untrusted state directory is bad input found before start.
+        Err(err @ supervisor::SupervisorError::State(_)) => fail(EXIT_USAGE, err),
         Err(err) => fail(EXIT_FAILURE, err),
     }
 }

@@ -200,6 +200,12 @@ fn files_planted_beside_the_lock_are_never_read_or_signalled() {
         );
     }
     assert!(victim.is_running());
+    // The real claims live where nobody cannot even look.
+    let out = node.as_nobody(&format!(
+        r#"ls "{}""#,
+        claims_dir(&node.scene.state_dir()).display()
+    ));
+    assert!(!out.status.success(), "nobody can list the claims: {out:?}");
 }
 
 #[test]
@@ -283,12 +289,15 @@ fn a_process_of_another_user_blocked_on_the_lock_is_no_contender() {
     assert!(blocked.is_running());
 }
 
+/// Makes an untrusted state directory at a path.
+type MakeDir = Box<dyn Fn(&Path)>;
+
 #[test]
 fn an_untrusted_state_directory_is_refused_with_one_line() {
     root_only!();
     let node = Node::new();
     let shared = node.lock_dir();
-    let cases: Vec<(&str, PathBuf, Box<dyn Fn(&Path)>)> = vec![
+    let cases: Vec<(&str, PathBuf, MakeDir)> = vec![
         (
             "created by nobody",
             shared.join("by-nobody"),
@@ -333,7 +342,11 @@ fn an_untrusted_state_directory_is_refused_with_one_line() {
             .lines()
             .filter(|l| l.starts_with("kubelet-pivot: error:"))
             .collect();
-        assert!(!out.status.success(), "{what}: accepted\n{stderr}");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{what}: not refused as bad input\n{stderr}"
+        );
         assert_eq!(errors.len(), 1, "{what}: not one error line\n{stderr}");
         assert!(
             errors[0].contains(&dir.display().to_string()),
