@@ -12,7 +12,8 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 use tracing::{error, info, warn};
 
-use crate::kubeconfig::{ConfigError, KubeletConfig, HASH_ALGORITHM};
+use crate::fsutil::{self, Owner, ReadError, ReadPolicy};
+use crate::kubeconfig::{ConfigError, KubeletConfig, HASH_ALGORITHM, MAX_CONFIG_BYTES};
 use crate::role::now_rfc3339;
 use crate::store::{ConfigSource, EffectiveRecord, Store, StoreError, Trial};
 
@@ -97,6 +98,9 @@ pub enum LocalConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// Not a regular file (a FIFO, a device), or larger than a config may be.
+    #[error("{0}; pass a KubeletConfiguration file of at most {MAX_CONFIG_BYTES} bytes")]
+    Unsafe(ReadError),
     #[error("--init-config {path} is invalid: {source}; fix it, or remove --init-config to run with built-in defaults")]
     Invalid {
         path: PathBuf,
@@ -114,10 +118,7 @@ impl LocalConfig {
                 config: KubeletConfig::defaults(),
             });
         };
-        let bytes = fs::read(path).map_err(|e| LocalConfigError::Read {
-            path: path.to_path_buf(),
-            source: e,
-        })?;
+        let bytes = read_init_config(path)?;
         let config =
             KubeletConfig::parse_and_validate(&bytes).map_err(|e| LocalConfigError::Invalid {
                 path: path.to_path_buf(),
@@ -127,6 +128,28 @@ impl LocalConfig {
             path: Some(path.to_path_buf()),
             config,
         })
+    }
+}
+
+/// Reads `--init-config`: the path the operator gives may be a symlink (it
+/// is resolved once); the file must be a regular file (a FIFO or a device
+/// is refused at once, never read) of at most [`MAX_CONFIG_BYTES`].
+fn read_init_config(path: &Path) -> Result<Vec<u8>, LocalConfigError> {
+    let read_error = |source| LocalConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let resolved = fs::canonicalize(path).map_err(read_error)?;
+    let policy = ReadPolicy {
+        what: "--init-config file",
+        max_len: MAX_CONFIG_BYTES as u64,
+        owner: Owner::Any,
+        private: false,
+    };
+    match fsutil::read_bounded(&resolved, &policy) {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err(read_error(std::io::ErrorKind::NotFound.into())),
+        Err(e) => Err(LocalConfigError::Unsafe(e)),
     }
 }
 

@@ -9,19 +9,30 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use crate::cli::CheckpointAction;
+use crate::fsutil::{self, Owner, ReadError, ReadPolicy};
 use crate::kubeconfig::KubeletConfig;
 use crate::store::{ConfigSource, Store, StoreError, MAX_PAYLOAD};
+
+/// Most files a directory payload may hold (a ConfigMap holds a few keys).
+const MAX_PAYLOAD_FILES: usize = 256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {source}; nothing was assigned")]
     Read {
         path: String,
         #[source]
         source: std::io::Error,
     },
+    /// A payload file is not a regular file, or too large.
+    #[error("{0}; nothing was assigned")]
+    Payload(ReadError),
+    #[error(
+        "payload directory {path} has more than {MAX_PAYLOAD_FILES} files; nothing was assigned"
+    )]
+    TooManyFiles { path: String },
     #[error("payload has no key {key:?} (keys: {keys}); pass --key")]
     MissingKey { key: String, keys: String },
     #[error("{path} is not a valid KubeletConfiguration: {detail}; fix it, or pass --force to assign it anyway and watch the node roll back")]
@@ -32,31 +43,61 @@ pub enum OperatorError {
     Output(#[from] std::io::Error),
 }
 
-fn read_payload(path: &Path, key: &str) -> Result<BTreeMap<String, Vec<u8>>, OperatorError> {
-    let read = |p: &Path| {
-        fs::read(p).map_err(|e| OperatorError::Read {
-            path: p.display().to_string(),
-            source: e,
-        })
-    };
-    let mut files = BTreeMap::new();
-    let meta = fs::metadata(path).map_err(|e| OperatorError::Read {
+/// How a payload file is read: any owner (the operator names it), never a
+/// FIFO or a device (no hang, no endless read), at most what is left of
+/// [`MAX_PAYLOAD`].
+fn payload_policy(left: usize) -> ReadPolicy {
+    ReadPolicy {
+        what: "payload file",
+        max_len: left as u64,
+        owner: Owner::Any,
+        private: false,
+    }
+}
+
+fn read_error(path: &Path, source: std::io::Error) -> OperatorError {
+    OperatorError::Read {
         path: path.display().to_string(),
-        source: e,
-    })?;
-    if meta.is_dir() {
-        let entries = fs::read_dir(path).map_err(|e| OperatorError::Read {
-            path: path.display().to_string(),
-            source: e,
-        })?;
-        for entry in entries.flatten() {
-            let p = entry.path();
-            if entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
-                files.insert(entry.file_name().to_string_lossy().into_owned(), read(&p)?);
-            }
+        source,
+    }
+}
+
+/// Reads one payload file (not following a symlink) within the budget.
+fn read_payload_file(path: &Path, left: usize) -> Result<Vec<u8>, OperatorError> {
+    match fsutil::read_bounded(path, &payload_policy(left)) {
+        Ok(Some(data)) => Ok(data),
+        Ok(None) => Err(read_error(
+            path,
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        )),
+        Err(e) => Err(OperatorError::Payload(e)),
+    }
+}
+
+/// Reads `PATH` of `checkpoint assign`: a file (stored under `key`) or a
+/// directory of regular files (one key each), at most [`MAX_PAYLOAD`] bytes
+/// in all. The path the operator gives may be a symlink (it is resolved
+/// once); entries of a directory may not.
+fn read_payload(path: &Path, key: &str) -> Result<BTreeMap<String, Vec<u8>>, OperatorError> {
+    let resolved = fs::canonicalize(path).map_err(|e| read_error(path, e))?;
+    let meta = fs::symlink_metadata(&resolved).map_err(|e| read_error(path, e))?;
+    let mut files = BTreeMap::new();
+    if !meta.is_dir() {
+        files.insert(key.to_string(), read_payload_file(&resolved, MAX_PAYLOAD)?);
+        return Ok(files);
+    }
+    let entries = fs::read_dir(&resolved).map_err(|e| read_error(path, e))?;
+    let mut size = 0;
+    for entry in entries {
+        let entry = entry.map_err(|e| read_error(path, e))?;
+        if files.len() >= MAX_PAYLOAD_FILES {
+            return Err(OperatorError::TooManyFiles {
+                path: path.display().to_string(),
+            });
         }
-    } else {
-        files.insert(key.to_string(), read(path)?);
+        let data = read_payload_file(&entry.path(), MAX_PAYLOAD - size)?;
+        size += data.len();
+        files.insert(entry.file_name().to_string_lossy().into_owned(), data);
     }
     Ok(files)
 }

@@ -17,6 +17,13 @@
 //! crash at any instruction) see the old or the new state only. Directories
 //! are 0700, files 0600, symlinks anywhere below the root are refused.
 //! Writers serialize on a flock of `.store.lock` (held only while writing).
+//!
+//! Nothing in the store is trusted blindly: the root is a trusted directory
+//! (`trust`: owned by our uid, not group/world-writable, safe ancestors),
+//! and every file is read through `fsutil::read_bounded` (no symlink, no
+//! FIFO or device, owned by our uid, not group/world-writable, capped at a
+//! size fit for it: [`MAX_META_BYTES`], [`MAX_BAD_CONFIGS_BYTES`],
+//! [`MAX_PAYLOAD`]).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -26,7 +33,8 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
-use crate::fsutil::{self, FsError, TEMP_PREFIX};
+use crate::fsutil::{self, FsError, Owner, ReadError, ReadPolicy, TEMP_PREFIX};
+use crate::trust::{self, TrustError};
 
 pub const DIR_MODE: u32 = 0o700;
 pub const FILE_MODE: u32 = 0o600;
@@ -34,6 +42,19 @@ pub const FILE_MODE: u32 = 0o600;
 pub const MAX_PAYLOAD: usize = 1024 * 1024;
 /// Longest ConfigMap key.
 const MAX_KEY_LEN: usize = 253;
+/// Largest small JSON record (meta/assigned, meta/last-known-good,
+/// v1/startups.json, v1/trial.json, v1/effective.json): each holds a config
+/// source, a few timestamps or one error line, well under 4 KiB.
+pub const MAX_META_BYTES: u64 = 64 * 1024;
+/// Largest v1/bad-configs.json: one entry per bad config UID, each reason
+/// capped at [`MAX_BAD_REASON`] bytes when written.
+pub const MAX_BAD_CONFIGS_BYTES: u64 = MAX_PAYLOAD as u64;
+/// Longest reason stored in bad-configs (the full text goes to the log).
+pub const MAX_BAD_REASON: usize = 2048;
+/// Largest effective config file: a payload plus the defaults filled in.
+const MAX_EFFECTIVE_BYTES: u64 = 2 * MAX_PAYLOAD as u64;
+/// What the store root is called in messages.
+const ROOT_WHAT: &str = "checkpoint store (--dynamic-config-dir)";
 
 /// A remote config source, as the Dynamic Kubelet Configuration proposal
 /// serializes it.
@@ -93,6 +114,13 @@ pub struct EffectiveRecord {
 pub enum StoreError {
     #[error(transparent)]
     Fs(#[from] FsError),
+    /// The store root is not a trusted directory.
+    #[error(transparent)]
+    Trust(#[from] TrustError),
+    /// A file in the store is not a private regular file of ours, or is
+    /// too large.
+    #[error("{0}; inspect it, then remove it (kubelet-pivot rewrites what it needs) or run `kubelet-pivot checkpoint reset`")]
+    Unsafe(ReadError),
     #[error(
         "{path} is a symlink; kubelet-pivot refuses symlinks in the checkpoint store (remove it)"
     )]
@@ -189,32 +217,77 @@ pub struct StoreLock {
 #[derive(Debug, Clone)]
 pub struct Store {
     root: PathBuf,
+    /// Opened for writing: the root was created or verified by `open`. A
+    /// read-only store verifies its root before each read instead.
+    verified: bool,
+}
+
+/// How a store file is read: what it is called and how large it may be.
+fn policy(what: &'static str, max_len: u64) -> ReadPolicy {
+    ReadPolicy {
+        what,
+        max_len,
+        owner: Owner::me(),
+        private: true,
+    }
+}
+
+/// Cuts a reason to at most `max` bytes at a character boundary.
+fn truncate_reason(reason: &str, max: usize) -> String {
+    if reason.len() <= max {
+        return reason.to_string();
+    }
+    let mut end = max;
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... (truncated, see the log)", &reason[..end])
 }
 
 impl Store {
-    /// Opens the store, creating its directories (0700) if needed, and
-    /// removes leftovers of interrupted writes.
+    /// Opens the store for writing, creating its directories (0700) if
+    /// needed. The root and its subdirectories must be trusted directories
+    /// (owned by our uid, not writable by group or others, no symlink, safe
+    /// ancestors): another user must not be able to plant files in them.
     pub fn open(root: &Path) -> Result<Store, StoreError> {
         let store = Store {
             root: root.to_path_buf(),
+            verified: true,
         };
+        trust::ensure_dir(root, ROOT_WHAT)?;
         for dir in [
-            root.to_path_buf(),
             store.meta_dir(),
             store.checkpoints_dir(),
             store.v1_dir(),
             store.effective_dir(),
         ] {
             store.check_no_symlink(&dir)?;
-            fsutil::ensure_dir(&dir, DIR_MODE)?;
+            trust::ensure_dir(&dir, "checkpoint store directory")?;
         }
         Ok(store)
     }
 
     /// Opens an existing store read-only (for `status`): nothing is created.
+    /// Every read first verifies the root (a missing store reads as empty).
     pub fn open_read_only(root: &Path) -> Store {
         Store {
             root: root.to_path_buf(),
+            verified: false,
+        }
+    }
+
+    /// Read-only: whether the store exists, after checking that its root is
+    /// a trusted directory. Always true for a store opened for writing.
+    fn check_root(&self) -> Result<bool, StoreError> {
+        if self.verified {
+            return Ok(true);
+        }
+        match trust::verify_dir(&self.root, ROOT_WHAT) {
+            Ok(_) => Ok(true),
+            Err(TrustError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -287,11 +360,31 @@ impl Store {
         Ok(StoreLock { _file: file })
     }
 
-    fn read_json<T: DeserializeOwned>(&self, path: &Path) -> Result<Option<T>, StoreError> {
+    /// Reads a store file through the bounded reader: a private regular
+    /// file of ours, at most `max_len` bytes. `Ok(None)` when absent.
+    fn read_file(
+        &self,
+        path: &Path,
+        what: &'static str,
+        max_len: u64,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        if !self.check_root()? {
+            return Ok(None);
+        }
         self.check_no_symlink(path)?;
-        let Some(bytes) = fsutil::read_nofollow(path, MAX_PAYLOAD as u64)
-            .map_err(|e| self.symlink_or(path, e))?
-        else {
+        fsutil::read_bounded(path, &policy(what, max_len)).map_err(|e| match e {
+            ReadError::Symlink { path, .. } => StoreError::Symlink { path },
+            other => StoreError::Unsafe(other),
+        })
+    }
+
+    fn read_json<T: DeserializeOwned>(
+        &self,
+        path: &Path,
+        what: &'static str,
+        max_len: u64,
+    ) -> Result<Option<T>, StoreError> {
+        let Some(bytes) = self.read_file(path, what, max_len)? else {
             return Ok(None);
         };
         if bytes.iter().all(|b| b.is_ascii_whitespace()) {
@@ -303,16 +396,6 @@ impl Store {
                 path: path.to_path_buf(),
                 reason: e.to_string(),
             })
-    }
-
-    fn symlink_or(&self, path: &Path, e: FsError) -> StoreError {
-        if e.io_error().raw_os_error() == Some(libc::ELOOP) {
-            StoreError::Symlink {
-                path: path.to_path_buf(),
-            }
-        } else {
-            StoreError::Fs(e)
-        }
     }
 
     fn write_json<T: Serialize>(&self, path: &Path, value: &T) -> Result<(), StoreError> {
@@ -336,13 +419,21 @@ impl Store {
     }
 
     pub fn assigned(&self) -> Result<Option<ConfigSource>, StoreError> {
-        self.read_json(&self.meta_dir().join("assigned"))
+        self.read_json(
+            &self.meta_dir().join("assigned"),
+            "assigned config record",
+            MAX_META_BYTES,
+        )
     }
     pub fn set_assigned(&self, src: Option<&ConfigSource>) -> Result<(), StoreError> {
         self.write_optional(&self.meta_dir().join("assigned"), src)
     }
     pub fn last_known_good(&self) -> Result<Option<ConfigSource>, StoreError> {
-        self.read_json(&self.meta_dir().join("last-known-good"))
+        self.read_json(
+            &self.meta_dir().join("last-known-good"),
+            "last-known-good config record",
+            MAX_META_BYTES,
+        )
     }
     pub fn set_last_known_good(&self, src: Option<&ConfigSource>) -> Result<(), StoreError> {
         self.write_optional(&self.meta_dir().join("last-known-good"), src)
@@ -350,7 +441,11 @@ impl Store {
 
     pub fn bad_configs(&self) -> Result<BadConfigs, StoreError> {
         Ok(self
-            .read_json(&self.v1_dir().join("bad-configs.json"))?
+            .read_json(
+                &self.v1_dir().join("bad-configs.json"),
+                "bad-config list",
+                MAX_BAD_CONFIGS_BYTES,
+            )?
             .unwrap_or_default())
     }
     /// Whether this exact source (uid and resourceVersion) is known bad.
@@ -366,7 +461,7 @@ impl Store {
             src.uid.clone(),
             BadEntry {
                 time: time.to_string(),
-                reason: reason.to_string(),
+                reason: truncate_reason(reason, MAX_BAD_REASON),
                 resource_version: src.resource_version.clone(),
             },
         );
@@ -384,7 +479,11 @@ impl Store {
 
     pub fn startups(&self) -> Result<Vec<String>, StoreError> {
         Ok(self
-            .read_json(&self.v1_dir().join("startups.json"))?
+            .read_json(
+                &self.v1_dir().join("startups.json"),
+                "kubelet startup record",
+                MAX_META_BYTES,
+            )?
             .unwrap_or_default())
     }
     pub fn set_startups(&self, list: &[String]) -> Result<(), StoreError> {
@@ -392,7 +491,11 @@ impl Store {
     }
 
     pub fn trial(&self) -> Result<Option<Trial>, StoreError> {
-        self.read_json(&self.v1_dir().join("trial.json"))
+        self.read_json(
+            &self.v1_dir().join("trial.json"),
+            "trial record",
+            MAX_META_BYTES,
+        )
     }
     pub fn set_trial(&self, trial: Option<&Trial>) -> Result<(), StoreError> {
         let path = self.v1_dir().join("trial.json");
@@ -403,7 +506,11 @@ impl Store {
     }
 
     pub fn effective_record(&self) -> Result<Option<EffectiveRecord>, StoreError> {
-        self.read_json(&self.v1_dir().join("effective.json"))
+        self.read_json(
+            &self.v1_dir().join("effective.json"),
+            "effective config record",
+            MAX_META_BYTES,
+        )
     }
     pub fn set_effective_record(&self, rec: &EffectiveRecord) -> Result<(), StoreError> {
         self.write_json(&self.v1_dir().join("effective.json"), rec)
@@ -412,13 +519,13 @@ impl Store {
     pub fn write_effective_config(&self, bytes: &[u8]) -> Result<PathBuf, StoreError> {
         let path = self.effective_config_path();
         self.check_no_symlink(&path)?;
-        // Unchanged content needs no new file (and no fsyncs on the start path).
-        if fsutil::read_nofollow(&path, MAX_PAYLOAD as u64)
-            .ok()
-            .flatten()
-            .as_deref()
-            != Some(bytes)
-        {
+        // Unchanged content needs no new file (and no fsyncs on the start
+        // path). Anything unreadable (planted, too large) is replaced.
+        let current = fsutil::read_bounded(
+            &path,
+            &policy("effective kubelet config", MAX_EFFECTIVE_BYTES),
+        );
+        if current.ok().flatten().as_deref() != Some(bytes) {
             fsutil::write_atomic(&path, bytes, FILE_MODE)?;
         }
         Ok(path)
@@ -479,16 +586,18 @@ impl Store {
     ) -> Result<BTreeMap<String, Vec<u8>>, StoreError> {
         src.validate()?;
         let dir = self.checkpoint_dir(&src.uid, &src.resource_version);
+        let missing = || StoreError::MissingCheckpoint {
+            uid: src.uid.clone(),
+            resource_version: src.resource_version.clone(),
+            dir: self.checkpoints_dir(),
+        };
+        if !self.check_root()? {
+            return Err(missing());
+        }
         self.check_no_symlink(&dir)?;
         let entries = match fs::read_dir(&dir) {
             Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(StoreError::MissingCheckpoint {
-                    uid: src.uid.clone(),
-                    resource_version: src.resource_version.clone(),
-                    dir: self.checkpoints_dir(),
-                })
-            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(missing()),
             Err(e) => return Err(FsError::io("read checkpoint directory", &dir, e).into()),
         };
         let mut files = BTreeMap::new();
@@ -500,13 +609,13 @@ impl Store {
                 continue;
             }
             let path = entry.path();
-            let data = fsutil::read_nofollow(&path, MAX_PAYLOAD as u64)
-                .map_err(|e| self.symlink_or(&path, e))?
+            // The whole checkpoint shares one budget: each file may use what
+            // the previous ones left.
+            let left = (MAX_PAYLOAD - size) as u64;
+            let data = self
+                .read_file(&path, "checkpoint file", left)?
                 .unwrap_or_default();
             size += data.len();
-            if size > MAX_PAYLOAD {
-                return Err(StoreError::TooLarge { size });
-            }
             files.insert(name, data);
         }
         Ok(files)
@@ -515,6 +624,9 @@ impl Store {
     /// (uid, resourceVersion) of every checkpoint on disk.
     pub fn list_checkpoints(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
+        if !matches!(self.check_root(), Ok(true)) {
+            return out;
+        }
         let Ok(uids) = fs::read_dir(self.checkpoints_dir()) else {
             return out;
         };
@@ -642,5 +754,84 @@ mod tests {
         assert!(s.forget_bad("u1").unwrap());
         assert!(!s.forget_bad("u1").unwrap());
         assert!(s.bad_entry(&src("u1", "5")).unwrap().is_none());
+    }
+
+    #[test]
+    fn planted_files_are_refused_without_blocking() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(d.path()).unwrap();
+        let assigned = d.path().join("meta/assigned");
+        nix::unistd::mkfifo(&assigned, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let err = s.assigned().unwrap_err().to_string();
+        assert!(
+            err.contains("fifo") && err.contains("meta/assigned"),
+            "{err}"
+        );
+        let bad = d.path().join("v1/bad-configs.json");
+        let f = File::create(&bad).unwrap();
+        f.set_len(64 * 1024 * 1024).unwrap();
+        let err = s.bad_configs().unwrap_err().to_string();
+        assert!(err.contains("too large"), "{err}");
+        // Group-writable: someone else may have written it.
+        let lkg = d.path().join("meta/last-known-good");
+        fs::write(&lkg, b"{}").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&lkg, fs::Permissions::from_mode(0o666)).unwrap();
+        let err = s.last_known_good().unwrap_err().to_string();
+        assert!(err.contains("writable by group or others"), "{err}");
+    }
+
+    #[test]
+    fn checkpoint_files_share_one_budget_and_must_be_regular() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(d.path()).unwrap();
+        let mut files = BTreeMap::new();
+        files.insert("kubelet".to_string(), b"{}".to_vec());
+        s.save_checkpoint(&src("u1", "5"), &files).unwrap();
+        let dir = d.path().join("checkpoints/u1/5");
+        File::create(dir.join("big"))
+            .unwrap()
+            .set_len(MAX_PAYLOAD as u64)
+            .unwrap();
+        let err = s.load_checkpoint(&src("u1", "5")).unwrap_err().to_string();
+        assert!(err.contains("too large"), "{err}");
+        fs::remove_file(dir.join("big")).unwrap();
+        nix::unistd::mkfifo(
+            &dir.join("pipe"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let err = s.load_checkpoint(&src("u1", "5")).unwrap_err().to_string();
+        assert!(err.contains("fifo"), "{err}");
+    }
+
+    #[test]
+    fn an_untrusted_root_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("store");
+        Store::open(&root).unwrap();
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o777)).unwrap();
+        let err = Store::open(&root).unwrap_err().to_string();
+        assert!(err.contains("chmod go-w"), "{err}");
+        let ro = Store::open_read_only(&root);
+        assert!(matches!(ro.assigned(), Err(StoreError::Trust(_))));
+        assert!(ro.list_checkpoints().is_empty());
+        // A store that does not exist yet reads as empty.
+        let missing = Store::open_read_only(&d.path().join("nope"));
+        assert_eq!(missing.assigned().unwrap(), None);
+        assert!(missing.bad_configs().unwrap().is_empty());
+    }
+
+    #[test]
+    fn long_bad_reasons_are_truncated() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(d.path()).unwrap();
+        let reason = "é".repeat(MAX_BAD_REASON);
+        s.mark_bad(&src("u1", "5"), &reason, "2026-01-01T00:00:00Z")
+            .unwrap();
+        let stored = s.bad_entry(&src("u1", "5")).unwrap().unwrap().reason;
+        assert!(stored.len() < MAX_BAD_REASON + 64, "{}", stored.len());
+        assert!(stored.ends_with("(truncated, see the log)"));
     }
 }
