@@ -20,10 +20,11 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use crate::kubeconfig::{ConfigError, KubeletConfig};
 use crate::metrics::Metrics;
 use crate::nodeconfig::{self, Assignment, ConfigRef, ConfigReport};
 use crate::role::now_rfc3339;
-use crate::store::{ConfigSource, Store};
+use crate::store::{ConfigSource, Store, StoreError, MAX_PAYLOAD};
 
 /// Component name in Events.
 const COMPONENT: &str = "kubelet-pivot";
@@ -107,6 +108,43 @@ fn download_error(r: &ConfigRef, err: &kube::Error) -> String {
         ),
         _ => "failed to sync: failed to download config, see Kubelet log for details".to_string(),
     }
+}
+
+/// Why a downloaded ConfigMap was not checkpointed.
+#[derive(Debug, thiserror::Error)]
+enum CheckpointError {
+    /// The payload breaks the bounds every config input has (size, nesting):
+    /// it is never stored.
+    #[error("payload of {size} bytes exceeds the {MAX_PAYLOAD}-byte limit")]
+    TooLarge { size: usize },
+    #[error("key {key:?}: {source}")]
+    OutOfBounds {
+        key: String,
+        #[source]
+        source: ConfigError,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The bounds a payload must keep before it is stored: at most
+/// [`MAX_PAYLOAD`] bytes in all, and the config key within the size and
+/// nesting limits of the config parser (checked by a linear pre-scan; the
+/// full parse and validation happen when the config is resolved, and a
+/// config that fails them is recorded as bad). CPU work: call it from a
+/// blocking task, never on the event loop.
+fn check_payload(files: &BTreeMap<String, Vec<u8>>, key: &str) -> Result<(), CheckpointError> {
+    let size: usize = files.values().map(Vec::len).sum();
+    if size > MAX_PAYLOAD {
+        return Err(CheckpointError::TooLarge { size });
+    }
+    if let Some(body) = files.get(key) {
+        KubeletConfig::check_bounds(body).map_err(|source| CheckpointError::OutOfBounds {
+            key: key.to_string(),
+            source,
+        })?;
+    }
+    Ok(())
 }
 
 fn payload(cm: &ConfigMap) -> BTreeMap<String, Vec<u8>> {
@@ -333,13 +371,17 @@ impl Syncer {
         };
         let store = self.store.clone();
         let src = source.clone();
+        let key = r.key.clone();
+        // Checked and stored off the event loop: the runtime has one thread,
+        // and a signal must be acted on while a payload is looked at.
         let res = tokio::task::spawn_blocking(move || {
+            check_payload(&files, &key)?;
             let _g = store.lock()?;
             store.save_checkpoint(&src, &files)?;
             if store.assigned()?.as_ref() != Some(&src) {
                 store.set_assigned(Some(&src))?;
             }
-            Ok::<(), crate::store::StoreError>(())
+            Ok::<(), CheckpointError>(())
         })
         .await;
         match res {
@@ -350,6 +392,17 @@ impl Syncer {
                 self.metrics.sync_error(None);
                 self.metrics.synced(SystemTime::now());
                 true
+            }
+            Ok(Err(
+                err @ (CheckpointError::TooLarge { .. } | CheckpointError::OutOfBounds { .. }),
+            )) => {
+                warn!(configmap = %r, %err, "the assigned ConfigMap is refused and not checkpointed; the kubelet keeps its current config");
+                self.sync_error = Some(format!(
+                    "failed to sync: failed to download config, ConfigMap {}/{} is refused: {err}",
+                    r.namespace, r.name
+                ));
+                self.report().await;
+                false
             }
             Ok(Err(err)) => {
                 warn!(%err, "cannot checkpoint the assigned config");
@@ -495,5 +548,29 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     match at {
         Some(t) => tokio::time::sleep_until(t).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(key: &str, body: &[u8]) -> BTreeMap<String, Vec<u8>> {
+        BTreeMap::from([(key.to_string(), body.to_vec())])
+    }
+
+    #[test]
+    fn payloads_out_of_bounds_are_refused_before_they_are_stored() {
+        let deep = format!("a: {}", "[".repeat(200_000));
+        let err = check_payload(&files("kubelet", deep.as_bytes()), "kubelet").unwrap_err();
+        assert!(matches!(err, CheckpointError::OutOfBounds { .. }), "{err}");
+        assert!(err.to_string().contains("deeper than"), "{err}");
+        let big = vec![b' '; MAX_PAYLOAD + 1];
+        assert!(matches!(
+            check_payload(&files("other", &big), "kubelet"),
+            Err(CheckpointError::TooLarge { .. })
+        ));
+        // Invalid but bounded: stored, the lifecycle records it as bad.
+        check_payload(&files("kubelet", b"port: 70000\n"), "kubelet").expect("bounded");
     }
 }
