@@ -24,6 +24,18 @@
 //!   otherwise run normally.
 //! - `STANDIN_SPAWN_GRANDCHILD=1`: fork a grandchild in the same process group that pauses until
 //!   killed; it logs its own `grandchild` line.
+//! - `STANDIN_DAEMONIZE_HELPER=1`: fork a helper that daemonizes the way a FUSE or mount helper
+//!   does: `setsid()` (its own session and process group, so it is *not* in the kubelet's
+//!   process group and a signal to that group misses it), no PDEATHSIG, and it keeps every
+//!   descriptor the stand-in inherited across exec (the supervisor's lock descriptor among them)
+//!   while closing the stand-in's own close-on-exec ones (`--lock-file`, probe, log), as an exec
+//!   would. It logs `helper pgid=N sid=N` and sleeps until killed.
+//! - `STANDIN_UNLOCK_INHERITED=1`: `STANDIN_UNLOCK_DELAY_MS` (default 0) ms after `start`,
+//!   `flock(LOCK_UN)` every inherited lock descriptor and log `unlocked fd=N` for each (or
+//!   `unlocked fd=none`). Inherited = an fd > 2 without close-on-exec that names a regular file;
+//!   with `STANDIN_LOCK_PATH=PATH` only those whose `/proc/self/fd` link is PATH (or
+//!   `PATH (deleted)`). The supervisor's locked descriptor shares its open file description with
+//!   the supervisor, so this releases the supervisor's lock too.
 //!
 //! Log lines, each written with one `write()` on an `O_APPEND` fd:
 //! `<event> t=<unix_ns> pid=<pid> ppid=<ppid> [key=value ...]`, events:
@@ -32,6 +44,9 @@
 //!   once the lock file and the probe are held; `t` is the exec time, `ready` the time the line
 //!   was written (after any wait for the lock); `args` is last and runs to the end of the line.
 //! - `grandchild pgid=N` (written by the grandchild: pid is the grandchild, ppid the stand-in).
+//! - `helper pgid=N sid=N` (written by the daemonized helper: pid is the helper, ppid the
+//!   stand-in at the time of writing).
+//! - `unlocked fd=N|none` (written by the stand-in after `STANDIN_UNLOCK_INHERITED`).
 //! - `term signal=sigterm|sigint from=PID [ignored=1]` (`from`: the sender, from the kernel's
 //!   signal info, in this process's PID namespace; 0 for the kernel), `stop reason=sigterm|sigint`
 //!   (then exit 0).
@@ -40,7 +55,8 @@
 //!
 //! Exit codes: 0 after SIGTERM/SIGINT, the crash code, 97 on overlap, 2 on usage or I/O errors.
 
-// `fork` is unsafe in nix; it is used once, for STANDIN_SPAWN_GRANDCHILD (SAFETY comment there).
+// `fork` is unsafe in nix; it is used for STANDIN_SPAWN_GRANDCHILD and STANDIN_DAEMONIZE_HELPER
+// (SAFETY comments there).
 #![allow(unsafe_code)]
 
 use std::convert::Infallible;
@@ -78,6 +94,10 @@ const ENV_CRASH_AFTER: &str = "STANDIN_CRASH_AFTER_MS";
 const ENV_CRASH_CODE: &str = "STANDIN_CRASH_CODE";
 const ENV_CRASH_ON_CONFIG: &str = "STANDIN_CRASH_ON_CONFIG";
 const ENV_GRANDCHILD: &str = "STANDIN_SPAWN_GRANDCHILD";
+const ENV_DAEMONIZE_HELPER: &str = "STANDIN_DAEMONIZE_HELPER";
+const ENV_UNLOCK_INHERITED: &str = "STANDIN_UNLOCK_INHERITED";
+const ENV_UNLOCK_DELAY: &str = "STANDIN_UNLOCK_DELAY_MS";
+const ENV_LOCK_PATH: &str = "STANDIN_LOCK_PATH";
 
 fn main() {
     // First thing: the exec time, reported as `t` of the `start` event.
@@ -189,6 +209,10 @@ struct Settings {
     crash_code: i32,
     crash_on_config: Option<String>,
     spawn_grandchild: bool,
+    daemonize_helper: bool,
+    /// `Some(delay)` with `STANDIN_UNLOCK_INHERITED=1`.
+    unlock_inherited: Option<Duration>,
+    lock_path: Option<PathBuf>,
 }
 
 impl Settings {
@@ -211,6 +235,13 @@ impl Settings {
                 .unwrap_or(DEFAULT_CRASH_CODE),
             crash_on_config: env_string(ENV_CRASH_ON_CONFIG)?,
             spawn_grandchild: env_bool(ENV_GRANDCHILD)?,
+            daemonize_helper: env_bool(ENV_DAEMONIZE_HELPER)?,
+            unlock_inherited: if env_bool(ENV_UNLOCK_INHERITED)? {
+                Some(env_millis(ENV_UNLOCK_DELAY)?.unwrap_or(Duration::ZERO))
+            } else {
+                None
+            },
+            lock_path: env_path(ENV_LOCK_PATH),
         })
     }
 }
@@ -286,6 +317,21 @@ impl Events {
 
     fn raw_fd(&self) -> Option<RawFd> {
         self.file.as_ref().map(|(_, file)| file.as_raw_fd())
+    }
+
+    /// A second handle on the same log (for another thread).
+    fn try_clone(&self) -> Result<Self, Error> {
+        let Some((path, file)) = &self.file else {
+            return Ok(Events::default());
+        };
+        let file = file.try_clone().map_err(|source| Error::Io {
+            what: "duplicate the event log descriptor of",
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Events {
+            file: Some((path.clone(), file)),
+        })
     }
 
     /// Appends `<event> t=.. pid=.. ppid=.. k=v..` with a single `write()`, so lines from
@@ -375,6 +421,10 @@ fn run(exec_ns: u128, args: &[String], events: &mut Events) -> Result<Infallible
         // Must stay before `signal_channel`, which starts a thread.
         spawn_grandchild(events, &inherited)?;
     }
+    if settings.daemonize_helper {
+        // Must stay before `signal_channel`, which starts a thread.
+        spawn_daemon_helper(events)?;
+    }
 
     let signals = signal_channel()?;
     let pgid = getpgrp().to_string();
@@ -395,6 +445,9 @@ fn run(exec_ns: u128, args: &[String], events: &mut Events) -> Result<Infallible
     )?;
     let started = Instant::now();
     eprintln!("stand-in kubelet pid {} started", getpid());
+    if let Some(delay) = settings.unlock_inherited {
+        start_unlocker(events.try_clone()?, delay, settings.lock_path.clone())?;
+    }
 
     let crash = plan_crash(&settings, config.as_deref(), started);
     let code = serve(&settings, events, &signals, crash)?;
@@ -561,6 +614,155 @@ fn grandchild(events: &Events, inherited: &[RawFd]) -> ! {
     loop {
         nix::unistd::pause();
     }
+}
+
+/// Forks a helper that daemonizes (fork + setsid) and keeps the descriptors the stand-in
+/// inherited across exec; it only waits to be killed.
+fn spawn_daemon_helper(events: &Events) -> Result<(), Error> {
+    // SAFETY: no thread has been started yet (the signal thread comes later), so the child is a
+    // copy of a single-threaded process and may allocate and run ordinary code.
+    match unsafe { nix::unistd::fork() } {
+        Ok(ForkResult::Parent { child }) => {
+            eprintln!(
+                "stand-in kubelet pid {} spawned daemonized helper pid {child}",
+                getpid()
+            );
+            Ok(())
+        }
+        Ok(ForkResult::Child) => daemon_helper(events),
+        Err(errno) => Err(Error::Os {
+            what: "fork the daemonized helper",
+            source: errno.into(),
+        }),
+    }
+}
+
+fn daemon_helper(events: &Events) -> ! {
+    let me = getpid();
+    if let Err(errno) = nix::unistd::setsid() {
+        eprintln!("stand-in kubelet helper pid {me}: setsid failed: {errno}");
+    }
+    // A forked child has no PDEATHSIG already; say so explicitly, as a daemon would not set one.
+    // SAFETY: prctl with PR_SET_PDEATHSIG and plain integers touches no memory of ours.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0) } != 0 {
+        eprintln!(
+            "stand-in kubelet helper pid {me}: prctl(PR_SET_PDEATHSIG, 0) failed: {}",
+            io::Error::last_os_error()
+        );
+    }
+    // What an exec would close: every close-on-exec descriptor (the stand-in's `--lock-file`
+    // and probe among them) except the log, which goes after the `helper` line. Descriptors the
+    // stand-in inherited without close-on-exec (the supervisor's lock) stay open.
+    let log_fd = events.raw_fd();
+    for fd in open_fds() {
+        if fd > 2 && Some(fd) != log_fd && is_cloexec(fd) {
+            // Errors are irrelevant: the fd may be the directory stream just closed.
+            let _ = nix::unistd::close(fd);
+        }
+    }
+    let pgid = getpgrp().to_string();
+    let sid = nix::unistd::getsid(None).map_or_else(|_| "-".to_owned(), |sid| sid.to_string());
+    if let Err(err) = events.record(
+        "helper",
+        now_ns(),
+        &[("pgid", pgid.as_str()), ("sid", sid.as_str())],
+    ) {
+        eprintln!("stand-in kubelet helper pid {me}: {err}");
+    }
+    if let Some(fd) = log_fd {
+        let _ = nix::unistd::close(fd);
+    }
+    loop {
+        nix::unistd::pause();
+    }
+}
+
+/// The descriptors open in this process, from /proc/self/fd (empty if it cannot be read).
+fn open_fds() -> Vec<RawFd> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    let mut fds: Vec<RawFd> = dir
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .collect();
+    fds.sort_unstable();
+    fds
+}
+
+fn is_cloexec(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD on any integer only reads the descriptor table.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    flags >= 0 && flags & libc::FD_CLOEXEC != 0
+}
+
+/// Descriptors inherited across exec that name a regular file (and `lock_path`, if given).
+fn inherited_lock_fds(lock_path: Option<&Path>) -> Vec<RawFd> {
+    open_fds()
+        .into_iter()
+        .filter(|fd| *fd > 2 && !is_cloexec(*fd))
+        .filter(|fd| {
+            nix::sys::stat::fstat(*fd).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG)
+        })
+        .filter(|fd| {
+            let Some(want) = lock_path else {
+                return true;
+            };
+            let Ok(link) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else {
+                return false;
+            };
+            let mut deleted = want.as_os_str().to_owned();
+            deleted.push(" (deleted)");
+            link.as_os_str() == want.as_os_str() || link.as_os_str() == deleted
+        })
+        .collect()
+}
+
+/// After `delay`, unlocks every inherited lock descriptor (on a thread of its own).
+fn start_unlocker(
+    events: Events,
+    delay: Duration,
+    lock_path: Option<PathBuf>,
+) -> Result<(), Error> {
+    std::thread::Builder::new()
+        .name("unlocker".to_owned())
+        .spawn(move || {
+            std::thread::sleep(delay);
+            let fds = inherited_lock_fds(lock_path.as_deref());
+            if fds.is_empty() {
+                eprintln!(
+                    "stand-in kubelet pid {}: no inherited lock descriptor to unlock",
+                    getpid()
+                );
+                if let Err(err) = events.record("unlocked", now_ns(), &[("fd", "none")]) {
+                    eprintln!("stand-in kubelet pid {}: {err}", getpid());
+                }
+            }
+            for fd in fds {
+                // SAFETY: flock on an open descriptor of ours touches no memory.
+                if unsafe { libc::flock(fd, libc::LOCK_UN) } != 0 {
+                    eprintln!(
+                        "stand-in kubelet pid {}: flock(fd {fd}, LOCK_UN) failed: {}",
+                        getpid(),
+                        io::Error::last_os_error()
+                    );
+                    continue;
+                }
+                eprintln!(
+                    "stand-in kubelet pid {} unlocked inherited fd {fd}",
+                    getpid()
+                );
+                let fd = fd.to_string();
+                if let Err(err) = events.record("unlocked", now_ns(), &[("fd", fd.as_str())]) {
+                    eprintln!("stand-in kubelet pid {}: {err}", getpid());
+                }
+            }
+        })
+        .map(drop)
+        .map_err(|source| Error::Os {
+            what: "start the unlocker thread",
+            source,
+        })
 }
 
 /// A termination request and who sent it.

@@ -7,8 +7,9 @@
 //! Waiting is done with [`wait_until`], never with fixed sleeps.
 //!
 //! Submodules: [`lock_state`] (what an operator sees of the lock: `status -o json`, the holder
-//! record, claims, /proc/locks), [`kubectl`] (real kubectl, skipped when absent) and [`bench`]
-//! (for the benches, which include this module with `#[path]`).
+//! record, claims, /proc/locks), [`sampler`] (a background sampler of live kubelets: overlaps
+//! at any instant, gaps without a kubelet), [`kubectl`] (real kubectl, skipped when absent) and
+//! [`bench`] (for the benches, which include this module with `#[path]`).
 
 // Not every test file (or bench) uses every helper.
 #![allow(dead_code)]
@@ -16,6 +17,7 @@
 pub mod bench;
 pub mod kubectl;
 pub mod lock_state;
+pub mod sampler;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
