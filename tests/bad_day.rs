@@ -855,9 +855,16 @@ fn t7a_sigterm_in_the_first_milliseconds_exits_0_without_a_kubelet() {
 #[test]
 fn t7b_sigterm_while_waiting_or_acquiring_never_starts_a_kubelet() {
     /// How late a kubelet may still be exec'd after a SIGTERM that came *after* the lock was
-    /// free (the supervisor may have decided to start it just before): fork and exec.
-    const EXEC_SLACK: Duration = Duration::from_millis(20);
-    const ROUNDS: u64 = 12;
+    /// free (the supervisor may have decided to start it just before the signal): its fork and
+    /// exec. A kubelet exec'd later than this was started after the SIGTERM was received.
+    const EXEC_SLACK: Duration = Duration::from_millis(5);
+    /// Delays between the two signals, each tried in both orders: they sweep the SIGTERM over
+    /// the waiter's acquisition (the holder's kubelet dies by PDEATHSIG, the lock comes free,
+    /// the waiter wakes, fences and spawns: about 7 ms here).
+    const DELAYS_US: [u64; 10] = [
+        0, 500, 1_000, 1_500, 2_000, 3_000, 4_000, 5_000, 6_000, 8_000,
+    ];
+    const ROUNDS: u64 = 2 * DELAYS_US.len() as u64;
     let scene = Scene::new();
     let mut failures = Vec::new();
 
@@ -882,6 +889,45 @@ fn t7b_sigterm_while_waiting_or_acquiring_never_starts_a_kubelet() {
         scene.kill_stand_ins();
     }
 
+    // Acquiring, deterministically: the waiter is stopped (SIGSTOP takes it out of its flock
+    // wait), the holder is SIGKILLed and its lock comes free, the SIGTERM is sent while the
+    // waiter is stopped, so it is pending when SIGCONT resumes the waiter to a free lock: the
+    // waiter receives it before (or while) it acquires, and must start no kubelet at all.
+    for round in 0..5 {
+        let mut holder = bootstrap(&scene, &[]);
+        let kubelet = wait_holds(&scene, holder.pid(), 0, &[]);
+        let mut waiter = bootstrap(&scene, &[]);
+        wait_standing_by(&scene, waiter.pid());
+        assert!(waiter.signal(Signal::SIGSTOP), "waiter exited by itself");
+        assert!(holder.signal(Signal::SIGKILL), "holder exited by itself");
+        holder.wait_exit(PROMPT_EXIT);
+        wait_until(SETTLE, "the lock to come free (old kubelet gone)", || {
+            (!pid_alive(kubelet.pid)
+                && flocks_on(&scene.lock()).iter().all(|(blocked, _)| *blocked))
+            .then_some(())
+        });
+        assert!(
+            waiter.signal(Signal::SIGTERM),
+            "waiter exited while stopped"
+        );
+        assert!(
+            waiter.signal(Signal::SIGCONT),
+            "waiter exited while stopped"
+        );
+        let status = waiter.wait_exit(PROMPT_EXIT);
+        let started: Vec<String> = starts_by(&scene, waiter.pid(), 0)
+            .into_iter()
+            .map(|line| line.raw)
+            .collect();
+        if status.code() != Some(0) || !started.is_empty() {
+            failures.push(format!(
+                "pending SIGTERM at the resume to a free lock, round {round}: waiter {status}; \
+                 kubelets it started {started:#?}"
+            ));
+        }
+        scene.kill_stand_ins();
+    }
+
     // Acquiring: the holder dies around the SIGTERM.
     let mut results = Vec::new();
     for round in 0..ROUNDS {
@@ -889,7 +935,7 @@ fn t7b_sigterm_while_waiting_or_acquiring_never_starts_a_kubelet() {
         let kubelet = wait_holds(&scene, holder.pid(), 0, &[]);
         let mut waiter = bootstrap(&scene, &[]);
         wait_standing_by(&scene, waiter.pid());
-        let gap = Duration::from_micros(round / 2 * 300);
+        let gap = Duration::from_micros(DELAYS_US[usize::try_from(round / 2).expect("fits")]);
         let term_first = round % 2 == 0;
         let sent_ns;
         if term_first {
@@ -912,7 +958,15 @@ fn t7b_sigterm_while_waiting_or_acquiring_never_starts_a_kubelet() {
             .into_iter()
             .map(|line| line.raw)
             .collect();
-        let any = starts_by(&scene, waiter.pid(), 0).len();
+        // Exec of each kubelet the waiter started, in ms relative to its SIGTERM.
+        let offsets: Vec<String> = starts_by(&scene, waiter.pid(), 0)
+            .iter()
+            .map(|line| {
+                let offset = i128::try_from(line.t_ns).expect("fits")
+                    - i128::try_from(sent_ns).expect("fits");
+                format!("{:+.1}ms", offset as f64 / 1e6)
+            })
+            .collect();
         wait_until(
             PROMPT_EXIT,
             "the killed holder's kubelet to die (PDEATHSIG)",
@@ -920,7 +974,7 @@ fn t7b_sigterm_while_waiting_or_acquiring_never_starts_a_kubelet() {
         );
         let left = scene.running_kubelets();
         results.push(format!(
-            "{}{}us:{}/{any}",
+            "{}{}us:exit {} starts {offsets:?}",
             if term_first {
                 "term,kill+"
             } else {
@@ -940,7 +994,7 @@ fn t7b_sigterm_while_waiting_or_acquiring_never_starts_a_kubelet() {
         scene.kill_stand_ins();
     }
     eprintln!(
-        "t7b SIGTERM while acquiring (order+gap:exit/kubelets started by the waiter): {}",
+        "t7b SIGTERM while acquiring (order+gap: exit, the waiter's kubelet execs relative to its SIGTERM): {}",
         results.join(", ")
     );
     assert!(

@@ -2,28 +2,44 @@
 //!
 //! A pool of at most five live supervisors (bootstraps and self-hosted of generations 1..=4)
 //! is hit, step after step, by a random action: start one, SIGKILL one, SIGTERM one, open the
-//! lock file (in-process or `cat`), or run `status`. After every step the driver waits (with a
-//! deadline) for the node to settle and checks the invariants of DESIGN.md:
-//! - I1: the overlap probe never fired, and exactly one kubelet runs while any supervisor lives
-//!   (none once all are gone);
-//! - I2: when the holder died and another supervisor waited, a kubelet was exec'd again within
-//!   1 s of the kill (the stand-in's own start time, `ready - t`, comes on top);
-//! - I3: the holder has the highest live generation, and no step starts more kubelets than it
-//!   could justify (a start of a higher generation, or the holder's death: one each; anything
-//!   else: none), so there is no ping-pong.
+//! lock file (in-process or `cat`), run `status`, freeze a contender (SIGSTOP; it is thawed with
+//! SIGCONT a few steps later, and never left frozen at the end), remove the lock file (`rm`), or
+//! replace it as root (rename of a fresh file over it; or rename of a file the driver holds
+//! flock'ed, released again after 20-400 ms). Each supervisor's kubelets may fork a daemonized
+//! helper that keeps the inherited lock descriptor (`STANDIN_DAEMONIZE_HELPER`) and may be slow
+//! to stop (`STANDIN_TERM_DELAY_MS` 100-800), chosen at random per supervisor. After every step
+//! the driver waits (with a deadline) for the node to settle and checks the invariants of
+//! DESIGN.md:
+//! - I1: the overlap probe never fired, and exactly one kubelet runs while any non-frozen
+//!   supervisor lives (none once all are gone or frozen); no kubelet starts while the driver
+//!   holds a replacing lock, and a holder that lost its lock to it SIGKILLs its kubelet (no
+//!   graceful stop) at once;
+//! - I2: when the holder died and a non-frozen supervisor waited, a kubelet was exec'd again
+//!   within 1 s of the kill (of the supervisor's exit for a SIGTERM, whose kubelet may be slow
+//!   to stop; the stand-in's own start time, `ready - t`, comes on top);
+//! - I3: the holder has the highest non-frozen generation, and no step starts more kubelets than
+//!   it could justify (a start or thaw of a higher generation, the holder's death, or a locked
+//!   replacement: one each; anything else: none), so there is no ping-pong.
+//!
+//! A background sampler (`support::sampler`, every ~2 ms) fails the run on two live kubelets at
+//! any instant (also a kubelet exec'd while an earlier one was still seen alive), and on more
+//! than 1 s without a kubelet while a non-frozen bootstrap is alive, outside the windows in
+//! which the driver itself holds a replacing lock (which legitimately keeps everyone out); a
+//! gap ends at the next kubelet's exec, so the stand-in's start time is allowed on top.
 //!
 //! Knobs: `CHAOS_SEED` (default: random, printed) and `CHAOS_ITERATIONS` (default 300).
 //! A failure prints the seed and the step; rerunning with that seed replays the same random
 //! choices (the same actions as long as the node settles the same way: which of two equal
-//! generations holds can differ). 300 iterations take a few seconds. Long run (about 80 s on
-//! 2 cores; build the release stand-in first with `cargo build --release --examples`):
+//! generations holds can differ). 300 iterations take about a minute on 2 cores. Long run
+//! (build the release stand-in first with `cargo build --release --examples`):
 //!     CHAOS_ITERATIONS=10000 cargo test --release --test chaos -- --nocapture
 
 mod support;
 
 use std::collections::BTreeMap;
-use std::fs::File;
+use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -32,7 +48,10 @@ use nix::sys::signal::Signal;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use support::lock_state::{blocked_on, claim_pids, holder_record, status};
-use support::{now_ns, ns_between, pid_alive, wait_until, LogLine, Proc, Scene};
+use support::sampler::Sampler;
+use support::{
+    now_ns, ns_between, pid_alive, signal_pid, stand_in_alive, wait_until, LogLine, Proc, Scene,
+};
 
 const DEFAULT_ITERATIONS: u64 = 300;
 const MAX_ALIVE: usize = 5;
@@ -45,6 +64,15 @@ const TAKEOVER: Duration = Duration::from_secs(1);
 const EXIT_DEADLINE: Duration = Duration::from_secs(5);
 /// Exit code of `status` without a live holder.
 const STATUS_NO_HOLDER: i32 = 3;
+/// A frozen contender is thawed after 1..=this many steps.
+const MAX_FROZEN_STEPS: u64 = 6;
+/// How long the driver holds a replacing lock file: 20..=this many ms.
+const MAX_HOLD_MS: u64 = 400;
+/// A holder that lost its lock to a replacing file SIGKILLs its kubelet within this long; only
+/// checked for holds at least this long (a shorter hold may end before the holder looks).
+const KILL_AT_ONCE: Duration = Duration::from_millis(300);
+/// Slow kubelets take 100..=this many ms to stop after SIGTERM.
+const MAX_TERM_DELAY_MS: u64 = 800;
 
 fn env_u64(var: &str) -> Option<u64> {
     let value = std::env::var(var).ok()?;
@@ -65,6 +93,12 @@ struct LogTail {
     /// Kubelets that logged `start` but no `stop`/`crash` yet, by pid (may be dead: SIGKILL).
     started: BTreeMap<i32, LogLine>,
     overlaps: Vec<String>,
+    /// Daemonized helpers that may still live: helper pid -> the supervisor of its kubelet.
+    helpers: BTreeMap<i32, i32>,
+    /// Kubelet pid -> its supervisor (the latest start line of that pid).
+    supervisor_of: BTreeMap<i32, i32>,
+    /// `term` lines (graceful stops) by kubelet pid.
+    terms: BTreeMap<i32, LogLine>,
 }
 
 impl LogTail {
@@ -75,6 +109,9 @@ impl LogTail {
             starts: Vec::new(),
             started: BTreeMap::new(),
             overlaps: Vec::new(),
+            helpers: BTreeMap::new(),
+            supervisor_of: BTreeMap::new(),
+            terms: BTreeMap::new(),
         }
     }
 
@@ -100,10 +137,19 @@ impl LogTail {
             match line.event.as_str() {
                 "start" => {
                     self.started.insert(line.pid, line.clone());
+                    self.supervisor_of.insert(line.pid, line.ppid());
+                    self.terms.remove(&line.pid);
                     self.starts.push(line);
                 }
                 "stop" | "crash" => {
                     self.started.remove(&line.pid);
+                }
+                "term" => {
+                    self.terms.insert(line.pid, line);
+                }
+                "helper" => {
+                    let supervisor = self.supervisor_of.get(&line.ppid()).copied().unwrap_or(0);
+                    self.helpers.insert(line.pid, supervisor);
                 }
                 "OVERLAP" => self.overlaps.push(line.raw),
                 _ => {}
@@ -126,6 +172,8 @@ impl LogTail {
 struct Supervisor {
     proc: Proc,
     generation: u32,
+    /// Frozen (SIGSTOP) until this step, when it is thawed (SIGCONT).
+    frozen_until: Option<u64>,
 }
 
 impl Supervisor {
@@ -136,21 +184,42 @@ impl Supervisor {
             "self-hosted"
         }
     }
+
+    fn frozen(&self) -> bool {
+        self.frozen_until.is_some()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Action {
-    Start(u32),
+    /// Generation, kubelets fork a daemonized helper, kubelets' stop delay in ms (0: prompt).
+    Start(u32, bool, u64),
     Kill(usize),
     Term(usize),
     OpenInProcess,
     Cat,
     Status,
+    /// SIGSTOP a contender (not the holder) for 1..=MAX_FROZEN_STEPS steps.
+    Freeze(usize, u64),
+    /// SIGCONT a frozen contender whose time is up.
+    Thaw(usize),
+    /// `rm` of the lock file.
+    RemoveLock,
+    /// Rename a fresh file over the lock path.
+    ReplaceFresh,
+    /// Rename a file the driver holds flock'ed over the lock path; release it after this long.
+    ReplaceHeld(Duration),
 }
 
-fn pick_action(rng: &mut StdRng, pool: &[Supervisor], holder: Option<usize>) -> Action {
+fn pick_action(
+    rng: &mut StdRng,
+    pool: &[Supervisor],
+    holder: Option<usize>,
+    lock_exists: bool,
+) -> Action {
     let can_start = pool.len() < MAX_ALIVE;
-    let can_stop = !pool.is_empty();
+    let can_stop = pool.iter().any(|sup| !sup.frozen());
+    let can_freeze = freezable(pool, holder).next().is_some();
     let weights = [
         (if can_start { 4 } else { 0 }),
         (if can_stop { 2 } else { 0 }),
@@ -158,6 +227,10 @@ fn pick_action(rng: &mut StdRng, pool: &[Supervisor], holder: Option<usize>) -> 
         1,
         1,
         1,
+        (if can_freeze { 1 } else { 0 }),
+        (if lock_exists { 1 } else { 0 }),
+        (if lock_exists { 1 } else { 0 }),
+        (if lock_exists { 1 } else { 0 }),
     ];
     let total: u32 = weights.iter().sum();
     let mut roll = rng.gen_range(0..total);
@@ -173,21 +246,93 @@ fn pick_action(rng: &mut StdRng, pool: &[Supervisor], holder: Option<usize>) -> 
         })
         .expect("roll below the total");
     match choice {
-        0 => Action::Start(rng.gen_range(0..=MAX_GENERATION)),
+        0 => {
+            let generation = rng.gen_range(0..=MAX_GENERATION);
+            let helper = rng.gen_bool(0.3);
+            let term_delay = if rng.gen_bool(0.3) {
+                rng.gen_range(100..=MAX_TERM_DELAY_MS)
+            } else {
+                0
+            };
+            Action::Start(generation, helper, term_delay)
+        }
         1 => Action::Kill(pick_victim(rng, pool, holder)),
         2 => Action::Term(pick_victim(rng, pool, holder)),
         3 => Action::OpenInProcess,
         4 => Action::Cat,
-        _ => Action::Status,
+        5 => Action::Status,
+        6 => {
+            let candidates: Vec<usize> = freezable(pool, holder).collect();
+            let at = candidates[rng.gen_range(0..candidates.len())];
+            Action::Freeze(at, rng.gen_range(1..=MAX_FROZEN_STEPS))
+        }
+        7 => Action::RemoveLock,
+        8 => Action::ReplaceFresh,
+        _ => Action::ReplaceHeld(Duration::from_millis(rng.gen_range(20..=MAX_HOLD_MS))),
     }
 }
 
-/// Half of the stops hit the holder: those are the steps that exercise a takeover.
+/// Contenders that may be frozen: alive, not frozen, not the holder.
+fn freezable(pool: &[Supervisor], holder: Option<usize>) -> impl Iterator<Item = usize> + '_ {
+    (0..pool.len()).filter(move |at| Some(*at) != holder && !pool[*at].frozen())
+}
+
+/// Half of the stops hit the holder: those are the steps that exercise a takeover. Frozen
+/// supervisors are never stopped (a SIGTERM would wait for the thaw).
 fn pick_victim(rng: &mut StdRng, pool: &[Supervisor], holder: Option<usize>) -> usize {
     match holder {
         Some(holder) if rng.gen_bool(0.5) => holder,
-        _ => rng.gen_range(0..pool.len()),
+        _ => {
+            let active: Vec<usize> = (0..pool.len()).filter(|at| !pool[*at].frozen()).collect();
+            active[rng.gen_range(0..active.len())]
+        }
     }
+}
+
+/// The first frozen supervisor whose time is up at `step`.
+fn due_thaw(pool: &[Supervisor], step: u64) -> Option<usize> {
+    pool.iter()
+        .position(|sup| sup.frozen_until.is_some_and(|until| until <= step))
+}
+
+/// Gaps count while a non-frozen bootstrap lives and the driver holds no replacing lock.
+fn arm(sampler: &Sampler, pool: &[Supervisor], driver_holds_lock: bool) {
+    let bootstrap = pool.iter().any(|sup| sup.generation == 0 && !sup.frozen());
+    sampler.arm(bootstrap && !driver_holds_lock);
+}
+
+/// A fresh root-owned 0600 file next to the lock file, created for a replacement.
+fn fresh_lock_file(scene: &Scene, name: &str) -> (PathBuf, File) {
+    let path = scene.lock().with_extension(name);
+    // A leftover from an earlier step would make create_new fail.
+    let _ = fs::remove_file(&path);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .unwrap_or_else(|err| panic!("create {}: {err}", path.display()));
+    (path, file)
+}
+
+/// SIGKILLs daemonized helpers whose supervisor is gone (leftovers after the node settled: a
+/// helper of a live supervisor may share its lock descriptor and stays); returns how many.
+fn reap_stale_helpers(scene: &Scene, tail: &mut LogTail, pool: &[Supervisor]) -> u64 {
+    tail.poll();
+    let mut killed = 0;
+    tail.helpers.retain(|helper, supervisor| {
+        if !stand_in_alive(*helper, &scene.log()) {
+            return false;
+        }
+        if pool.iter().any(|sup| sup.proc.pid() == *supervisor) {
+            return true;
+        }
+        signal_pid(*helper, Signal::SIGKILL);
+        killed += 1;
+        false
+    });
+    killed
 }
 
 /// The settled state: which pool member holds, and its kubelet.
@@ -196,13 +341,35 @@ struct Settled {
     holder: Option<(usize, i32)>,
 }
 
-/// Waits until the node is settled: no kubelet without supervisors; otherwise exactly one
-/// kubelet, run by a supervisor of the highest live generation that the holder record names,
-/// and every other supervisor standing by (claim written, blocked in flock on the lock).
+/// Waits until the node is settled: no kubelet without non-frozen supervisors; otherwise
+/// exactly one kubelet, run by a non-frozen supervisor of the highest non-frozen generation that
+/// the holder record names, every other non-frozen supervisor standing by (claim written,
+/// blocked in flock on the lock) and every frozen one still claimed.
 fn settle(scene: &Scene, tail: &mut LogTail, pool: &[Supervisor], context: &str) -> Settled {
-    let max_generation = pool.iter().map(|sup| sup.generation).max();
+    let max_generation = pool
+        .iter()
+        .filter(|sup| !sup.frozen())
+        .map(|sup| sup.generation)
+        .max();
     let deadline = Instant::now() + SETTLE;
     loop {
+        // A supervisor the driver did not stop must never die (a waiter that fences the wrong
+        // process would kill one).
+        let dead: Vec<(i32, u32)> = pool
+            .iter()
+            .filter(|sup| !pid_alive(sup.proc.pid()))
+            .map(|sup| (sup.proc.pid(), sup.generation))
+            .collect();
+        assert!(
+            dead.is_empty(),
+            "supervisors (pid, generation) {dead:?} died on their own {context}; their log lines:\n{}",
+            scene
+                .output()
+                .lines()
+                .filter(|line| dead.iter().any(|(pid, _)| line.contains(&pid.to_string())))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
         let running = tail.running();
         assert!(
             tail.overlaps.is_empty(),
@@ -214,7 +381,7 @@ fn settle(scene: &Scene, tail: &mut LogTail, pool: &[Supervisor], context: &str)
             ([(kubelet, parent)], Some(max)) => pool
                 .iter()
                 .position(|sup| sup.proc.pid() == *parent)
-                .filter(|at| pool[*at].generation == max)
+                .filter(|at| pool[*at].generation == max && !pool[*at].frozen())
                 .filter(|at| {
                     holder_record(&scene.state_dir()).is_some_and(|record| {
                         record["pid"] == *parent
@@ -228,7 +395,7 @@ fn settle(scene: &Scene, tail: &mut LogTail, pool: &[Supervisor], context: &str)
                     let blocked = blocked_on(&scene.lock());
                     pool.iter().enumerate().all(|(other, sup)| {
                         claimed.contains(&sup.proc.pid())
-                            && (other == *at || blocked.contains(&sup.proc.pid()))
+                            && (other == *at || sup.frozen() || blocked.contains(&sup.proc.pid()))
                     })
                 })
                 .map(|at| Settled {
@@ -242,8 +409,12 @@ fn settle(scene: &Scene, tail: &mut LogTail, pool: &[Supervisor], context: &str)
         assert!(
             Instant::now() < deadline,
             "the node did not settle within {SETTLE:?} {context} (I1/I3): running kubelets \
-             (pid, supervisor) {running:?}, highest live generation {max_generation:?}, \
-             holder record {:?}, claims of {:?}, blocked on the lock {:?}",
+             (pid, supervisor) {running:?}, highest non-frozen generation {max_generation:?}, \
+             pool (pid, generation, frozen) {:?}, holder record {:?}, claims of {:?}, blocked on \
+             the lock {:?}",
+            pool.iter()
+                .map(|sup| (sup.proc.pid(), sup.generation, sup.frozen()))
+                .collect::<Vec<_>>(),
             holder_record(&scene.state_dir()),
             claim_pids(&scene.state_dir()),
             blocked_on(&scene.lock())
@@ -255,15 +426,49 @@ fn settle(scene: &Scene, tail: &mut LogTail, pool: &[Supervisor], context: &str)
 #[derive(Default)]
 struct Tally {
     started: u64,
+    with_helper: u64,
+    slow_to_stop: u64,
     killed: u64,
     terminated: u64,
     opens: u64,
     statuses: u64,
+    frozen: u64,
+    thawed: u64,
+    removed: u64,
+    replaced_fresh: u64,
+    replaced_held: u64,
+    /// Held replacements during which the holder's kubelet was SIGKILLed.
+    lost_lock_kills: u64,
+    max_lost_lock_kill: Duration,
+    stale_helpers_killed: u64,
     handoffs: usize,
     justified: usize,
     takeovers: u64,
     max_takeover_exec: Duration,
     max_takeover_ready: Duration,
+}
+
+/// Fails on what the sampler saw: two kubelets at any instant, or a counted gap over 1 s.
+fn check_sampler(sampler: &Sampler, context: &str) {
+    sampler.with(|report| {
+        report.assert_no_overlap(context);
+        let longest = report.longest_gap();
+        assert!(
+            longest <= TAKEOVER,
+            "I2 violated {context}: {longest:?} without a kubelet while a non-frozen bootstrap \
+             was alive (sampler; longest gaps (ms, ended by kubelet): {:?})",
+            {
+                let mut gaps: Vec<(f64, Option<i32>)> = report
+                    .gaps
+                    .iter()
+                    .map(|gap| (gap.length().as_secs_f64() * 1e3, gap.ended_by))
+                    .collect();
+                gaps.sort_by(|a, b| b.0.total_cmp(&a.0));
+                gaps.truncate(5);
+                gaps
+            }
+        );
+    });
 }
 
 #[test]
@@ -278,22 +483,41 @@ fn chaos() {
     let mut state = Settled { holder: None };
     let mut tally = Tally::default();
     let began = Instant::now();
+    // Gaps count only while a non-frozen bootstrap lives (none yet).
+    let sampler = Sampler::start_armed(scene.log(), false);
 
     for step in 0..iterations {
-        let action = pick_action(&mut rng, &pool, state.holder.map(|(at, _)| at));
+        let holder_at = state.holder.map(|(at, _)| at);
+        let action = match due_thaw(&pool, step) {
+            Some(at) => Action::Thaw(at),
+            None => pick_action(&mut rng, &pool, holder_at, scene.lock().exists()),
+        };
         let context = format!("after step {step} {action:?} (seed {seed})");
-        let holder_generation = state.holder.map(|(at, _)| pool[at].generation);
+        let holder_generation = holder_at.map(|at| pool[at].generation);
         let starts_before = tail.starts.len();
         // Kubelet starts this step may cause (see the module doc).
         let mut justified = 0;
         let mut holder_killed_at = None;
         match action {
-            Action::Start(generation) => {
+            Action::Start(generation, helper, term_delay) => {
+                let mut env: Vec<(&str, String)> = Vec::new();
+                if helper {
+                    env.push(("STANDIN_DAEMONIZE_HELPER", "1".to_owned()));
+                    tally.with_helper += 1;
+                }
+                if term_delay > 0 {
+                    env.push(("STANDIN_TERM_DELAY_MS", term_delay.to_string()));
+                    tally.slow_to_stop += 1;
+                }
+                let env: Vec<(&str, &str)> = env
+                    .iter()
+                    .map(|(key, value)| (*key, value.as_str()))
+                    .collect();
                 let cmd = if generation == 0 {
-                    scene.pivot(&["bootstrap"], &[], &[])
+                    scene.pivot(&["bootstrap"], &[], &env)
                 } else {
                     let generation = generation.to_string();
-                    scene.pivot(&["self-hosted", "--generation", &generation], &[], &[])
+                    scene.pivot(&["self-hosted", "--generation", &generation], &[], &env)
                 };
                 if holder_generation.is_none_or(|held| generation > held) {
                     justified = 1;
@@ -301,7 +525,9 @@ fn chaos() {
                 pool.push(Supervisor {
                     proc: scene.spawn(cmd),
                     generation,
+                    frozen_until: None,
                 });
+                arm(&sampler, &pool, false);
                 tally.started += 1;
             }
             Action::Kill(at) | Action::Term(at) => {
@@ -313,7 +539,9 @@ fn chaos() {
                     Signal::SIGTERM
                 };
                 let mut victim = pool.remove(at);
-                let was_holder = state.holder.is_some_and(|(holder, _)| holder == at);
+                // Before the signal: the node owes no kubelet once its last bootstrap is gone.
+                arm(&sampler, &pool, false);
+                let was_holder = holder_at == Some(at);
                 let killed_ns = now_ns();
                 assert!(
                     victim.proc.signal(signal),
@@ -324,9 +552,15 @@ fn chaos() {
                 if signal == Signal::SIGTERM {
                     assert_eq!(exit.code(), Some(0), "SIGTERM must end in exit 0 {context}");
                 }
-                if was_holder && !pool.is_empty() {
+                if was_holder && pool.iter().any(|sup| !sup.frozen()) {
                     justified = 1;
-                    holder_killed_at = Some(killed_ns);
+                    // A SIGTERMed holder first stops its kubelet, which may be slow: the
+                    // takeover is owed from the moment the holder is gone.
+                    holder_killed_at = Some(if signal == Signal::SIGKILL {
+                        killed_ns
+                    } else {
+                        now_ns()
+                    });
                 }
             }
             // Before the first supervisor ran there is no lock file to open.
@@ -362,9 +596,101 @@ fn chaos() {
                 }
                 tally.statuses += 1;
             }
+            Action::Freeze(at, steps) => {
+                pool[at].frozen_until = Some(step + steps);
+                arm(&sampler, &pool, false);
+                assert!(
+                    pool[at].proc.signal(Signal::SIGSTOP),
+                    "supervisor {} died on its own {context}",
+                    pool[at].proc.pid()
+                );
+                tally.frozen += 1;
+            }
+            Action::Thaw(at) => {
+                assert!(
+                    pool[at].proc.signal(Signal::SIGCONT),
+                    "frozen supervisor {} died {context}",
+                    pool[at].proc.pid()
+                );
+                pool[at].frozen_until = None;
+                if holder_generation.is_none_or(|held| pool[at].generation > held) {
+                    justified = 1;
+                }
+                arm(&sampler, &pool, false);
+                tally.thawed += 1;
+            }
+            Action::RemoveLock => {
+                fs::remove_file(scene.lock()).expect("rm the lock file");
+                tally.removed += 1;
+            }
+            Action::ReplaceFresh => {
+                let (path, file) = fresh_lock_file(&scene, "fresh");
+                drop(file);
+                fs::rename(&path, scene.lock()).expect("mv a fresh file over the lock file");
+                tally.replaced_fresh += 1;
+            }
+            Action::ReplaceHeld(hold) => {
+                let (path, file) = fresh_lock_file(&scene, "held");
+                fs2::FileExt::try_lock_exclusive(&file).expect("flock the replacing file");
+                let old_kubelet = state.holder.map(|(_, kubelet)| kubelet);
+                // Nobody may run a kubelet while the driver holds the lock: no gap counts.
+                arm(&sampler, &pool, true);
+                let moved_ns = now_ns();
+                let moved = Instant::now();
+                fs::rename(&path, scene.lock()).expect("mv a locked file over the lock file");
+                let mut died_after = None;
+                while moved.elapsed() < hold {
+                    if died_after.is_none() && old_kubelet.is_some_and(|pid| !pid_alive(pid)) {
+                        died_after = Some(moved.elapsed());
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                tail.poll();
+                let during: Vec<&str> = tail.starts[starts_before..]
+                    .iter()
+                    .map(|line| line.raw.as_str())
+                    .collect();
+                assert!(
+                    during.is_empty(),
+                    "I1 violated {context}: kubelets started while the driver held the lock \
+                     (replaced at {moved_ns}): {during:#?}"
+                );
+                if let Some(kubelet) = old_kubelet {
+                    if let Some(after) = died_after {
+                        assert!(
+                            !tail.terms.contains_key(&kubelet),
+                            "I1 violated {context}: the holder stopped its kubelet {kubelet} \
+                             gracefully (SIGTERM) after losing the lock to a replacing file: {:?}",
+                            tail.terms.get(&kubelet).map(|line| &line.raw)
+                        );
+                        tally.lost_lock_kills += 1;
+                        tally.max_lost_lock_kill = tally.max_lost_lock_kill.max(after);
+                    }
+                    if hold >= KILL_AT_ONCE {
+                        let after = died_after.unwrap_or_else(|| {
+                            panic!(
+                                "I1 violated {context}: the holder's kubelet {kubelet} still ran \
+                                 {hold:?} after the driver replaced the lock with a locked file"
+                            )
+                        });
+                        assert!(
+                            after <= KILL_AT_ONCE,
+                            "I1 violated {context}: the holder's kubelet {kubelet} died {after:?} \
+                             after losing the lock (at once: {KILL_AT_ONCE:?})"
+                        );
+                    }
+                }
+                arm(&sampler, &pool, false);
+                drop(file);
+                if state.holder.is_some() {
+                    justified = 1;
+                }
+                tally.replaced_held += 1;
+            }
         }
 
         state = settle(&scene, &mut tail, &pool, &context);
+        check_sampler(&sampler, &context);
         let new_starts = &tail.starts[starts_before..];
         assert!(
             new_starts.len() <= justified,
@@ -377,7 +703,7 @@ fn chaos() {
         if let Some(killed_ns) = holder_killed_at {
             let first = new_starts
                 .first()
-                .expect("a takeover start after the holder died");
+                .unwrap_or_else(|| panic!("a takeover start after the holder died {context}"));
             let exec = ns_between(killed_ns, first.t_ns);
             let ready_ns = u128::try_from(first.num("ready")).expect("ready is positive");
             let ready = ns_between(killed_ns, ready_ns);
@@ -389,10 +715,27 @@ fn chaos() {
             tally.max_takeover_exec = tally.max_takeover_exec.max(exec);
             tally.max_takeover_ready = tally.max_takeover_ready.max(ready);
         }
+        tally.stale_helpers_killed += reap_stale_helpers(&scene, &mut tail, &pool);
     }
+
+    // Thaw every frozen contender (never leave one stopped), let the node settle, then stop all.
+    let context = format!("after thawing every frozen contender (seed {seed})");
+    for sup in pool.iter_mut().filter(|sup| sup.frozen()) {
+        assert!(
+            sup.proc.signal(Signal::SIGCONT),
+            "frozen supervisor {} died {context}",
+            sup.proc.pid()
+        );
+        sup.frozen_until = None;
+        tally.thawed += 1;
+    }
+    arm(&sampler, &pool, false);
+    settle(&scene, &mut tail, &pool, &context);
+    check_sampler(&sampler, &context);
 
     // All gone: no kubelet may be left behind.
     let context = format!("after stopping everything (seed {seed})");
+    sampler.arm(false);
     for mut sup in pool.drain(..) {
         sup.proc.signal(Signal::SIGKILL);
         sup.proc.wait_exit(EXIT_DEADLINE);
@@ -402,6 +745,9 @@ fn chaos() {
         &format!("every kubelet to be gone {context}"),
         || tail.running().is_empty().then_some(()),
     );
+    tally.stale_helpers_killed += reap_stale_helpers(&scene, &mut tail, &pool);
+    let report = sampler.finish();
+    report.assert_no_overlap(&context);
     scene.assert_no_overlap();
     assert!(
         tally.handoffs <= tally.justified,
@@ -410,19 +756,35 @@ fn chaos() {
         tally.justified
     );
     println!(
-        "chaos summary: iterations={iterations} seed={seed} handoffs={} justified={} \
-         takeovers={} max_takeover_exec_ms={:.1} max_takeover_ready_ms={:.1} started={} \
-         killed={} terminated={} opens={} statuses={} elapsed_s={:.1}",
+        "chaos summary: steps={iterations} seed={seed} overlaps={} longest_without_kubelet_ms={:.1} \
+         handoffs={} justified={} takeovers={} max_takeover_exec_ms={:.1} \
+         max_takeover_ready_ms={:.1} started={} with_helper={} slow_to_stop={} killed={} \
+         terminated={} opens={} statuses={} frozen={} thawed={} rm={} replaced_fresh={} \
+         replaced_held={} lost_lock_kills={} max_lost_lock_kill_ms={:.1} stale_helpers_killed={} \
+         sampler: {} elapsed_s={:.1}",
+        report.overlaps.len() + tail.overlaps.len(),
+        report.longest_gap().as_secs_f64() * 1e3,
         tally.handoffs,
         tally.justified,
         tally.takeovers,
         tally.max_takeover_exec.as_secs_f64() * 1e3,
         tally.max_takeover_ready.as_secs_f64() * 1e3,
         tally.started,
+        tally.with_helper,
+        tally.slow_to_stop,
         tally.killed,
         tally.terminated,
         tally.opens,
         tally.statuses,
+        tally.frozen,
+        tally.thawed,
+        tally.removed,
+        tally.replaced_fresh,
+        tally.replaced_held,
+        tally.lost_lock_kills,
+        tally.max_lost_lock_kill.as_secs_f64() * 1e3,
+        tally.stale_helpers_killed,
+        report.summary(),
         began.elapsed().as_secs_f64()
     );
 }

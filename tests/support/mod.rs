@@ -306,6 +306,12 @@ fn is_stand_in_of(pid: i32, log: &Path) -> bool {
     }
 }
 
+/// True if `pid` is alive (not a zombie) and is a stand-in writing to `log` (its environment
+/// names the log), so that a reused pid is never taken for a stand-in.
+pub fn stand_in_alive(pid: i32, log: &Path) -> bool {
+    is_stand_in_of(pid, log)
+}
+
 /// Pids of stand-in kubelets in `log` that started, neither stopped nor crashed, and are alive.
 pub fn running_kubelets(log: &Path) -> Vec<i32> {
     let lines = read_log(log);
