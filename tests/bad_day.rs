@@ -44,6 +44,8 @@ const TAKEOVER: Duration = Duration::from_secs(1);
 const AT_ONCE: Duration = Duration::from_millis(500);
 /// A supervisor asked to stop exits within this long.
 const PROMPT_EXIT: Duration = Duration::from_secs(5);
+/// Poll interval for races measured in milliseconds.
+const POLL_FAST: Duration = Duration::from_millis(1);
 /// A kubelet that takes 3 s to stop after SIGTERM: a graceful stop shows as a `term` line and
 /// three more seconds of life.
 const SLOW_STOP: (&str, &str) = ("STANDIN_TERM_DELAY_MS", "3000");
@@ -530,6 +532,105 @@ fn t4_a_daemonized_helper_keeping_the_lock_is_fenced_after_kill9() {
             helper.pid
         );
     }
+}
+
+/// Item 4 with two waiters: both see the dead holder's helper keep the lock and both may fence
+/// it; one takes over within 1 s, and neither ever kills the other (the lock held by the new
+/// taker is no leftover of the dead one). Several rounds, as the two fences race.
+#[test]
+fn t4b_two_waiters_fence_a_daemonized_helper_but_never_each_other() {
+    const ROUNDS: usize = 5;
+    let scene = Scene::new();
+    let sampler = Sampler::start_armed(scene.log(), false);
+    let mut latencies = Vec::new();
+    for round in 0..ROUNDS {
+        let mut holder = self_hosted(&scene, 2, &[("STANDIN_DAEMONIZE_HELPER", "1")]);
+        let kubelet = wait_holds(&scene, holder.pid(), 2, &[]);
+        let helper = wait_event(
+            &scene,
+            "helper",
+            "the kubelet's daemonized helper",
+            |line| line.ppid() == kubelet.pid,
+        );
+        let mut waiters = [bootstrap(&scene, &[]), bootstrap(&scene, &[])];
+        for waiter in &waiters {
+            wait_standing_by(&scene, waiter.pid());
+        }
+        sampler.arm(true);
+        let killed_ns = now_ns();
+        assert!(holder.signal(Signal::SIGKILL), "holder exited by itself");
+        holder.wait_exit(PROMPT_EXIT);
+        let taker = wait_until(SETTLE, "a waiter to run a kubelet", || {
+            waiters
+                .iter()
+                .find_map(|waiter| kubelet_of(&scene, waiter.pid()).map(|_| waiter.pid()))
+        });
+        let new = wait_holds(&scene, taker, 0, &[]);
+        let other = waiters
+            .iter()
+            .map(Proc::pid)
+            .find(|pid| *pid != taker)
+            .expect("two waiters");
+        // The other waiter stands by on the lock the taker holds; both stay alive.
+        let standing = poll_until(
+            Duration::from_secs(3),
+            POLL_FAST,
+            "the other waiter to stand by",
+            || {
+                let dead: Vec<i32> = waiters
+                    .iter()
+                    .map(Proc::pid)
+                    .filter(|pid| !pid_alive(*pid))
+                    .collect();
+                if !dead.is_empty() {
+                    return Some(Err(dead));
+                }
+                blocked_on(&scene.lock()).contains(&other).then_some(Ok(()))
+            },
+        );
+        let latency = ns_between(killed_ns, new.t_ns);
+        latencies.push(ms(latency));
+        if let Err(dead) = standing {
+            let output = scene.output();
+            let lines: Vec<&str> = output
+                .lines()
+                .filter(|line| {
+                    line.contains("leftover")
+                        || dead.iter().any(|pid| line.contains(&pid.to_string()))
+                })
+                .collect();
+            panic!(
+                "round {round}: waiter(s) {dead:?} died after the holder's kill -9 (a fence killed a \
+                 supervisor); the taker was {taker}:\n{}",
+                lines.join("\n")
+            );
+        }
+        assert!(
+            !pid_alive(helper.pid),
+            "round {round}: the daemonized helper {} still runs",
+            helper.pid
+        );
+        assert!(
+            latency <= TAKEOVER,
+            "round {round}: I2: a kubelet {latency:?} after kill -9 of the holder (limit {TAKEOVER:?})"
+        );
+        sampler.arm(false);
+        for waiter in &mut waiters {
+            waiter.signal(Signal::SIGKILL);
+            waiter.wait_exit(PROMPT_EXIT);
+        }
+        wait_until(SETTLE, "every kubelet gone before the next round", || {
+            scene.running_kubelets().is_empty().then_some(())
+        });
+        scene.kill_stand_ins();
+    }
+    let report = sampler.finish();
+    eprintln!(
+        "t4b two waiters, daemonized helper: takeover exec after kill -9 {latencies:.1?} ms; sampler {}",
+        report.summary()
+    );
+    report.assert_no_overlap("with two waiters fencing a daemonized helper");
+    scene.assert_no_overlap();
 }
 
 // ---------------------------------------------------------------------------------------------
