@@ -243,6 +243,20 @@ pub fn signal_view_group(view_pgid: i32, sig: Signal) -> bool {
     }
 }
 
+/// Signals one process known by its /proc ("view") pid. Never pid 0 or 1,
+/// a negative pid, or ourselves; false when it is gone or not visible from
+/// our PID namespace.
+pub fn signal_view_pid(view_pid: i32, sig: Signal) -> bool {
+    let Some(local) = procfs::local_pid_of_view(view_pid) else {
+        return false;
+    };
+    if local <= 1 || local == nix::unistd::getpid().as_raw() {
+        tracing::error!(pid = local, signal = %sig, "refusing to signal pid {local}");
+        return false;
+    }
+    nix::sys::signal::kill(Pid::from_raw(local), sig).is_ok()
+}
+
 /// Capped exponential backoff between kubelet restarts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {

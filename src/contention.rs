@@ -11,6 +11,7 @@
 //! * in seed mode (`--yield-on-any-open`), on any open.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use crate::claims::LiveClaim;
 use crate::procfs::{FileKey, LockEntry};
@@ -45,7 +46,7 @@ pub enum Verdict {
     /// Yield to this contender now.
     Yield(Contender),
     /// A higher claim exists but its owner is not (yet) blocked on the lock:
-    /// look again shortly. `pid` is the pid the claim records.
+    /// look again shortly. `pid` is the owner's pid in our /proc.
     Pending { rank: Rank, pid: i32 },
     /// Nothing to do.
     Quiet,
@@ -54,13 +55,16 @@ pub enum Verdict {
 /// Pure decision from the facts. `lock` is our lock file, `mine` our rank,
 /// `claims` the verified live claims of other processes, `locks`
 /// /proc/locks, `may_contend` whether a pid without a claim runs as a user
-/// allowed to contend (root or our uid).
+/// allowed to contend (root or our uid), `eligible` whether a contender may
+/// be yielded to now (not stopped, not skipped after failing to take the
+/// lock before).
 pub fn judge(
     lock: FileKey,
     mine: Rank,
     claims: &[LiveClaim],
     locks: &[LockEntry],
     may_contend: impl Fn(i32) -> bool,
+    eligible: impl Fn(i32) -> bool,
 ) -> Verdict {
     // pid (in our /proc's namespace) of the verified owner of each claim.
     let claimant_pids: HashMap<i32, Rank> = claims
@@ -68,10 +72,16 @@ pub fn judge(
         .map(|c| (c.owner, c.claim.rank()))
         .filter(|(pid, _)| *pid > 0)
         .collect();
+    let claims: Vec<LiveClaim> = claims
+        .iter()
+        .filter(|c| eligible(c.owner))
+        .cloned()
+        .collect();
     let blocked: Vec<i32> = locks
         .iter()
         .filter(|e| e.blocked && e.file == lock)
         .map(|e| e.pid)
+        .filter(|pid| eligible(*pid))
         .collect();
 
     // Highest claimant that is blocked on our lock.
@@ -94,12 +104,71 @@ pub fn judge(
     {
         return Verdict::Yield(Contender::Unclaimed { pid: *pid });
     }
-    match outranked_by(mine, claims) {
+    match outranked_by(mine, &claims) {
         Some(c) => Verdict::Pending {
             rank: c.claim.rank(),
-            pid: c.claim.pid,
+            pid: c.owner,
         },
         None => Verdict::Quiet,
+    }
+}
+
+/// Contenders a holder does not yield to for a while: each failed to take
+/// the lock it was handed (frozen, or stuck between its claim and flock).
+/// The period doubles on each failure, so one stuck contender costs at most
+/// a few takebacks a minute. Keyed by pid and start time (pids are reused).
+#[derive(Debug, Clone)]
+pub struct Skips {
+    initial: Duration,
+    max: Duration,
+    by_pid: HashMap<i32, Skip>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Skip {
+    start_time: Option<u64>,
+    until: Instant,
+    period: Duration,
+}
+
+/// Most skip entries kept (expired ones are pruned first).
+const MAX_SKIPS: usize = 256;
+
+impl Skips {
+    pub fn new(initial: Duration, max: Duration) -> Self {
+        Skips {
+            initial,
+            max,
+            by_pid: HashMap::new(),
+        }
+    }
+
+    /// Skips `pid` (whose start time is `start_time`) from `now`; returns
+    /// for how long.
+    pub fn skip(&mut self, pid: i32, start_time: Option<u64>, now: Instant) -> Duration {
+        self.by_pid.retain(|_, s| s.until + s.period > now);
+        let period = match self.by_pid.get(&pid) {
+            Some(s) if s.start_time == start_time => (s.period * 2).min(self.max),
+            _ => self.initial,
+        };
+        if self.by_pid.len() < MAX_SKIPS || self.by_pid.contains_key(&pid) {
+            self.by_pid.insert(
+                pid,
+                Skip {
+                    start_time,
+                    until: now + period,
+                    period,
+                },
+            );
+        }
+        period
+    }
+
+    /// Whether `pid` (now with `start_time`) is skipped at `now`.
+    pub fn is_skipped(&self, pid: i32, start_time: Option<u64>, now: Instant) -> bool {
+        self.by_pid
+            .get(&pid)
+            .is_some_and(|s| s.start_time == start_time && now < s.until)
     }
 }
 
@@ -174,7 +243,7 @@ mod tests {
     fn a_cat_of_the_lock_file_is_quiet() {
         let locks = vec![held(10, LOCK)];
         assert_eq!(
-            judge(LOCK, Rank::BOOTSTRAP, &[], &locks, anyone),
+            judge(LOCK, Rank::BOOTSTRAP, &[], &locks, anyone, anyone),
             Verdict::Quiet
         );
     }
@@ -184,7 +253,7 @@ mod tests {
         let claims = vec![claim(2, 501, 20)];
         let locks = vec![held(10, LOCK), held(20, key(501)), waiting(20, LOCK)];
         assert_eq!(
-            judge(LOCK, Rank::self_hosted(1), &claims, &locks, anyone),
+            judge(LOCK, Rank::self_hosted(1), &claims, &locks, anyone, anyone),
             Verdict::Yield(Contender::Claimant {
                 rank: Rank::self_hosted(2),
                 pid: 20
@@ -203,7 +272,7 @@ mod tests {
             waiting(21, LOCK),
         ];
         assert_eq!(
-            judge(LOCK, Rank::self_hosted(2), &claims, &locks, anyone),
+            judge(LOCK, Rank::self_hosted(2), &claims, &locks, anyone, anyone),
             Verdict::Quiet
         );
     }
@@ -213,10 +282,10 @@ mod tests {
         let claims = vec![claim(3, 501, 20)];
         let locks = vec![held(10, LOCK), held(20, key(501))];
         assert_eq!(
-            judge(LOCK, Rank::self_hosted(1), &claims, &locks, anyone),
+            judge(LOCK, Rank::self_hosted(1), &claims, &locks, anyone, anyone),
             Verdict::Pending {
                 rank: Rank::self_hosted(3),
-                pid: 1
+                pid: 20
             }
         );
     }
@@ -231,7 +300,7 @@ mod tests {
             waiting(33, LOCK),
         ];
         assert_eq!(
-            judge(LOCK, Rank::self_hosted(4), &claims, &locks, anyone),
+            judge(LOCK, Rank::self_hosted(4), &claims, &locks, anyone, anyone),
             Verdict::Yield(Contender::Unclaimed { pid: 33 })
         );
     }
@@ -240,16 +309,55 @@ mod tests {
     fn an_unclaimed_waiter_of_another_user_is_no_contender() {
         let locks = vec![held(10, LOCK), waiting(33, LOCK)];
         assert_eq!(
-            judge(LOCK, Rank::BOOTSTRAP, &[], &locks, |pid| pid != 33),
+            judge(LOCK, Rank::BOOTSTRAP, &[], &locks, |pid| pid != 33, anyone),
             Verdict::Quiet
         );
+    }
+
+    #[test]
+    fn an_ineligible_contender_is_passed_over() {
+        let claims = vec![claim(5, 502, 21)];
+        let locks = vec![held(21, key(502)), waiting(21, LOCK), waiting(33, LOCK)];
+        // Claimant 21 is stopped (or skipped): the plain waiter 33 is next.
+        assert_eq!(
+            judge(LOCK, Rank::BOOTSTRAP, &claims, &locks, anyone, |pid| pid
+                != 21),
+            Verdict::Yield(Contender::Unclaimed { pid: 33 })
+        );
+        assert_eq!(
+            judge(LOCK, Rank::BOOTSTRAP, &claims, &locks, anyone, |_| false),
+            Verdict::Quiet
+        );
+    }
+
+    #[test]
+    fn skips_double_and_follow_the_process() {
+        let mut s = Skips::new(Duration::from_secs(10), Duration::from_secs(300));
+        let t0 = Instant::now();
+        assert_eq!(s.skip(7, Some(1), t0), Duration::from_secs(10));
+        assert!(s.is_skipped(7, Some(1), t0 + Duration::from_secs(9)));
+        assert!(
+            !s.is_skipped(7, Some(2), t0),
+            "another process with a reused pid"
+        );
+        assert!(!s.is_skipped(7, Some(1), t0 + Duration::from_secs(10)));
+        assert_eq!(
+            s.skip(7, Some(1), t0 + Duration::from_secs(11)),
+            Duration::from_secs(20)
+        );
+        let mut t = t0;
+        for _ in 0..10 {
+            t += Duration::from_secs(1);
+            s.skip(7, Some(1), t);
+        }
+        assert_eq!(s.skip(7, Some(1), t), Duration::from_secs(300));
     }
 
     #[test]
     fn waiter_on_another_file_is_ignored() {
         let locks = vec![held(10, LOCK), waiting(33, key(999))];
         assert_eq!(
-            judge(LOCK, Rank::BOOTSTRAP, &[], &locks, anyone),
+            judge(LOCK, Rank::BOOTSTRAP, &[], &locks, anyone, anyone),
             Verdict::Quiet
         );
     }
@@ -264,7 +372,7 @@ mod tests {
             waiting(21, LOCK),
         ];
         assert_eq!(
-            judge(LOCK, Rank::BOOTSTRAP, &claims, &locks, anyone),
+            judge(LOCK, Rank::BOOTSTRAP, &claims, &locks, anyone, anyone),
             Verdict::Yield(Contender::Claimant {
                 rank: Rank::self_hosted(5),
                 pid: 21

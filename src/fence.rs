@@ -11,8 +11,15 @@
 //!   kubelet (they are its children: a group id cannot be reused while the
 //!   group has members).
 
+use std::fs;
+
 use crate::holder::HolderRecord;
-use crate::procfs::{self, ProcessId};
+use crate::procfs::{self, FileKey, ProcessId};
+
+/// At most this many processes are looked at for leftovers.
+const MAX_PROCESSES: usize = 65_536;
+/// At most this many descriptors per process.
+const MAX_FDS_PER_PROCESS: usize = 65_536;
 
 /// Why a recorded kubelet is not fenced.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -80,6 +87,55 @@ fn prove_group(k: ProcessId, this_boot: bool, own_pgid: Option<i32>) -> Result<i
     Ok(k.pid)
 }
 
+/// Whether the process that took a lock (its pid in /proc/locks) is gone.
+/// A lock whose taker is gone is held only by descriptors it handed down
+/// (the kubelet and whatever the kubelet forked). Pid 0 (not visible from
+/// here) is not known to be gone.
+pub fn taker_gone(pid: i32) -> bool {
+    pid > 0 && procfs::stat(pid).is_none_or(|s| s.state == 'Z' || s.state == 'X')
+}
+
+/// Pids (in our /proc) of the processes that hold a descriptor on the open
+/// file description holding the flock on `key`: the `lock:` lines of
+/// /proc/PID/fdinfo/FD show a flock on every descriptor of that
+/// description, whichever process took it. `me` is left out.
+pub fn lock_holders(key: FileKey, me: i32) -> Vec<i32> {
+    let Ok(proc_dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in proc_dir.flatten().take(MAX_PROCESSES) {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid <= 1 || pid == me {
+            continue;
+        }
+        if holds_lock_on(pid, key) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn holds_lock_on(pid: i32, key: FileKey) -> bool {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return false;
+    };
+    fds.flatten().take(MAX_FDS_PER_PROCESS).any(|fd| {
+        fs::read_to_string(fd.path()).is_ok_and(|info| {
+            info.lines()
+                .filter_map(|l| l.strip_prefix("lock:"))
+                .filter_map(procfs::parse_lock_line)
+                .any(|e| !e.blocked && e.kind == "FLOCK" && e.file == key)
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,6 +160,40 @@ mod tests {
             prove(&record(own, st), Some(own)),
             Err(NotProven::OwnGroup(own))
         );
+    }
+
+    #[test]
+    fn finds_every_process_sharing_a_locked_description() {
+        use std::os::unix::process::CommandExt;
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("l");
+        let file = std::fs::File::create(&path).unwrap();
+        fs2::FileExt::lock_exclusive(&file).unwrap();
+        let key = FileKey::of_metadata(&file.metadata().unwrap());
+        let me = procfs::self_id().unwrap().pid;
+        assert!(lock_holders(key, me).is_empty());
+        // A child that inherits the locked descriptor (as fd 9) holds it too.
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+        let mut cmd = std::process::Command::new("sleep");
+        cmd.arg("30");
+        #[allow(unsafe_code)]
+        // SAFETY: dup2 is async-signal-safe; nothing is allocated.
+        unsafe {
+            cmd.pre_exec(move || {
+                // dup2 clears FD_CLOEXEC on the copy (fd 9 is not `fd`).
+                if libc::dup2(fd, 9) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().unwrap();
+        let pid = child.id() as i32;
+        assert_eq!(lock_holders(key, me), vec![pid]);
+        assert!(!taker_gone(me));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(lock_holders(key, me).is_empty());
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub mod operator;
 pub mod pivot;
 pub mod procfs;
 pub mod role;
+pub mod signals;
 pub mod state;
 pub mod status;
 pub mod store;

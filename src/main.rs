@@ -11,6 +11,7 @@ use kubelet_pivot::lifecycle::LocalConfig;
 use kubelet_pivot::lock;
 use kubelet_pivot::operator;
 use kubelet_pivot::role::Rank;
+use kubelet_pivot::signals::{self, EarlySignals, TerminateFlag};
 use kubelet_pivot::state::StateDir;
 use kubelet_pivot::status::{self, EXIT_NO_HOLDER};
 use kubelet_pivot::supervisor::{self, Options};
@@ -27,9 +28,12 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
 
 /// Validates everything that can be checked before start, so a typo gives
 /// one clear line and nothing is left behind.
-fn options(rank: Rank, common: CommonArgs) -> Result<Options, String> {
+fn options(rank: Rank, common: CommonArgs, terminate: TerminateFlag) -> Result<Options, String> {
     let mut kubelet = common.kubelet.into_iter();
     let program = PathBuf::from(kubelet.next().ok_or("missing kubelet command after `--`")?);
+    let kubelet: Vec<_> = kubelet.collect();
+    refuse_kubelet_lock_flags(&kubelet)?;
+    let kubelet = kubelet.into_iter();
     let kubelet =
         KubeletCommand::resolve(&program, kubelet.collect()).map_err(|e| e.to_string())?;
     lock::check_path(&common.lock_file).map_err(|e| e.to_string())?;
@@ -49,12 +53,33 @@ fn options(rank: Rank, common: CommonArgs) -> Result<Options, String> {
         force_poll: common.watch_mode == WatchModeArg::Poll,
         kubelet,
         metrics_address: common.metrics_address,
+        terminate,
     })
 }
 
-fn supervise(rank: Rank, common: CommonArgs) -> ExitCode {
+/// The kubelet's own lock flags make it open and flock the lock file that
+/// kubelet-pivot holds for it: it would block forever behind its own
+/// supervisor, and the supervisor would take it for a contender. The lock
+/// is kubelet-pivot's job; the flags are refused.
+fn refuse_kubelet_lock_flags(args: &[std::ffi::OsString]) -> Result<(), String> {
+    for arg in args {
+        let text = arg.to_string_lossy();
+        let flag = text.split('=').next().unwrap_or_default();
+        if matches!(
+            flag,
+            "--lock-file" | "-lock-file" | "--exit-on-lock-contention" | "-exit-on-lock-contention"
+        ) {
+            return Err(format!(
+                "the kubelet argument {flag} is not allowed: kubelet-pivot holds the node's kubelet lock for the kubelet (see --lock-file of kubelet-pivot); remove {flag} from the arguments after `--`"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn supervise(rank: Rank, common: CommonArgs, early: EarlySignals) -> ExitCode {
     let log_format = common.log_format;
-    let opts = match options(rank, common) {
+    let opts = match options(rank, common, early.flag.clone()) {
         Ok(o) => o,
         Err(msg) => return fail(EXIT_USAGE, msg),
     };
@@ -84,10 +109,39 @@ fn supervise(rank: Rank, common: CommonArgs) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    // First of all: a SIGTERM from the first instant on is remembered, so a
+    // supervisor asked to stop while it starts exits 0 without a kubelet.
+    let early = match signals::install_early() {
+        Ok(e) => e,
+        Err(err) => {
+            return fail(
+                EXIT_FAILURE,
+                format!("cannot install signal handlers: {err}"),
+            )
+        }
+    };
     let cli = Cli::parse();
+    let early = match cli.command {
+        Command::Bootstrap(_) | Command::SelfHosted(_) => early,
+        _ => {
+            early.restore_default();
+            return other_command(cli.command);
+        }
+    };
     match cli.command {
-        Command::Bootstrap(a) => supervise(Rank::BOOTSTRAP, a.common),
-        Command::SelfHosted(a) => supervise(Rank::self_hosted(a.generation), a.common),
+        Command::Bootstrap(a) => supervise(Rank::BOOTSTRAP, a.common, early),
+        Command::SelfHosted(a) => supervise(Rank::self_hosted(a.generation), a.common, early),
+        other => other_command(other),
+    }
+}
+
+/// The commands that are not supervisors.
+fn other_command(command: Command) -> ExitCode {
+    match command {
+        Command::Bootstrap(_) | Command::SelfHosted(_) => fail(
+            EXIT_FAILURE,
+            "internal error: supervisor command dispatched as a tool",
+        ),
         Command::Checkpoint(a) => {
             match operator::run(&a.dynamic_config_dir, a.action, &mut std::io::stdout()) {
                 Ok(()) => ExitCode::SUCCESS,

@@ -8,9 +8,9 @@
 //!    ▲  │ Acquired but a higher    ▲    ▲ BackoffElapsed   │  │ exit
 //!    │  │ contender is blocked     │    └── Holding(Backoff)◀┘  │
 //!    │  ▼                          │ GroupGone(Restart)        │ Contended / Terminate /
-//!  Deferring ◀── GroupGone(Yield) ─┴──────── Stopping ◀────────┘ Reload / LockLost
-//!    HandoverSeen → Waiting                    │ GroupGone(Shutdown|LockLost)
-//!                                              ▼
+//!  Deferring ◀── GroupGone(Yield) ─┴──────── Stopping ◀────────┘ Reload / LockLost (SIGKILL)
+//!    HandoverSeen → Waiting                    │ GroupGone(Shutdown)    │ GroupGone(LockLost):
+//!                                              ▼                        ▼ reopen, Waiting
 //!                                            Exited
 //! ```
 
@@ -20,9 +20,6 @@ use nix::sys::signal::Signal;
 
 use crate::child::{Backoff, ExitKind, Kubelet};
 use crate::contention::Contender;
-
-/// Exit code when the lock file was replaced and could not be re-locked.
-pub const EXIT_LOCK_LOST: i32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Run {
@@ -114,6 +111,8 @@ pub enum Effect {
     WithdrawClaim,
     Spawn,
     SignalGroup(i32, Signal),
+    /// Open the lock path anew (the file we held is no longer ours).
+    Reopen,
     /// Tell systemd we are stopping.
     NotifyStopping,
     Exit(i32),
@@ -184,6 +183,14 @@ impl Pivot {
             };
         }
         fx
+    }
+
+    /// After losing the lock: let go of the old file and wait for the one
+    /// the path names now. The holder record is left alone (it may already
+    /// be the new holder's).
+    fn wait_again(&mut self) -> Vec<Effect> {
+        self.state = State::Waiting;
+        vec![Effect::Release, Effect::Reopen, Effect::Acquire]
     }
 
     fn exit(&mut self, code: i32, held: bool) -> Vec<Effect> {
@@ -279,10 +286,19 @@ impl Pivot {
                 .chain(self.exit(0, true))
                 .collect(),
             (State::Holding(Run::Running(k)), I::Reload) => self.stop(k, StopPurpose::Restart, now),
+            // We no longer hold the lock that the path names: another
+            // kubelet may run already, so ours ends at once (no graceful
+            // stop), then we wait for the lock again.
             (State::Holding(Run::Running(k)), I::LockLost) => {
-                self.stop(k, StopPurpose::LockLost, now)
+                self.state = State::Stopping {
+                    kubelet: k,
+                    purpose: StopPurpose::LockLost,
+                    deadline: now,
+                    killed: true,
+                };
+                vec![Effect::SignalGroup(k.pgid(), Signal::SIGKILL)]
             }
-            (State::Holding(_), I::LockLost) => self.exit(EXIT_LOCK_LOST, false),
+            (State::Holding(_), I::LockLost) => self.wait_again(),
 
             (
                 State::Stopping {
@@ -346,6 +362,32 @@ impl Pivot {
                 };
                 vec![]
             }
+            // Lost while stopping: no more grace for our kubelet.
+            (
+                State::Stopping {
+                    kubelet,
+                    purpose,
+                    deadline,
+                    killed,
+                },
+                I::LockLost,
+            ) => {
+                let purpose = match purpose {
+                    StopPurpose::Shutdown => StopPurpose::Shutdown,
+                    _ => StopPurpose::LockLost,
+                };
+                self.state = State::Stopping {
+                    kubelet,
+                    purpose,
+                    deadline,
+                    killed: true,
+                };
+                if killed {
+                    vec![]
+                } else {
+                    vec![Effect::SignalGroup(kubelet.pgid(), Signal::SIGKILL)]
+                }
+            }
             (State::Stopping { purpose, .. }, I::GroupGone) => match purpose {
                 StopPurpose::Yield(c) => self.finish_yield(c, now),
                 StopPurpose::Shutdown => self.exit(0, true),
@@ -354,10 +396,7 @@ impl Pivot {
                     self.state = State::Holding(Run::Starting);
                     vec![Effect::Spawn]
                 }
-                StopPurpose::LockLost => {
-                    self.state = State::Exited(EXIT_LOCK_LOST);
-                    vec![Effect::RemoveHolder, Effect::Exit(EXIT_LOCK_LOST)]
-                }
+                StopPurpose::LockLost => self.wait_again(),
             },
 
             // Late or irrelevant inputs.
@@ -601,14 +640,26 @@ mod tests {
     }
 
     #[test]
-    fn lock_lost_stops_kubelet_and_exits_nonzero() {
+    fn lock_lost_kills_the_kubelet_at_once_and_waits_again() {
         let mut p = pivot(false);
         let now = Instant::now();
         holding(&mut p, 10, now);
-        p.step(Input::LockLost, now);
+        assert_eq!(
+            p.step(Input::LockLost, now),
+            vec![Effect::SignalGroup(10, Signal::SIGKILL)]
+        );
+        // No graceful-stop deadline to wait for: it was killed already.
+        assert_eq!(p.step(Input::StopDeadline, now), vec![]);
         assert_eq!(
             p.step(Input::GroupGone, now),
-            vec![Effect::RemoveHolder, Effect::Exit(EXIT_LOCK_LOST)]
+            vec![Effect::Release, Effect::Reopen, Effect::Acquire]
+        );
+        assert_eq!(p.state, State::Waiting);
+        // Lost before a kubelet ran (the check before spawning): wait again.
+        p.step(Input::Acquired { defer_to: None }, now);
+        assert_eq!(
+            p.step(Input::LockLost, now),
+            vec![Effect::Release, Effect::Reopen, Effect::Acquire]
         );
     }
 

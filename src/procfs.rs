@@ -192,13 +192,15 @@ pub fn uids(view_pid: i32) -> Option<(u32, u32)> {
 /// Whether the process /proc shows as `view_pid` is the process a record
 /// names as `pid` with `start_time`: same start time, and `pid` is its
 /// /proc pid or its pid in one of its nested PID namespaces (a supervisor
-/// in a pod with its own /proc records the pod's pid).
+/// in a pod with its own /proc records the pod's pid). Any state counts: a
+/// process whose main thread has exited shows as a zombie while its other
+/// threads (one blocked in flock) still hold its locks.
 pub fn names_process(view_pid: i32, pid: i32, start_time: u64) -> bool {
     if view_pid <= 0 || pid <= 0 {
         return false;
     }
     match stat(view_pid) {
-        Some(s) if s.start_time == start_time && s.state != 'Z' && s.state != 'X' => {
+        Some(s) if s.start_time == start_time => {
             view_pid == pid
                 || ns_ids(&view_pid.to_string(), "NSpid:").is_some_and(|ids| ids.contains(&pid))
         }
@@ -217,6 +219,19 @@ pub fn boot_id() -> Option<String> {
             (id.len() <= 64 && !id.is_empty()).then(|| id.to_string())
         })
         .clone()
+}
+
+/// Our namespace's pid for a process known by its /proc ("view") pid;
+/// `None` when it is not in our PID namespace.
+pub fn local_pid_of_view(view_pid: i32) -> Option<i32> {
+    if proc_is_own_namespace() {
+        return Some(view_pid);
+    }
+    let name = view_pid.to_string();
+    if !in_own_namespace(&name) {
+        return None;
+    }
+    ns_ids(&name, "NSpid:")?.last().copied()
 }
 
 /// Device and inode of a file, as /proc/locks prints them.
@@ -260,7 +275,7 @@ pub fn parse_locks(content: &str) -> Vec<LockEntry> {
     content.lines().filter_map(parse_lock_line).collect()
 }
 
-fn parse_lock_line(line: &str) -> Option<LockEntry> {
+pub fn parse_lock_line(line: &str) -> Option<LockEntry> {
     let mut words = line.split_whitespace();
     let _id = words.next()?;
     let mut kind = words.next()?;

@@ -18,6 +18,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::child::{self, Backoff, KubeletCommand};
 use crate::claims::{self, Claim, ClaimError, ClaimGuard, Cleanup, LiveClaim};
+use crate::contention::Skips;
 use crate::contention::{judge, Contender, Verdict};
 use crate::fence::{self, NotProven};
 use crate::holder::HolderRecord;
@@ -30,6 +31,7 @@ use crate::notify::Notifier;
 use crate::pivot::{Deferral, Effect, Input, Pivot, Run, Settings, State, StopPurpose};
 use crate::procfs::{self, ProcessId};
 use crate::role::{now_rfc3339, Rank};
+use crate::signals::{Debounce, TerminateFlag};
 use crate::state::StateDir;
 use crate::store::{Store, StoreError};
 use crate::sync::{self, ClientError, Syncer};
@@ -48,8 +50,11 @@ const FAST_RECHECK: Duration = Duration::from_millis(1);
 /// Cadence of group/handover polls (events usually come first).
 const SLOW_RECHECK: Duration = Duration::from_millis(5);
 /// A deferring supervisor takes the lock back after this long if the
-/// contender it deferred to (blocked in flock when we released) never took it.
-const DEFER_TIMEOUT: Duration = Duration::from_secs(2);
+/// contender it deferred to (blocked in flock when we released) never took
+/// it. A live contender blocked in flock holds the lock microseconds after
+/// the release; this bounds the time without a kubelet a stuck one costs
+/// (well inside the 1 s of I2, spawn included).
+const DEFER_TIMEOUT: Duration = Duration::from_millis(400);
 /// A supervisor that wins flock while a higher claim exists whose owner is
 /// not blocked yet (it is between writing its claim and calling flock)
 /// gives it this long; short enough that a stuck claimant costs less than
@@ -58,6 +63,11 @@ const PENDING_DEFER: Duration = Duration::from_millis(500);
 /// While blocked in flock: how often to check that the recorded holder is
 /// alive (a dead holder's leftovers may keep the lock held).
 const DEAD_HOLDER_CHECK: Duration = Duration::from_millis(100);
+/// A contender that did not take the lock it was handed (or never blocked on
+/// it) is not yielded to again for this long, doubling up to
+/// [`SKIP_MAX`]: at most a few takebacks a minute from one stuck contender.
+const SKIP_INITIAL: Duration = Duration::from_secs(10);
+const SKIP_MAX: Duration = Duration::from_secs(300);
 /// Status line prefix while another process holds the lock.
 const STANDING_BY: &str = "standing by: ";
 /// Status line while the lock's holder is not known (no live record).
@@ -113,6 +123,8 @@ pub struct Options {
     pub node_name: String,
     /// `--metrics-address`: serve Prometheus metrics there.
     pub metrics_address: Option<SocketAddr>,
+    /// Set by SIGTERM/SIGINT from the first instant of the process on.
+    pub terminate: TerminateFlag,
 }
 
 /// Why the loop woke up.
@@ -123,6 +135,7 @@ enum Wake {
     BackoffElapsed,
     StopDeadline,
     Recheck,
+    ReloadDue,
     Watchdog,
 }
 
@@ -152,6 +165,10 @@ struct Driver {
     sync_task: Option<tokio::task::JoinHandle<()>>,
     reports: tokio::sync::watch::Sender<Option<ConfigReport>>,
     metrics: Arc<Metrics>,
+    /// SIGHUPs not acted on yet (a burst restarts the kubelet once).
+    reload: Debounce,
+    /// Contenders not yielded to for a while (they did not take the lock).
+    skips: Skips,
 }
 
 /// Runs blocking store I/O off the async loop.
@@ -222,6 +239,21 @@ fn may_contend(pid: i32, trusted: &[u32]) -> bool {
     }
 }
 
+/// Whether a contender may be yielded to now: not stopped (a frozen process
+/// blocked in flock would never take the lock it is handed) and not skipped
+/// after failing to take it before.
+fn eligible(pid: i32, skips: &Skips, now: Instant) -> bool {
+    let stat = procfs::stat(pid);
+    if matches!(stat.map(|s| s.state), Some('T' | 't')) {
+        debug!(
+            pid,
+            "contender is stopped (SIGSTOP or traced); not yielding to it"
+        );
+        return false;
+    }
+    !skips.is_skipped(pid, stat.map(|s| s.start_time), now)
+}
+
 /// Runs a supervisor until it exits; returns the process exit code.
 pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     let me = procfs::self_id().map_err(SupervisorError::Proc)?;
@@ -250,6 +282,12 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     }
     let mut signals =
         Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD]).map_err(SupervisorError::Signals)?;
+    if opts.terminate.is_set() {
+        // SIGTERM came during start-up (the early handler kept it): no claim,
+        // no lock, no kubelet.
+        info!("termination requested during start-up; exiting before taking the lock");
+        return Ok(0);
+    }
     let pivot = Pivot::new(
         Settings {
             stop_timeout: opts.stop_timeout,
@@ -303,6 +341,8 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         sync_task: None,
         reports: tokio::sync::watch::channel(None).0,
         metrics,
+        reload: Debounce::default(),
+        skips: Skips::new(SKIP_INITIAL, SKIP_MAX),
     };
     let mut watchdog = Notifier::watchdog_interval().map(tokio::time::interval);
     let mut inputs = match acquiring {
@@ -331,13 +371,18 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
             _ => (None, None),
         };
         let recheck = d.next_recheck(Instant::now());
+        let reload_due = d.reload.due();
         let wake = tokio::select! {
+            // Signals first: a SIGTERM that arrives with the lock is acted on
+            // before a kubelet is started for it.
+            biased;
             Some(sig) = signals.next() => Wake::Signal(sig),
             Some(res) = recv_opt(&mut d.acquiring) => Wake::Acquired(res),
             hint = d.watcher.next() => Wake::Hint(hint),
             _ = sleep_opt(backoff_until) => Wake::BackoffElapsed,
             _ = sleep_opt(stop_deadline) => Wake::StopDeadline,
             _ = sleep_opt(recheck) => Wake::Recheck,
+            _ = sleep_opt(reload_due) => Wake::ReloadDue,
             _ = tick_opt(&mut watchdog) => Wake::Watchdog,
         };
         inputs = d.wake(wake).await?;
@@ -384,6 +429,14 @@ impl Driver {
                 self.reap().await
             }
             Wake::Recheck => self.on_recheck(),
+            Wake::ReloadDue => {
+                if self.reload.take_due(Instant::now()) {
+                    info!("SIGHUP: restarting the kubelet");
+                    vec![Input::Reload]
+                } else {
+                    vec![]
+                }
+            }
             Wake::Watchdog => {
                 self.notifier.watchdog();
                 vec![]
@@ -430,8 +483,10 @@ impl Driver {
                 vec![Input::Terminate]
             }
             SIGHUP => {
-                info!("SIGHUP: restarting the kubelet");
-                vec![Input::Reload]
+                // Coalesced: a burst restarts the kubelet once (see Debounce).
+                debug!("SIGHUP received");
+                self.reload.poke(Instant::now());
+                vec![]
             }
             SIGCHLD => self.reap().await,
             _ => vec![],
@@ -646,10 +701,23 @@ impl Driver {
     fn on_hint(&mut self, hint: Hint) -> Vec<Input> {
         debug!(?hint, "watch hint");
         match (&self.pivot.state, hint) {
-            (State::Holding(_) | State::Stopping { .. }, Hint::LockChanged | Hint::Tick)
-                if !self.lock.path_is_ours() =>
+            // Our kubelet is being killed because the lock was lost: nothing
+            // to look at (and no reopening in a loop) until it is gone.
+            (
+                State::Stopping {
+                    purpose: StopPurpose::LockLost,
+                    ..
+                },
+                _,
+            ) => vec![],
+            (
+                State::Holding(_) | State::Stopping { .. },
+                Hint::LockChanged | Hint::Tick | Hint::HolderChanged,
+            ) if !self.lock.path_is_ours() => self.handle_replacement(),
+            (State::Holding(_) | State::Stopping { .. }, Hint::HolderChanged | Hint::Tick)
+                if !self.still_locked() =>
             {
-                self.handle_replacement()
+                vec![Input::LockLost]
             }
             (State::Holding(_), Hint::LockOpened) => {
                 if self.opts.yield_on_any_open {
@@ -689,9 +757,16 @@ impl Driver {
         let locks = procfs::read_locks().unwrap_or_default();
         let claims = self.live_claims(&locks);
         let trusted = [0, crate::trust::my_uid()];
-        judge(self.lock.key(), self.rank(), &claims, &locks, |pid| {
-            may_contend(pid, &trusted)
-        })
+        let now = Instant::now();
+        let skips = &self.skips;
+        judge(
+            self.lock.key(),
+            self.rank(),
+            &claims,
+            &locks,
+            |pid| may_contend(pid, &trusted),
+            |pid| eligible(pid, skips, now),
+        )
     }
 
     /// Verified live claims of other supervisors; rejected claim files are
@@ -764,7 +839,14 @@ impl Driver {
             return vec![Input::HandoverSeen];
         }
         if since.elapsed() >= *patience {
-            warn!(contender = %to, "contender did not take the lock within {:?}; taking it back", patience);
+            let skipped = match to {
+                Contender::Claimant { pid, .. } | Contender::Unclaimed { pid } => {
+                    let start = procfs::stat(*pid).map(|s| s.start_time);
+                    Some(self.skips.skip(*pid, start, Instant::now()))
+                }
+                Contender::AnyOpen => None,
+            };
+            warn!(contender = %to, skipped_for = ?skipped, "contender did not take the lock within {:?}; taking it back and not yielding to it again for a while", patience);
             self.metrics.takeback(TakebackReason::ContenderTimedOut);
             return vec![Input::HandoverSeen];
         }
@@ -825,13 +907,31 @@ impl Driver {
         }
     }
 
+    /// Whether our descriptor still holds the lock. flock on a description
+    /// that holds it succeeds at once; it fails when another description
+    /// holds it (a kubelet or its child unlocked the inherited descriptor
+    /// and somebody took the lock). When nobody holds it, this re-takes it.
+    fn still_locked(&self) -> bool {
+        match self.lock.try_acquire() {
+            Ok(true) => true,
+            Ok(false) => {
+                error!(path = %self.lock.path().display(), "another process holds the lock we held (our kubelet, or a process it started, unlocked the inherited descriptor); killing our kubelet at once and waiting for the lock again");
+                false
+            }
+            Err(err) => {
+                error!(%err, "cannot check that we still hold the lock; treating it as lost");
+                false
+            }
+        }
+    }
+
     fn handle_replacement(&mut self) -> Vec<Input> {
         let path = self.opts.lock_path.clone();
         warn!(path = %path.display(), "lock file was deleted or replaced while we hold it; re-creating and re-locking it (the kubelet keeps running)");
         let fresh = match LockFile::open(&path) {
             Ok(f) => f,
             Err(err) => {
-                error!(%err, "cannot re-create the lock file; stopping our kubelet and exiting so that no second kubelet can start beside it");
+                error!(%err, "cannot re-create the lock file; killing our kubelet so that no second kubelet can start beside it");
                 return vec![Input::LockLost];
             }
         };
@@ -846,7 +946,7 @@ impl Driver {
                 vec![]
             }
             Ok(false) | Err(_) => {
-                error!(path = %path.display(), "another process locked the re-created lock file; stopping our kubelet and exiting with code 1 so that only one kubelet runs");
+                error!(path = %path.display(), "the lock file was replaced by one another process holds; killing our kubelet at once and waiting for the new lock");
                 vec![Input::LockLost]
             }
         }
@@ -874,7 +974,26 @@ impl Driver {
                     warn!(%err, "failed to remove the holder record");
                 }
             }
+            Effect::Reopen => {
+                self.lock = LockFile::open(&self.opts.lock_path)?;
+                self.watcher.rewatch_lock();
+            }
             Effect::Spawn => {
+                if self.opts.terminate.is_set() {
+                    info!("termination requested; not starting a kubelet");
+                    return Ok(vec![Input::Terminate]);
+                }
+                // Never start a kubelet without holding the lock the path
+                // names now.
+                if !self.lock.path_is_ours() {
+                    let inputs = self.handle_replacement();
+                    if !inputs.is_empty() {
+                        return Ok(inputs);
+                    }
+                }
+                if !self.still_locked() {
+                    return Ok(vec![Input::LockLost]);
+                }
                 let Some(cmd) = self.prepare_config().await else {
                     return Ok(vec![Input::KubeletFailedToStart]);
                 };
@@ -943,26 +1062,48 @@ impl Driver {
     /// lock is held by leftovers of its kubelet (a helper process that
     /// inherited the locked descriptor and has no PDEATHSIG). Fence them from
     /// outside, or nobody would ever get the lock.
+    /// While waiting: if the process that took the lock is gone but the lock
+    /// is still held, it is held by descriptors it handed down: its kubelet's
+    /// group (fenced by the holder record) and anything that escaped the
+    /// group holding the same open file description (a helper that
+    /// daemonized with the inherited descriptor). Fence both from outside,
+    /// or nobody would get the lock until they exit by themselves.
     async fn fence_dead_holder(&mut self) {
-        let rec = match HolderRecord::read(&self.state) {
-            Ok(Some(r)) if r.supervisor() != self.me => r,
-            _ => return,
-        };
-        if rec.is_live() {
-            return;
-        }
-        let locks = procfs::read_locks().unwrap_or_default();
-        let holder_claim_alive = self
-            .live_claims(&locks)
-            .iter()
-            .any(|c| c.claim.process() == rec.supervisor());
-        if holder_claim_alive {
-            return;
-        }
         let key = self.lock.key();
-        let locked = locks.iter().any(|e| !e.blocked && e.file == key);
-        if locked {
-            self.fence_kubelet_of(&rec).await;
+        let locks = procfs::read_locks().unwrap_or_default();
+        let Some(taker) = locks
+            .iter()
+            .find(|e| !e.blocked && e.file == key)
+            .map(|e| e.pid)
+        else {
+            return;
+        };
+        let rec = match HolderRecord::read(&self.state) {
+            Ok(Some(r)) if r.supervisor() != self.me => Some(r),
+            _ => None,
+        };
+        // The taker is gone, or it is the recorded holder and that record
+        // is dead (its pid may have been reused since).
+        let recorded_dead = rec.as_ref().is_some_and(|r| r.pid == taker && !r.is_live());
+        if !fence::taker_gone(taker) && !recorded_dead {
+            return;
+        }
+        if let Some(rec) = rec.filter(|r| !r.is_live()) {
+            let holder_claim_alive = self
+                .live_claims(&locks)
+                .iter()
+                .any(|c| c.claim.process() == rec.supervisor());
+            if !holder_claim_alive {
+                self.fence_kubelet_of(&rec).await;
+            }
+        }
+        let me = self.me.pid;
+        for pid in fence::lock_holders(key, me) {
+            let what = procfs::stat(pid).map(|s| s.pgrp);
+            warn!(pid, pgid = ?what, taker, "the lock is held by a leftover of its dead taker (a process that inherited the locked descriptor and left the kubelet's process group); killing it");
+            if !child::signal_view_pid(pid, Signal::SIGKILL) {
+                warn!(pid, "cannot signal the leftover (not in our PID namespace); the lock comes free when it exits");
+            }
         }
     }
 
