@@ -98,8 +98,9 @@ fn supervise(rank: Rank, common: CommonArgs, early: EarlySignals) -> ExitCode {
     };
     let result = runtime.block_on(supervisor::run(opts));
     // A blocking task still running (a store read, a parse) must not hold
-    // up the exit: the kubelet is already stopped and the lock released.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    // up the exit: the kubelet is already stopped and the lock released, and
+    // every store write is atomic.
+    runtime.shutdown_background();
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(EXIT_FAILURE)),
         // An untrusted state directory is bad input found before start.

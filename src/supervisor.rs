@@ -182,6 +182,38 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     }
 }
 
+/// How often a wait for config work looks at the termination flag.
+const TERMINATE_POLL: Duration = Duration::from_millis(10);
+
+/// Runs config work (store reads, parsing, validation) off the event loop
+/// and waits for it, unless SIGTERM/SIGINT comes first: then `None` at
+/// once, and the work is left to finish (or to die with the process; every
+/// store write is atomic). A signal is acted on within ~10 ms of any parse.
+async fn blocking_unless_terminated<T: Send + 'static>(
+    terminate: &TerminateFlag,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let mut task = tokio::task::spawn_blocking(f);
+    let mut poll = tokio::time::interval(TERMINATE_POLL);
+    loop {
+        tokio::select! {
+            res = &mut task => return match res {
+                Ok(v) => Some(v),
+                Err(err) => {
+                    error!(%err, "config task failed");
+                    None
+                }
+            },
+            _ = poll.tick() => {
+                if terminate.is_set() {
+                    debug!("termination requested during config work; not waiting for it");
+                    return None;
+                }
+            }
+        }
+    }
+}
+
 async fn recv_opt<T>(rx: &mut Option<oneshot::Receiver<T>>) -> Option<T> {
     match rx.as_mut() {
         Some(r) => r.await.ok(),
@@ -630,7 +662,7 @@ impl Driver {
         };
         let store = self.store.clone();
         let local = self.opts.local.clone();
-        let Some((resolved, promoted)) = blocking(move || {
+        let Some((resolved, promoted)) = blocking_unless_terminated(&self.opts.terminate, move || {
             let promoted = lifecycle::maybe_promote(&store, &applied);
             let resolved = lifecycle::resolve(&store, &local, Access::Holder);
             // Same effective config: nothing restarts, but what runs (origin,
@@ -665,7 +697,7 @@ impl Driver {
     async fn prepare_config(&mut self) -> Option<KubeletCommand> {
         let store = self.store.clone();
         let local = self.opts.local.clone();
-        let result = blocking(move || {
+        let result = blocking_unless_terminated(&self.opts.terminate, move || {
             let resolved = lifecycle::resolve(&store, &local, Access::Holder);
             lifecycle::on_applied(&store, &resolved)?;
             let path = store.write_effective_config(&resolved.config.effective_bytes())?;
@@ -995,6 +1027,9 @@ impl Driver {
                     return Ok(vec![Input::LockLost]);
                 }
                 let Some(cmd) = self.prepare_config().await else {
+                    if self.opts.terminate.is_set() {
+                        return Ok(vec![Input::Terminate]);
+                    }
                     return Ok(vec![Input::KubeletFailedToStart]);
                 };
                 // Runs on the main thread (current-thread runtime), which
