@@ -30,7 +30,7 @@
 //! Knobs: `CHAOS_SEED` (default: random, printed) and `CHAOS_ITERATIONS` (default 300).
 //! A failure prints the seed and the step; rerunning with that seed replays the same random
 //! choices (the same actions as long as the node settles the same way: which of two equal
-//! generations holds can differ). 300 iterations take about a minute on 2 cores. Long run
+//! generations holds can differ). 300 iterations take 10-20 s on 2 cores. Long run
 //! (build the release stand-in first with `cargo build --release --examples`):
 //!     CHAOS_ITERATIONS=10000 cargo test --release --test chaos -- --nocapture
 
