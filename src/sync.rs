@@ -44,6 +44,14 @@ pub enum ClientError {
         #[source]
         source: kube::config::KubeconfigError,
     },
+    #[error("refusing --kubeconfig: {0}")]
+    Unsafe(#[source] crate::fsutil::ReadError),
+    #[error("refusing --kubeconfig {path}: {source}")]
+    TooDeep {
+        path: PathBuf,
+        #[source]
+        source: crate::kubeconfig::ConfigError,
+    },
     #[error("cannot use --kubeconfig {path}: {source}")]
     Config {
         path: PathBuf,
@@ -59,6 +67,7 @@ pub enum ClientError {
 pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Option<Client>, ClientError> {
     let config = match kubeconfig {
         Some(path) => {
+            check_kubeconfig(path)?;
             let kc =
                 kube::config::Kubeconfig::read_from(path).map_err(|e| ClientError::Kubeconfig {
                     path: path.clone(),
@@ -79,6 +88,29 @@ pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Option<Client>, Clie
     Client::try_from(config)
         .map(Some)
         .map_err(ClientError::Client)
+}
+
+/// Largest kubeconfig accepted (a node's is a few KiB).
+const MAX_KUBECONFIG_BYTES: u64 = 1024 * 1024;
+
+/// Checks `--kubeconfig` the way every other input is checked before kube
+/// reads it: a regular file (never a FIFO or a device, so nothing hangs), at
+/// most 1 MiB, nested no deeper than a config may be.
+fn check_kubeconfig(path: &std::path::Path) -> Result<(), ClientError> {
+    let policy = crate::fsutil::ReadPolicy {
+        what: "kubeconfig",
+        max_len: MAX_KUBECONFIG_BYTES,
+        owner: crate::fsutil::Owner::Any,
+        private: false,
+    };
+    let bytes = crate::fsutil::read_bounded(path, &policy)
+        .map_err(ClientError::Unsafe)?
+        .unwrap_or_default();
+    // The same size and nesting bounds as a KubeletConfiguration.
+    crate::kubeconfig::KubeletConfig::check_bounds(&bytes).map_err(|source| ClientError::TooDeep {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// The node name: `--node-name`, else the hostname.

@@ -511,3 +511,46 @@ fn status_as_another_user_says_what_it_cannot_read() {
     boot.signal(Signal::SIGTERM);
     assert!(boot.wait_exit(SETTLE).success());
 }
+
+#[test]
+fn a_fifo_or_device_as_kubeconfig_is_refused_at_once() {
+    root_only!();
+    let node = Node::new();
+    let fifo = node.scene.path().join("kubeconfig.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    for (path, expect) in [
+        (fifo.as_path(), "fifo"),
+        (Path::new("/dev/zero"), "character device"),
+    ] {
+        let text = path.display().to_string();
+        let started = Instant::now();
+        let mut child = node
+            .scene
+            .pivot(&["bootstrap"], &[], &[("KUBELET_PIVOT_KUBECONFIG", &text)])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn bootstrap");
+        while child.try_wait().expect("wait").is_none() {
+            if started.elapsed() > SETTLE {
+                let _ = child.kill();
+                panic!("--kubeconfig {text}: kubelet-pivot hung");
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        let out = child.wait_with_output().expect("output");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{text} accepted:\n{stderr}");
+        let errors: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("kubelet-pivot: error:"))
+            .collect();
+        assert_eq!(errors.len(), 1, "{stderr}");
+        assert!(
+            errors[0].contains(&text) && errors[0].contains(expect),
+            "{}",
+            errors[0]
+        );
+        assert!(node.scene.starts().is_empty(), "a kubelet ran");
+    }
+}
