@@ -96,10 +96,12 @@ pub fn taker_gone(pid: i32) -> bool {
 }
 
 /// Pids (in our /proc) of the processes that hold a descriptor on the open
-/// file description holding the flock on `key`: the `lock:` lines of
-/// /proc/PID/fdinfo/FD show a flock on every descriptor of that
-/// description, whichever process took it. `me` is left out.
-pub fn lock_holders(key: FileKey, me: i32) -> Vec<i32> {
+/// file description whose flock on `key` was taken by `taker`: the `lock:`
+/// lines of /proc/PID/fdinfo/FD show the flock (and the pid that took it)
+/// on every descriptor of that description, whichever process holds it. A
+/// lock taken since by somebody else is another description with another
+/// taker, so its holders are never listed. `me` is left out.
+pub fn lock_holders(key: FileKey, taker: i32, me: i32) -> Vec<i32> {
     let Ok(proc_dir) = fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -115,14 +117,14 @@ pub fn lock_holders(key: FileKey, me: i32) -> Vec<i32> {
         if pid <= 1 || pid == me {
             continue;
         }
-        if holds_lock_on(pid, key) {
+        if holds_lock_on(pid, key, taker) {
             out.push(pid);
         }
     }
     out
 }
 
-fn holds_lock_on(pid: i32, key: FileKey) -> bool {
+fn holds_lock_on(pid: i32, key: FileKey, taker: i32) -> bool {
     let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
         return false;
     };
@@ -131,7 +133,7 @@ fn holds_lock_on(pid: i32, key: FileKey) -> bool {
             info.lines()
                 .filter_map(|l| l.strip_prefix("lock:"))
                 .filter_map(procfs::parse_lock_line)
-                .any(|e| !e.blocked && e.kind == "FLOCK" && e.file == key)
+                .any(|e| !e.blocked && e.kind == "FLOCK" && e.file == key && e.pid == taker)
         })
     })
 }
@@ -171,7 +173,7 @@ mod tests {
         fs2::FileExt::lock_exclusive(&file).unwrap();
         let key = FileKey::of_metadata(&file.metadata().unwrap());
         let me = procfs::self_id().unwrap().pid;
-        assert!(lock_holders(key, me).is_empty());
+        assert!(lock_holders(key, me, me).is_empty());
         // A child that inherits the locked descriptor (as fd 9) holds it too.
         let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
         let mut cmd = std::process::Command::new("sleep");
@@ -189,11 +191,13 @@ mod tests {
         }
         let mut child = cmd.spawn().unwrap();
         let pid = child.id() as i32;
-        assert_eq!(lock_holders(key, me), vec![pid]);
+        assert_eq!(lock_holders(key, me, me), vec![pid]);
+        // A lock of the same file taken by another process is not ours to fence.
+        assert!(lock_holders(key, me + 1, me).is_empty());
         assert!(!taker_gone(me));
         child.kill().unwrap();
         child.wait().unwrap();
-        assert!(lock_holders(key, me).is_empty());
+        assert!(lock_holders(key, me, me).is_empty());
     }
 
     #[test]

@@ -662,19 +662,20 @@ impl Driver {
         };
         let store = self.store.clone();
         let local = self.opts.local.clone();
-        let Some((resolved, promoted)) = blocking_unless_terminated(&self.opts.terminate, move || {
-            let promoted = lifecycle::maybe_promote(&store, &applied);
-            let resolved = lifecycle::resolve(&store, &local, Access::Holder);
-            // Same effective config: nothing restarts, but what runs (origin,
-            // error, trial) is recorded.
-            let recorded = if resolved.hash() == applied.hash() {
-                lifecycle::on_applied(&store, &resolved)
-            } else {
-                Ok(())
-            };
-            (resolved, promoted.and(recorded))
-        })
-        .await
+        let Some((resolved, promoted)) =
+            blocking_unless_terminated(&self.opts.terminate, move || {
+                let promoted = lifecycle::maybe_promote(&store, &applied);
+                let resolved = lifecycle::resolve(&store, &local, Access::Holder);
+                // Same effective config: nothing restarts, but what runs (origin,
+                // error, trial) is recorded.
+                let recorded = if resolved.hash() == applied.hash() {
+                    lifecycle::on_applied(&store, &resolved)
+                } else {
+                    Ok(())
+                };
+                (resolved, promoted.and(recorded))
+            })
+            .await
         else {
             return vec![];
         };
@@ -1032,6 +1033,14 @@ impl Driver {
                     }
                     return Ok(vec![Input::KubeletFailedToStart]);
                 };
+                // The last look at the flag, right before the fork (config
+                // work may have taken a while). A signal that comes during
+                // the fork itself cannot undo that exec: the loop then stops
+                // the kubelet at once.
+                if self.opts.terminate.is_set() {
+                    info!("termination requested; not starting a kubelet");
+                    return Ok(vec![Input::Terminate]);
+                }
                 // Runs on the main thread (current-thread runtime), which
                 // lives as long as we do: PR_SET_PDEATHSIG stays armed.
                 return Ok(match child::spawn(&cmd, Some(self.lock.raw_fd())) {
@@ -1133,9 +1142,24 @@ impl Driver {
             }
         }
         let me = self.me.pid;
-        for pid in fence::lock_holders(key, me) {
-            let what = procfs::stat(pid).map(|s| s.pgrp);
-            warn!(pid, pgid = ?what, taker, "the lock is held by a leftover of its dead taker (a process that inherited the locked descriptor and left the kubelet's process group); killing it");
+        let holders = fence::lock_holders(key, taker, me);
+        if holders.is_empty() {
+            return;
+        }
+        // Look again right before killing: the lock must still be the dead
+        // taker's (another waiter may have fenced and taken it meanwhile),
+        // and no supervisor with a verified claim is ever a leftover.
+        let locks = procfs::read_locks().unwrap_or_default();
+        if !locks
+            .iter()
+            .any(|e| !e.blocked && e.file == key && e.pid == taker)
+        {
+            return;
+        }
+        let supervisors: Vec<i32> = self.live_claims(&locks).iter().map(|c| c.owner).collect();
+        for pid in holders.into_iter().filter(|p| !supervisors.contains(p)) {
+            let pgid = procfs::stat(pid).map(|s| s.pgrp);
+            warn!(pid, ?pgid, taker, "the lock is held by a leftover of its dead taker (a process that inherited the locked descriptor and left the kubelet's process group); killing it");
             if !child::signal_view_pid(pid, Signal::SIGKILL) {
                 warn!(pid, "cannot signal the leftover (not in our PID namespace); the lock comes free when it exits");
             }
