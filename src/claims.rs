@@ -142,7 +142,8 @@ impl ClaimGuard {
             path: tmp.clone(),
             source: e,
         })?;
-        fsutil::commit_temp(&tmp, &file, &path)?;
+        // A claim is runtime state: liveness is its flock, so it needs no fsync.
+        fsutil::commit_temp_with(&tmp, &file, &path, fsutil::Durability::Volatile)?;
         Ok(ClaimGuard {
             path,
             _file: std::mem::ManuallyDrop::new(file),

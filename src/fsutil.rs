@@ -101,6 +101,47 @@ pub fn commit_temp(tmp: &Path, file: &File, path: &Path) -> Result<(), FsError> 
     sync_dir(parent_of(path))
 }
 
+/// Whether a write must survive a power loss. Runtime state that is checked
+/// for liveness on every read (the holder record, claims: a record of
+/// another boot is never live) only needs atomicity, and skipping the
+/// fsyncs keeps them off the handoff's critical path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync the file and its directory (the checkpoint store, I4).
+    Durable,
+    /// Atomic rename only.
+    Volatile,
+}
+
+/// Renames a prepared temp file into place, with or without fsyncs.
+pub fn commit_temp_with(
+    tmp: &Path,
+    file: &File,
+    path: &Path,
+    durability: Durability,
+) -> Result<(), FsError> {
+    match durability {
+        Durability::Durable => commit_temp(tmp, file, path),
+        Durability::Volatile => {
+            fs::rename(tmp, path).map_err(|e| FsError::io("rename temp file onto", path, e))
+        }
+    }
+}
+
+/// Writes `data` to `path` atomically (temp file, rename) without fsyncs:
+/// for runtime state only (see [`Durability`]).
+pub fn write_atomic_volatile(path: &Path, data: &[u8], mode: u32) -> Result<(), FsError> {
+    let (tmp, mut file) = create_temp_beside(path, mode)?;
+    let result = file
+        .write_all(data)
+        .map_err(|e| FsError::io("write", &tmp, e))
+        .and_then(|()| commit_temp_with(&tmp, &file, path, Durability::Volatile));
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
 /// fsyncs a directory so a rename or unlink in it is durable.
 pub fn sync_dir(dir: &Path) -> Result<(), FsError> {
     let d = File::open(dir).map_err(|e| FsError::io("open directory", dir, e))?;

@@ -113,7 +113,9 @@ impl HolderRecord {
             path: path.clone(),
             source: e,
         })?;
-        fsutil::write_atomic(&path, &data, HOLDER_FILE_MODE)?;
+        // Runtime state: atomic, but no fsyncs (a record of another boot is
+        // never live, so losing one to a power cut is harmless).
+        fsutil::write_atomic_volatile(&path, &data, HOLDER_FILE_MODE)?;
         Ok(())
     }
 
@@ -136,8 +138,11 @@ impl HolderRecord {
                 return Ok(());
             }
         }
-        fsutil::remove_durable(&state.holder_path())?;
-        Ok(())
+        match std::fs::remove_file(state.holder_path()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(FsError::io("remove", &state.holder_path(), e).into()),
+        }
     }
 }
 

@@ -29,6 +29,7 @@ pub mod nodeconfig;
 pub mod notify;
 pub mod operator;
 pub mod pivot;
+pub mod prepared;
 pub mod procfs;
 pub mod role;
 pub mod signals;

@@ -209,6 +209,31 @@ impl ConfigSource {
     }
 }
 
+/// Identity and version of a file as lstat sees it: device, inode, size,
+/// modification and change times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileStamp {
+    pub fn of(path: &Path) -> Option<FileStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = fs::symlink_metadata(path).ok()?;
+        Some(FileStamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+}
+
 /// Held while writing; released on drop.
 pub struct StoreLock {
     _file: File,
@@ -418,6 +443,26 @@ impl Store {
         }
     }
 
+    /// A cheap fingerprint of everything `lifecycle::resolve` reads besides
+    /// the immutable checkpoints: meta/assigned, meta/last-known-good and
+    /// v1/bad-configs.json (each replaced by rename, so a change is a new
+    /// inode). Equal stamps mean an earlier resolution still holds.
+    pub fn input_stamp(&self) -> Vec<Option<FileStamp>> {
+        [
+            self.meta_dir().join("assigned"),
+            self.meta_dir().join("last-known-good"),
+            self.v1_dir().join("bad-configs.json"),
+        ]
+        .iter()
+        .map(|p| FileStamp::of(p))
+        .collect()
+    }
+
+    /// The stamp of the effective config file, if it exists.
+    pub fn effective_stamp(&self) -> Option<FileStamp> {
+        FileStamp::of(&self.effective_config_path())
+    }
+
     pub fn assigned(&self) -> Result<Option<ConfigSource>, StoreError> {
         self.read_json(
             &self.meta_dir().join("assigned"),
@@ -516,6 +561,16 @@ impl Store {
         self.write_json(&self.v1_dir().join("effective.json"), rec)
     }
     /// Writes the config file the kubelet is started with.
+    /// Whether the effective config file holds exactly `bytes` (read-only:
+    /// for a supervisor preparing its start while another holds the lock).
+    pub fn effective_config_matches(&self, bytes: &[u8]) -> bool {
+        let current = fsutil::read_bounded(
+            &self.effective_config_path(),
+            &policy("effective kubelet config", MAX_EFFECTIVE_BYTES),
+        );
+        current.ok().flatten().as_deref() == Some(bytes)
+    }
+
     pub fn write_effective_config(&self, bytes: &[u8]) -> Result<PathBuf, StoreError> {
         let path = self.effective_config_path();
         self.check_no_symlink(&path)?;

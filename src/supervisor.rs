@@ -29,6 +29,7 @@ use crate::metrics_http::{self, MetricsError};
 use crate::nodeconfig::ConfigReport;
 use crate::notify::Notifier;
 use crate::pivot::{Deferral, Effect, Input, Pivot, Run, Settings, State, StopPurpose};
+use crate::prepared::Prepared;
 use crate::procfs::{self, ProcessId};
 use crate::role::{now_rfc3339, Rank};
 use crate::signals::{Debounce, TerminateFlag};
@@ -136,6 +137,7 @@ enum Wake {
     StopDeadline,
     Recheck,
     ReloadDue,
+    Prepared(Option<Box<Prepared>>),
     Watchdog,
 }
 
@@ -167,6 +169,10 @@ struct Driver {
     metrics: Arc<Metrics>,
     /// SIGHUPs not acted on yet (a burst restarts the kubelet once).
     reload: Debounce,
+    /// The next kubelet start, prepared while another holds the lock.
+    prepared: Option<Prepared>,
+    preparing: Option<tokio::task::JoinHandle<Option<Prepared>>>,
+    last_prepare: Option<Instant>,
     /// Contenders not yielded to for a while (they did not take the lock).
     skips: Skips,
 }
@@ -213,6 +219,17 @@ async fn blocking_unless_terminated<T: Send + 'static>(
         }
     }
 }
+
+/// The result of a blocking task, if one runs.
+async fn join_opt<T>(task: &mut Option<tokio::task::JoinHandle<Option<T>>>) -> Option<T> {
+    match task.as_mut() {
+        Some(t) => t.await.ok().flatten(),
+        None => std::future::pending().await,
+    }
+}
+
+/// How often a waiting supervisor may prepare its next start anew.
+const PREPARE_INTERVAL: Duration = Duration::from_secs(1);
 
 async fn recv_opt<T>(rx: &mut Option<oneshot::Receiver<T>>) -> Option<T> {
     match rx.as_mut() {
@@ -375,6 +392,9 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         metrics,
         reload: Debounce::default(),
         skips: Skips::new(SKIP_INITIAL, SKIP_MAX),
+        prepared: None,
+        preparing: None,
+        last_prepare: None,
     };
     let mut watchdog = Notifier::watchdog_interval().map(tokio::time::interval);
     let mut inputs = match acquiring {
@@ -393,6 +413,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
             return Ok(code);
         }
         d.publish_status();
+        d.tend_prepared();
         let (backoff_until, stop_deadline) = match &d.pivot.state {
             State::Holding(Run::Backoff { until, .. }) => (Some(*until), None),
             State::Stopping {
@@ -415,6 +436,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
             _ = sleep_opt(stop_deadline) => Wake::StopDeadline,
             _ = sleep_opt(recheck) => Wake::Recheck,
             _ = sleep_opt(reload_due) => Wake::ReloadDue,
+            res = join_opt(&mut d.preparing) => Wake::Prepared(res.map(Box::new)),
             _ = tick_opt(&mut watchdog) => Wake::Watchdog,
         };
         inputs = d.wake(wake).await?;
@@ -461,6 +483,14 @@ impl Driver {
                 self.reap().await
             }
             Wake::Recheck => self.on_recheck(),
+            Wake::Prepared(prepared) => {
+                self.preparing = None;
+                if prepared.is_some() {
+                    debug!("next kubelet start prepared");
+                }
+                self.prepared = prepared.map(|p| *p);
+                vec![]
+            }
             Wake::ReloadDue => {
                 if self.reload.take_due(Instant::now()) {
                     info!("SIGHUP: restarting the kubelet");
@@ -691,6 +721,69 @@ impl Driver {
         self.publish_report(&resolved);
         self.applied = Some(resolved);
         vec![]
+    }
+
+    /// While another supervisor holds the lock: prepare our kubelet start
+    /// (resolve and check the config off the loop), and keep it fresh.
+    fn tend_prepared(&mut self) {
+        if !matches!(self.pivot.state, State::Waiting | State::Deferring { .. }) {
+            return;
+        }
+        if self
+            .prepared
+            .as_ref()
+            .is_some_and(|p| !p.still_valid(&self.store))
+        {
+            self.prepared = None;
+        }
+        let now = Instant::now();
+        if self.prepared.is_some()
+            || self.preparing.is_some()
+            || self
+                .last_prepare
+                .is_some_and(|t| now.duration_since(t) < PREPARE_INTERVAL)
+        {
+            return;
+        }
+        self.last_prepare = Some(now);
+        let store = self.store.clone();
+        let local = self.opts.local.clone();
+        self.preparing = Some(tokio::task::spawn_blocking(move || {
+            Prepared::prepare(&store, &local)
+        }));
+    }
+
+    /// The prepared start, if nothing it rests on changed: the kubelet
+    /// command, with `applied` and the report set as a full resolution does.
+    fn take_prepared(&mut self) -> Option<KubeletCommand> {
+        let prepared = self.prepared.take()?;
+        if !prepared.still_valid(&self.store) {
+            return None;
+        }
+        let resolved = prepared.resolved;
+        info!(config = %resolved.describe(), hash = %resolved.hash(), "kubelet config prepared while waiting is unchanged");
+        let cmd = KubeletCommand {
+            program: self.opts.kubelet.program.clone(),
+            args: lifecycle::kubelet_args(
+                &self.opts.kubelet.args,
+                &self.store.effective_config_path(),
+            ),
+        };
+        self.publish_report(&resolved);
+        self.applied = Some(resolved);
+        Some(cmd)
+    }
+
+    /// After a kubelet started from a prepared config: record what runs
+    /// (trial, effective record), as the full path does before starting.
+    async fn record_applied(&mut self) {
+        let Some(applied) = self.applied.clone() else {
+            return;
+        };
+        let store = self.store.clone();
+        if let Some(Err(err)) = blocking(move || lifecycle::on_applied(&store, &applied)).await {
+            error!(%err, "cannot record the running config in the checkpoint store");
+        }
     }
 
     /// Resolves the config for the next kubelet start and writes the file
@@ -1027,11 +1120,15 @@ impl Driver {
                 if !self.still_locked() {
                     return Ok(vec![Input::LockLost]);
                 }
-                let Some(cmd) = self.prepare_config().await else {
-                    if self.opts.terminate.is_set() {
-                        return Ok(vec![Input::Terminate]);
-                    }
-                    return Ok(vec![Input::KubeletFailedToStart]);
+                let (cmd, from_prepared) = match self.take_prepared() {
+                    Some(cmd) => (cmd, true),
+                    None => match self.prepare_config().await {
+                        Some(cmd) => (cmd, false),
+                        None if self.opts.terminate.is_set() => {
+                            return Ok(vec![Input::Terminate]);
+                        }
+                        None => return Ok(vec![Input::KubeletFailedToStart]),
+                    },
                 };
                 // The last look at the flag, right before the fork (config
                 // work may have taken a while). A signal that comes during
@@ -1046,6 +1143,9 @@ impl Driver {
                 return Ok(match child::spawn(&cmd, Some(self.lock.raw_fd())) {
                     Ok(k) => {
                         info!(pid = k.pid, view_pid = k.id.pid, program = %self.opts.kubelet.program.display(), "started kubelet");
+                        if from_prepared {
+                            self.record_applied().await;
+                        }
                         vec![Input::KubeletStarted(k)]
                     }
                     Err(err) => {

@@ -66,9 +66,12 @@ impl Node {
             .unwrap_or_else(|err| panic!("failed to run `{script}` as nobody: {err}"))
     }
 
-    /// The same, left running (killed on drop).
-    fn spawn_nobody(&self, script: &str) -> Proc {
-        Proc::spawn(&mut self.nobody_command(script))
+    /// The same, left running: its whole process group is killed on drop, and its output goes
+    /// nowhere (a leftover must not keep the test runner's pipes open).
+    fn spawn_nobody(&self, script: &str) -> GroupProc {
+        let mut cmd = self.nobody_command(script);
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        GroupProc(Proc::spawn(&mut cmd))
     }
 
     fn nobody_command(&self, script: &str) -> Command {
@@ -142,8 +145,30 @@ impl Node {
     }
 }
 
+/// A process that leads its own process group; the group is SIGKILLed on drop.
+struct GroupProc(Proc);
+
+impl std::ops::Deref for GroupProc {
+    type Target = Proc;
+    fn deref(&self) -> &Proc {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for GroupProc {
+    fn deref_mut(&mut self) -> &mut Proc {
+        &mut self.0
+    }
+}
+
+impl Drop for GroupProc {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.0.pid()), Signal::SIGKILL);
+    }
+}
+
 /// A long-running process of nobody in its own process group (a victim for a fencing trick).
-fn nobody_victim(node: &Node) -> Proc {
+fn nobody_victim(node: &Node) -> GroupProc {
     node.spawn_nobody("exec sleep 600")
 }
 
@@ -214,13 +239,14 @@ fn a_lock_file_planted_and_flocked_by_another_user_is_replaced() {
     let node = Node::new();
     // Nobody creates the lock file before kubelet-pivot (at boot, after a clean-up) and holds
     // its flock, with a second process of nobody blocked on it.
-    let mut holder = node.spawn_nobody(r#"umask 0; : > "$LOCK"; exec flock "$LOCK" sleep 600"#);
+    let mut holder =
+        node.spawn_nobody(r#"umask 0; : > "$LOCK"; exec flock --no-fork "$LOCK" sleep 600"#);
     wait_until(SETTLE, "nobody's lock file", || {
         fs::metadata(node.scene.lock())
             .ok()
             .filter(|m| m.uid() == NOBODY)
     });
-    let mut waiter = node.spawn_nobody(r#"exec flock "$LOCK" sleep 600"#);
+    let mut waiter = node.spawn_nobody(r#"exec flock --no-fork "$LOCK" sleep 600"#);
 
     let mut boot = node.bootstrap();
     let kubelet = node.kubelet_of(boot.pid());
