@@ -15,8 +15,12 @@
 //!
 //! The contender's open time comes from this process's own inotify watch on the lock file
 //! (IN_OPEN, read on a dedicated thread, CLOCK_REALTIME): nothing else opens the lock file
-//! while a contender starts, so the first IN_OPEN after its spawn is its open. The exec time is
-//! the `t=` of its kubelet's `start` line (the stand-in's first instruction). The lock
+//! while a contender starts, so the first IN_OPEN after its spawn is its open. The kubelet's
+//! exec is timed the same way: execve(2) opens the kubelet binary, which raises IN_OPEN on it,
+//! and nothing else opens the stand-in's binary during a round. That is where a pivot's work
+//! ends. The stand-in's own loading (dynamic linker, Rust runtime) until its first instruction,
+//! the `t=` of its `start` line, comes on top and is the same for both pivots; both figures
+//! are printed. The lock
 //! directory and the dynamic config directory live on tmpfs (/dev/shm if present), like
 //! /run/lock on a node; HANDOFF_CONFIG_DIR=DIR puts the dynamic config directory under DIR.
 //! The stand-in exits at once on SIGTERM, so the figures are the pivots' own cost.
@@ -40,10 +44,9 @@ const DEFAULT_ROUNDS: usize = 200;
 const QUICK_ROUNDS: usize = 20;
 /// Deadline for any one state to be reached.
 const DEADLINE: Duration = Duration::from_secs(10);
-/// Targets for kubelet-pivot (DESIGN brief).
-const TARGET_P50_MS: f64 = 5.0;
-const TARGET_P99_MS: f64 = 20.0;
-const TARGET_SPEEDUP: f64 = 10.0;
+/// Targets for kubelet-pivot's open -> kubelet execve (issue 11).
+const TARGET_P50_MS: f64 = 1.5;
+const TARGET_P99_MS: f64 = 5.0;
 const BASELINE_SCRIPT: &str = "scripts/shell-pivot.sh";
 
 fn ms_between(from_ns: u128, to_ns: u128) -> f64 {
@@ -99,8 +102,18 @@ impl OpenWatch {
     fn next_open(&self, what: &str) -> u128 {
         match self.opens.recv_timeout(DEADLINE) {
             Ok(at) => at,
-            Err(RecvTimeoutError::Timeout) => fail(&format!("no open of the lock by {what}")),
+            Err(RecvTimeoutError::Timeout) => fail(&format!("no open of {what}")),
             Err(RecvTimeoutError::Disconnected) => fail("the inotify thread stopped"),
+        }
+    }
+
+    /// The first open at or after `at` (earlier ones belong to earlier execs).
+    fn next_open_after(&self, at: u128, what: &str) -> u128 {
+        loop {
+            let t = self.next_open(what);
+            if t >= at {
+                return t;
+            }
         }
     }
 }
@@ -224,7 +237,10 @@ impl Node {
 
 /// One round's measurements in ms.
 struct Samples {
+    /// open -> the kubelet's execve.
     handoff: Vec<f64>,
+    /// open -> the kubelet's first instruction (its own loading included).
+    handoff_main: Vec<f64>,
     takeback: Vec<f64>,
     /// kubelet-pivot's handoff in phases, from the holder's log (see [`phases`]).
     phases: [Vec<f64>; 3],
@@ -233,7 +249,7 @@ struct Samples {
 const PHASES: [&str; 3] = [
     "  1 open -> holder decides to yield",
     "  2 decision -> kubelet stopped, lock released",
-    "  3 release -> contender's kubelet exec",
+    "  3 release -> contender's kubelet execve",
 ];
 /// Holder log messages that end phases 1 and 2.
 const YIELD_DECIDED: &str = "verified contender is blocked on the lock; yielding";
@@ -277,6 +293,7 @@ fn phases(holder_log: &Path, handoffs: &[(u128, u128)]) -> [Vec<f64>; 3] {
 fn bench_kubelet_pivot(rounds: usize, stand_in: &Path) -> Samples {
     let mut node = Node::new("ours", stand_in);
     let watch = OpenWatch::new(&node.lock());
+    let execs = OpenWatch::new(stand_in);
     let (boot, boot_log) = node.pivot(&["bootstrap"]);
     let boot_pid = boot.pid();
     let mut boot_kubelet = node
@@ -284,20 +301,26 @@ fn bench_kubelet_pivot(rounds: usize, stand_in: &Path) -> Samples {
         .pid;
     let mut samples = Samples {
         handoff: Vec::with_capacity(rounds),
+        handoff_main: Vec::with_capacity(rounds),
         takeback: Vec::with_capacity(rounds),
         phases: Default::default(),
     };
     let mut handoffs = Vec::with_capacity(rounds);
     for round in 0..rounds {
         watch.drain();
+        execs.drain();
         let (mut contender, _) = node.pivot(&["self-hosted", "--generation", "1"]);
         let contender_pid = contender.pid();
-        let opened = watch.next_open(&format!("contender {contender_pid} (round {round})"));
+        let opened = watch.next_open(&format!(
+            "the lock by contender {contender_pid} (round {round})"
+        ));
         let start = node.wait_start(&format!("contender {contender_pid}'s kubelet"), |line| {
             line.ppid() == contender_pid
         });
-        samples.handoff.push(ms_between(opened, start.t_ns));
-        handoffs.push((opened, start.t_ns));
+        let exec = execs.next_open_after(opened, "the kubelet binary by an execve");
+        samples.handoff.push(ms_between(opened, exec));
+        samples.handoff_main.push(ms_between(opened, start.t_ns));
+        handoffs.push((opened, exec));
 
         let terminated = now_ns();
         contender.signal(Signal::SIGTERM);
@@ -318,9 +341,11 @@ fn bench_kubelet_pivot(rounds: usize, stand_in: &Path) -> Samples {
 fn bench_shell_pivot(rounds: usize, stand_in: &Path, script: &Path) -> Samples {
     let mut node = Node::new("shell", stand_in);
     let watch = OpenWatch::new(&node.lock());
+    let execs = OpenWatch::new(stand_in);
     let ready = node.dir.path().join("inotifywait.ready");
     let mut samples = Samples {
         handoff: Vec::with_capacity(rounds),
+        handoff_main: Vec::with_capacity(rounds),
         takeback: Vec::new(),
         phases: Default::default(),
     };
@@ -341,14 +366,19 @@ fn bench_shell_pivot(rounds: usize, stand_in: &Path, script: &Path) -> Samples {
             },
         );
         watch.drain();
+        execs.drain();
         let mut contender = node.shell_pivot(script, "contender", None);
         let contender_pid = contender.pid();
-        let opened = watch.next_open(&format!("contender script {contender_pid} (round {round})"));
+        let opened = watch.next_open(&format!(
+            "the lock by contender script {contender_pid} (round {round})"
+        ));
         // The contender script execs its kubelet: same pid.
         let start = node.wait_start(&format!("contender {contender_pid}'s kubelet"), |line| {
             line.pid == contender_pid
         });
-        samples.handoff.push(ms_between(opened, start.t_ns));
+        let exec = execs.next_open_after(opened, "the kubelet binary by an execve");
+        samples.handoff.push(ms_between(opened, exec));
+        samples.handoff_main.push(ms_between(opened, start.t_ns));
         holder.wait_exit(DEADLINE);
         contender.signal(Signal::SIGTERM);
         contender.wait_exit(DEADLINE);
@@ -401,44 +431,60 @@ fn main() {
     let ours = bench_kubelet_pivot(rounds, &stand_in);
     let baseline = bench_shell_pivot(rounds, &stand_in, &script);
     let ours_stats = stats(&ours.handoff);
+    let ours_main = stats(&ours.handoff_main);
     let takeback_stats = stats(&ours.takeback);
     let baseline_stats = stats(&baseline.handoff);
+    let baseline_main = stats(&baseline.handoff_main);
     let speedup = baseline_stats.p50 / ours_stats.p50;
+    let speedup_main = baseline_main.p50 / ours_main.p50;
 
     println!();
     println!(
         "{:<50} {:>6} {:>9} {:>9} {:>9} {:>9}",
         "handoff (ms)", "n", "p50", "p99", "max", "mean"
     );
-    row("kubelet-pivot: open -> contender kubelet exec", &ours_stats);
+    row(
+        "kubelet-pivot: open -> contender kubelet execve",
+        &ours_stats,
+    );
     for (name, phase) in PHASES.iter().zip(&ours.phases) {
         if !phase.is_empty() {
             row(name, &stats(phase));
         }
     }
     row(
-        "shell-pivot.sh: open -> contender kubelet exec",
+        "shell-pivot.sh: open -> contender kubelet execve",
         &baseline_stats,
+    );
+    row(
+        "kubelet-pivot: open -> kubelet's first instruction",
+        &ours_main,
+    );
+    row(
+        "shell-pivot.sh: open -> kubelet's first instruction",
+        &baseline_main,
     );
     row(
         "kubelet-pivot: SIGTERM -> bootstrap kubelet exec",
         &takeback_stats,
     );
     println!();
-    println!("speedup (baseline p50 / kubelet-pivot p50): {speedup:.2}x");
     println!(
-        "target p50 < {TARGET_P50_MS} ms: {} ({:.3} ms)",
-        verdict(ours_stats.p50 < TARGET_P50_MS),
+        "kubelet-pivot vs shell pivot, p50: {speedup:.2}x to execve, {speedup_main:.2}x to the kubelet's first instruction"
+    );
+    println!(
+        "target p50 <= {TARGET_P50_MS} ms (open -> execve): {} ({:.3} ms)",
+        verdict(ours_stats.p50 <= TARGET_P50_MS),
         ours_stats.p50
     );
     println!(
-        "target p99 < {TARGET_P99_MS} ms: {} ({:.3} ms)",
-        verdict(ours_stats.p99 < TARGET_P99_MS),
+        "target p99 <= {TARGET_P99_MS} ms (open -> execve): {} ({:.3} ms)",
+        verdict(ours_stats.p99 <= TARGET_P99_MS),
         ours_stats.p99
     );
     println!(
-        "target >= {TARGET_SPEEDUP}x faster than the baseline: {} ({speedup:.2}x)",
-        verdict(speedup >= TARGET_SPEEDUP)
+        "faster than the shell pivot at p50: {} ({speedup:.2}x)",
+        verdict(speedup > 1.0)
     );
     println!("elapsed: {:.1} s", began.elapsed().as_secs_f64());
 }

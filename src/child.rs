@@ -11,9 +11,8 @@
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::RawFd;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -101,57 +100,22 @@ impl Kubelet {
     }
 }
 
-/// Starts the kubelet. Must be called from a thread that lives as long as
-/// the supervisor (PR_SET_PDEATHSIG fires when the *thread* that forked
-/// exits): kubelet-pivot runs its supervisor on the main thread.
-#[allow(unsafe_code)]
+/// Starts the kubelet (see `spawn`: vfork-style, own process group,
+/// PR_SET_PDEATHSIG=SIGKILL, stdin from /dev/null, `inherit_fd` kept open,
+/// our private environment variables removed). Must be called from a thread
+/// that lives as long as the supervisor (PR_SET_PDEATHSIG fires when the
+/// *thread* that forked exits): kubelet-pivot runs its supervisor on the
+/// main thread.
 pub fn spawn(cmd: &KubeletCommand, inherit_fd: Option<RawFd>) -> Result<Kubelet, ChildError> {
-    let mut command = Command::new(&cmd.program);
-    command
-        .args(&cmd.args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit())
-        .process_group(0);
-    for var in PRIVATE_ENV {
-        command.env_remove(var);
-    }
-    let parent = nix::unistd::getpid().as_raw();
-    // SAFETY: the closure runs in the forked child before exec and only makes
-    // async-signal-safe syscalls (prctl, getppid, fcntl); it allocates nothing.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
-            // The parent may have died before prctl took effect.
-            if libc::getppid() != parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            if let Some(fd) = inherit_fd {
-                let flags = libc::fcntl(fd, libc::F_GETFD);
-                if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
-    let child = command.spawn().map_err(|e| ChildError::Spawn {
+    let spawn_error = |e: io::Error| ChildError::Spawn {
         path: cmd.program.clone(),
         source: e,
-    })?;
-    let pid = child.id() as i32;
-    // The std handle is dropped without waiting: the supervisor reaps every
-    // child itself with waitpid(-1) (it may be PID 1 or a subreaper).
-    drop(child);
+    };
+    let plan = crate::spawn::Plan::new(&cmd.program, &cmd.args, PRIVATE_ENV, inherit_fd)
+        .map_err(spawn_error)?;
+    // The supervisor reaps every child itself with waitpid(-1) (it may be
+    // PID 1 or a subreaper).
+    let pid = crate::spawn::spawn(&plan).map_err(spawn_error)?;
     let view = procfs::view_pid_of_local(pid).unwrap_or(pid);
     let start_time = procfs::stat(view).map(|s| s.start_time).unwrap_or(0);
     Ok(Kubelet {

@@ -33,6 +33,7 @@ pub mod prepared;
 pub mod procfs;
 pub mod role;
 pub mod signals;
+pub mod spawn;
 pub mod state;
 pub mod status;
 pub mod store;

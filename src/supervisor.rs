@@ -1091,12 +1091,11 @@ impl Driver {
             Effect::Fence => self.fence().await,
             Effect::WriteHolder => self.write_holder().await,
             Effect::RemoveHolder => {
-                let state = self.state.clone();
-                let me = self.me;
-                let res =
-                    tokio::task::spawn_blocking(move || HolderRecord::remove_if_ours(&state, me))
-                        .await;
-                if let Ok(Err(err)) = res {
+                // Inline, not on the blocking pool: a read of a 4 KiB record
+                // and an unlink (no fsync: runtime state) in our own state
+                // directory, on the handoff's critical path right before
+                // the release.
+                if let Err(err) = HolderRecord::remove_if_ours(&self.state, self.me) {
                     warn!(%err, "failed to remove the holder record");
                 }
             }
