@@ -48,6 +48,9 @@ const PENDING_WINDOW: Duration = Duration::from_secs(2);
 const BURST_CHECKS: usize = 20;
 /// Re-check cadence inside those windows.
 const FAST_RECHECK: Duration = Duration::from_millis(1);
+/// Cadence of re-checks while a higher claimant is not blocked, after the
+/// fast window.
+const PENDING_RECHECK: Duration = Duration::from_millis(100);
 /// Cadence of group/handover polls (events usually come first).
 const SLOW_RECHECK: Duration = Duration::from_millis(5);
 /// A deferring supervisor takes the lock back after this long if the
@@ -167,6 +170,8 @@ struct Driver {
     sync_task: Option<tokio::task::JoinHandle<()>>,
     reports: tokio::sync::watch::Sender<Option<ConfigReport>>,
     metrics: Arc<Metrics>,
+    /// A higher claimant seen not blocked yet (its pid), while holding.
+    pending: Option<i32>,
     /// SIGHUPs not acted on yet (a burst restarts the kubelet once).
     reload: Debounce,
     /// The next kubelet start, prepared while another holds the lock.
@@ -390,6 +395,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         sync_task: None,
         reports: tokio::sync::watch::channel(None).0,
         metrics,
+        pending: None,
         reload: Debounce::default(),
         skips: Skips::new(SKIP_INITIAL, SKIP_MAX),
         prepared: None,
@@ -514,7 +520,11 @@ impl Driver {
                 Some(until) if until > now => Some(now + FAST_RECHECK),
                 _ => {
                     self.recheck_until = None;
-                    None
+                    // A higher claimant that is not blocked (stuck between
+                    // its claim and flock, or stopped): look every 100 ms,
+                    // not every millisecond, so that it is seen soon once it
+                    // blocks without a hot loop meanwhile.
+                    self.pending.map(|_| now + PENDING_RECHECK)
                 }
             },
             _ => None,
@@ -934,17 +944,26 @@ impl Driver {
             Verdict::Yield(c) => {
                 info!(contender = %c, "verified contender is blocked on the lock; yielding");
                 self.recheck_until = None;
+                self.pending = None;
                 vec![Input::Contended(c)]
             }
-            Verdict::Pending { rank, .. } => {
-                debug!(%rank, "higher claim present but not blocked on the lock yet");
-                let until = Instant::now() + PENDING_WINDOW;
-                if self.recheck_until.is_none_or(|u| u < until) {
-                    self.recheck_until = Some(until);
+            Verdict::Pending { rank, pid } => {
+                // Fast re-checks for a while after a claimant appears, then
+                // slow ones (see next_recheck): never a hot loop.
+                if self.pending != Some(pid) {
+                    debug!(%rank, pid, "higher claim present but not blocked on the lock yet");
+                    self.pending = Some(pid);
+                    let until = Instant::now() + PENDING_WINDOW;
+                    if self.recheck_until.is_none_or(|u| u < until) {
+                        self.recheck_until = Some(until);
+                    }
                 }
                 vec![]
             }
-            Verdict::Quiet => vec![],
+            Verdict::Quiet => {
+                self.pending = None;
+                vec![]
+            }
         }
     }
 
