@@ -428,4 +428,70 @@ mod tests {
             .unwrap()
             .is_none());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Whatever the size and the cap, a read returns the whole file when it
+        /// fits and "too large" when it does not; it never returns more than the
+        /// cap.
+        #[test]
+        fn bounded_reads_never_exceed_their_cap(len in 0usize..20_000, cap in 0u64..20_000) {
+            let d = tempfile::tempdir().unwrap();
+            let p = d.path().join("f");
+            let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            fs::write(&p, &data).unwrap();
+            let policy = ReadPolicy { what: "test file", max_len: cap, owner: Owner::Any, private: false };
+            match read_bounded(&p, &policy) {
+                Ok(Some(got)) => {
+                    proptest::prop_assert!(got.len() as u64 <= cap);
+                    proptest::prop_assert_eq!(got, data);
+                }
+                Err(ReadError::TooLarge { max, .. }) => {
+                    proptest::prop_assert_eq!(max, cap);
+                    proptest::prop_assert!(len as u64 > cap);
+                }
+                other => proptest::prop_assert!(false, "unexpected {:?}", other.map(|o| o.map(|v| v.len()))),
+            }
+        }
+    }
+
+    #[test]
+    fn odd_files_are_refused_without_blocking() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let policy = ReadPolicy {
+            what: "test file",
+            max_len: 1 << 20,
+            owner: Owner::Any,
+            private: false,
+        };
+        assert!(matches!(
+            read_bounded(&fifo, &policy),
+            Err(ReadError::NotRegular { kind: "fifo", .. })
+        ));
+        assert!(matches!(
+            read_bounded(Path::new("/dev/zero"), &policy),
+            Err(ReadError::NotRegular {
+                kind: "character device",
+                ..
+            })
+        ));
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink("/etc/hostname", &link).unwrap();
+        assert!(matches!(
+            read_bounded(&link, &policy),
+            Err(ReadError::Symlink { .. })
+        ));
+        let mine = d.path().join("mine");
+        fs::write(&mine, b"x").unwrap();
+        let other = ReadPolicy {
+            owner: Owner::Uid(nix::unistd::geteuid().as_raw() + 1),
+            ..policy
+        };
+        assert!(matches!(
+            read_bounded(&mine, &other),
+            Err(ReadError::Owner { .. })
+        ));
+    }
 }
