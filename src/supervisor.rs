@@ -48,6 +48,9 @@ const PENDING_WINDOW: Duration = Duration::from_secs(2);
 const BURST_CHECKS: usize = 20;
 /// Re-check cadence inside those windows.
 const FAST_RECHECK: Duration = Duration::from_millis(1);
+/// A waiter blocked on a replaced lock file moves to the new file once it is
+/// locked, or after this long if nobody locks it.
+const REWAIT_GRACE: Duration = Duration::from_millis(500);
 /// Cadence of re-checks while a higher claimant is not blocked, after the
 /// fast window.
 const PENDING_RECHECK: Duration = Duration::from_millis(100);
@@ -172,6 +175,8 @@ struct Driver {
     metrics: Arc<Metrics>,
     /// A higher claimant seen not blocked yet (its pid), while holding.
     pending: Option<i32>,
+    /// While waiting: since when the path names another file than ours.
+    replaced_since: Option<Instant>,
     /// SIGHUPs not acted on yet (a burst restarts the kubelet once).
     reload: Debounce,
     /// The next kubelet start, prepared while another holds the lock.
@@ -272,7 +277,12 @@ fn begin_acquire(lock: &LockFile) -> Result<Option<AcquireRx>, SupervisorError> 
     std::thread::Builder::new()
         .name("flock".into())
         .spawn(move || {
-            let _ = tx.send(waiter.acquire_blocking());
+            let result = waiter.acquire_blocking();
+            // Nobody waits for it any more (the path was replaced while we
+            // were blocked on the old file): let go of the old file's lock.
+            if let Err(Ok(())) = tx.send(result) {
+                let _ = waiter.release();
+            }
         })
         .map_err(|e| {
             SupervisorError::Lock(LockError::Flock {
@@ -396,6 +406,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         reports: tokio::sync::watch::channel(None).0,
         metrics,
         pending: None,
+        replaced_since: None,
         reload: Debounce::default(),
         skips: Skips::new(SKIP_INITIAL, SKIP_MAX),
         prepared: None,
@@ -462,6 +473,9 @@ impl Driver {
                 res?;
                 self.on_acquired()?
             }
+            Wake::Hint(Hint::LockChanged) if self.pivot.state == State::Waiting => {
+                self.rewait_if_replaced()?.unwrap_or_default()
+            }
             Wake::Hint(hint) => {
                 let mut inputs = self.on_hint(hint);
                 if inputs.is_empty() && matches!(hint, Hint::LockOpened | Hint::ClaimsChanged) {
@@ -480,6 +494,9 @@ impl Driver {
                 vec![Input::StopDeadline]
             }
             Wake::Recheck if self.pivot.state == State::Waiting => {
+                if let Some(inputs) = self.rewait_if_replaced()? {
+                    return Ok(inputs);
+                }
                 self.fence_dead_holder().await;
                 vec![]
             }
@@ -832,6 +849,44 @@ impl Driver {
             State::Holding(_) => self.check_contention(),
             _ => vec![],
         }
+    }
+
+    /// While blocked in flock: if the path names another file now, the file
+    /// we wait on is obsolete (whoever holds it is not the node's holder any
+    /// more, maybe a frozen process that got it): wait on the new file. The
+    /// old flock thread lets go of the old file if it ever gets it.
+    ///
+    /// The holder re-creates and re-locks a replaced file before it lets go
+    /// of the old one, so a waiter moves over only once the new file is
+    /// locked (it then simply blocks there), or once it has stayed unlocked
+    /// for [`REWAIT_GRACE`] (no holder took it): never racing the holder
+    /// for the new file.
+    fn rewait_if_replaced(&mut self) -> Result<Option<Vec<Input>>, SupervisorError> {
+        if self.acquiring.is_none() || self.lock.path_is_ours() {
+            self.replaced_since = None;
+            return Ok(None);
+        }
+        let now = Instant::now();
+        let first = *self.replaced_since.get_or_insert(now);
+        let new_is_locked = match std::fs::symlink_metadata(&self.opts.lock_path) {
+            Ok(meta) => {
+                let key = procfs::FileKey::of_metadata(&meta);
+                procfs::read_locks()
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|e| !e.blocked && e.file == key)
+            }
+            Err(_) => false,
+        };
+        if !new_is_locked && now.duration_since(first) < REWAIT_GRACE {
+            return Ok(None);
+        }
+        self.replaced_since = None;
+        warn!(path = %self.lock.path().display(), "the lock file was replaced while we waited on the old one; waiting on the new one");
+        self.acquiring = None;
+        self.lock = LockFile::open(&self.opts.lock_path)?;
+        self.watcher.rewatch_lock();
+        self.start_acquire().map(Some)
     }
 
     fn on_hint(&mut self, hint: Hint) -> Vec<Input> {
