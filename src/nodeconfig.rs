@@ -16,6 +16,48 @@ pub const STATUS_ANNOTATION: &str = "kubelet-pivot.io/config-status";
 pub const CONDITION_TYPE: &str = "KubeletConfigOK";
 /// Key used when the annotation names none.
 pub const DEFAULT_KEY: &str = "kubelet";
+/// Characters of an input value quoted in a status text (the rest is counted, not shown).
+pub const EXCERPT_CHARS: usize = 200;
+/// Longest condition reason, and status-annotation error, in bytes. With the condition
+/// message (at most [`MAX_MESSAGE_BYTES`]) and ": " it stays under an Event's 1024.
+pub const MAX_REASON_BYTES: usize = 768;
+/// Longest condition message in bytes.
+pub const MAX_MESSAGE_BYTES: usize = 200;
+/// An Event's message limit (`legacyValidateEvent`, with eventTime set: `len()` in bytes).
+pub const MAX_EVENT_MESSAGE_BYTES: usize = 1024;
+
+/// An input value as it may appear in a status text: at most [`EXCERPT_CHARS`] characters,
+/// quoted, with control (and other non-printing) characters, quotes and backslashes escaped,
+/// then `…(N more bytes)` when the value was longer.
+pub fn excerpt(value: &str) -> String {
+    let cut = value
+        .char_indices()
+        .nth(EXCERPT_CHARS)
+        .map_or(value.len(), |(i, _)| i);
+    let mut out = String::with_capacity(cut + 32);
+    out.push('"');
+    out.extend(value[..cut].chars().flat_map(char::escape_debug));
+    out.push('"');
+    if cut < value.len() {
+        out.push_str(&format!("…({} more bytes)", value.len() - cut));
+    }
+    out
+}
+
+/// `text` cut to at most `max` bytes (on a character boundary), ending in `…(N more bytes)`
+/// when it was longer: what goes into a condition, an annotation or an Event stays within
+/// the API's limits whatever produced it.
+pub fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    // The suffix's length depends on N; 24 bytes cover any usize.
+    let mut cut = max.saturating_sub(24);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…({} more bytes)", &text[..cut], text.len() - cut)
+}
 
 /// A reference to a ConfigMap key, as assigned to the node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +100,10 @@ fn key_ok(s: &str) -> bool {
 pub fn parse_annotation(value: &str) -> Result<ConfigRef, String> {
     let value = value.trim();
     let (ns, rest) = value.split_once('/').ok_or_else(|| {
-        format!("invalid {SOURCE_ANNOTATION} {value:?}: expected NAMESPACE/NAME[:KEY]")
+        format!(
+            "invalid {SOURCE_ANNOTATION} {}: expected NAMESPACE/NAME[:KEY]",
+            excerpt(value)
+        )
     })?;
     let (name, key) = match rest.split_once(':') {
         Some((n, k)) => (n, k),
@@ -75,20 +120,20 @@ pub fn parse_annotation(value: &str) -> Result<ConfigRef, String> {
 fn validate_ref(r: &ConfigRef) -> Result<(), String> {
     if !dns_label_ok(&r.namespace, 63) {
         return Err(format!(
-            "invalid NodeConfigSource, namespace {:?} is not a valid namespace name",
-            r.namespace
+            "invalid NodeConfigSource, namespace {} is not a valid namespace name",
+            excerpt(&r.namespace)
         ));
     }
     if !dns_label_ok(&r.name, 253) {
         return Err(format!(
-            "invalid NodeConfigSource, name {:?} is not a valid ConfigMap name",
-            r.name
+            "invalid NodeConfigSource, name {} is not a valid ConfigMap name",
+            excerpt(&r.name)
         ));
     }
     if !key_ok(&r.key) {
         return Err(format!(
-            "invalid NodeConfigSource, kubeletConfigKey {:?} is not a valid ConfigMap key",
-            r.key
+            "invalid NodeConfigSource, kubeletConfigKey {} is not a valid ConfigMap key",
+            excerpt(&r.key)
         ));
     }
     Ok(())
@@ -202,9 +247,17 @@ pub fn condition(report: &ConfigReport, sync_error: Option<&str>) -> Condition {
     };
     Condition {
         status,
-        reason,
-        message,
+        reason: bounded(&reason, MAX_REASON_BYTES),
+        message: bounded(&message, MAX_MESSAGE_BYTES),
     }
+}
+
+/// The Event message of a condition: its message and reason, within the Event limit.
+pub fn event_message(cond: &Condition) -> String {
+    bounded(
+        &format!("{}: {}", cond.message, cond.reason),
+        MAX_EVENT_MESSAGE_BYTES,
+    )
 }
 
 fn node_config_source(src: &Option<ConfigSource>) -> Value {
@@ -223,8 +276,8 @@ fn node_config_source(src: &Option<ConfigSource>) -> Value {
 /// Node.status.config-shaped {active, assigned, lastKnownGood, error}.
 pub fn config_status(report: &ConfigReport, sync_error: Option<&str>) -> Value {
     let error = sync_error
-        .map(str::to_string)
-        .or_else(|| report.error.clone());
+        .or(report.error.as_deref())
+        .map(|e| bounded(e, MAX_REASON_BYTES));
     json!({
         "active": node_config_source(&report.source),
         "assigned": node_config_source(&report.assigned),
@@ -397,6 +450,40 @@ mod tests {
         assert_eq!(condition(&r, None).message, "using last-known-good (init)");
         r.error = None;
         assert_eq!(condition(&r, None).message, "using current (init)");
+    }
+
+    #[test]
+    fn garbage_annotations_are_quoted_as_bounded_escaped_excerpts() {
+        let garbage: String = "\u{1b}[31m\"x\n\u{0}é".chars().cycle().take(1500).collect();
+        let n = node(Some(&garbage), None);
+        let Assignment::Invalid(why) = assignment_of(&n) else {
+            panic!("garbage accepted");
+        };
+        assert!(why.chars().count() < 2 * EXCERPT_CHARS + 200, "{why}");
+        assert!(!why.chars().any(char::is_control), "{why:?}");
+        assert!(why.contains("more bytes)"), "{why}");
+        assert!(why.contains("\\u{1b}"), "{why}");
+        let report = ConfigReport {
+            origin: Origin::Local,
+            source: None,
+            local_kind: "init",
+            error: None,
+            assigned: None,
+            last_known_good: None,
+        };
+        let cause = format!("{why}{}", "x".repeat(5000));
+        let c = condition(&report, Some(&cause));
+        assert!(c.reason.len() <= MAX_REASON_BYTES, "{}", c.reason.len());
+        assert!(c.message.len() <= MAX_MESSAGE_BYTES);
+        assert!(event_message(&c).len() <= MAX_EVENT_MESSAGE_BYTES);
+        let status = config_status(&report, Some(&cause));
+        assert!(status["error"].as_str().unwrap().len() <= MAX_REASON_BYTES);
+        // Multi-byte characters are never split.
+        let wide = "é".repeat(2000);
+        let b = bounded(&wide, 1024);
+        assert!(b.len() <= 1024 && b.ends_with("more bytes)"), "{b}");
+        assert_eq!(bounded("short", 1024), "short");
+        assert_eq!(excerpt("a\tb"), "\"a\\tb\"");
     }
 
     #[test]

@@ -518,7 +518,7 @@ impl Syncer {
                 ..Default::default()
             },
             reason: Some(reason.into()),
-            message: Some(format!("{}: {}", cond.message, cond.reason)),
+            message: Some(nodeconfig::event_message(cond)),
             type_: Some(type_.into()),
             count: Some(1),
             first_timestamp: time.clone(),

@@ -803,3 +803,68 @@ fn kubectl_workflow_assigns_a_config_and_shows_the_condition() {
     assert!(text.contains(&uid), "{text}");
     c.scene.assert_no_overlap();
 }
+
+// ------------------------------------------------------------------------------------------
+// The status through the API's whole lifecycle (issue 12)
+// ------------------------------------------------------------------------------------------
+
+/// Events on the Node that kubelet-pivot posted.
+fn node_events(c: &Cluster) -> Vec<Value> {
+    c.server
+        .events()
+        .into_iter()
+        .filter(|e| e["involvedObject"]["kind"] == "Node" && e["involvedObject"]["name"] == NODE)
+        .collect()
+}
+
+/// 12a. A 1,500-character garbage assignment: the Event is within the API's limits (the strict
+///      server would answer 422), and the condition and the status annotation quote the value
+///      only as a bounded, escaped excerpt.
+#[test]
+fn garbage_assignment_of_1500_characters_stays_within_the_api_limits() {
+    let c = Cluster::new();
+    let _p = c.bootstrap();
+    c.running_config();
+    c.wait_condition("the initial KubeletConfigOK True", |c| {
+        c["status"] == "True"
+    });
+    let garbage: String = "\u{1b}[7m\"NS na me\"\n\t\u{7f}é:"
+        .chars()
+        .cycle()
+        .take(1500)
+        .collect();
+    c.server
+        .set_node_annotation(NODE, SOURCE_ANNOTATION, Some(&garbage));
+    let cond = c.wait_condition("KubeletConfigOK Unknown", |c| c["status"] == "Unknown");
+    let reason = field(&cond, "reason");
+    assert!(reason.starts_with(SYNC_FAILED_PREFIX), "{cond}");
+    assert!(reason.len() <= 1024, "reason of {} bytes", reason.len());
+    assert!(reason.contains("more bytes)"), "{reason}");
+    assert!(!reason.chars().any(char::is_control), "{reason:?}");
+    let annotation = c.wait_annotation("the status annotation with the error", |a| {
+        !a["error"].is_null()
+    });
+    let error = annotation["error"].as_str().unwrap_or_default();
+    assert!(
+        error.len() <= 1024,
+        "annotation error of {} bytes",
+        error.len()
+    );
+    assert!(!error.chars().any(char::is_control), "{error:?}");
+    let event = wait_until(DEADLINE, "the Warning Event of the bad assignment", || {
+        node_events(&c).into_iter().find(|e| e["type"] == "Warning")
+    });
+    let message = field(&event, "message");
+    assert!(
+        message.len() <= 1024,
+        "Event message of {} bytes",
+        message.len()
+    );
+    assert!(field(&event, "reason").len() <= 128, "{event}");
+    let refused: Vec<RequestRecord> = c
+        .requests_to("/events")
+        .into_iter()
+        .filter(|r| r.status == 422)
+        .collect();
+    assert!(refused.is_empty(), "Events refused: {refused:#?}");
+}

@@ -1365,6 +1365,42 @@ fn events_are_created_and_validated_in_both_api_groups() {
     assert_eq!(server.events().len(), 2);
 }
 
+/// legacyValidateEvent: a core/v1 Event with eventTime set has a message of at most 1024
+/// bytes and a reason of at most 128, else 422 Invalid (what a Node Event is held to).
+#[test]
+fn core_events_with_event_time_are_held_to_the_message_and_reason_limits() {
+    let server = ApiServer::start();
+    server.create_node(NODE, [("a", "b")]);
+    let event = |name: &str, reason: &str, message: &str| {
+        json!({
+            "metadata": {"name": name, "namespace": "default"},
+            "involvedObject": {"kind": "Node", "name": NODE, "apiVersion": "v1"},
+            "eventTime": "2024-01-01T00:00:00.000000Z",
+            "reportingComponent": "kubelet-pivot",
+            "reportingInstance": NODE,
+            "action": "Sync",
+            "reason": reason, "message": message, "type": "Warning",
+        })
+    };
+    let path = "/api/v1/namespaces/default/events";
+    let res = post(&server, path, &event("ok", "R", &"m".repeat(1024)));
+    assert_eq!(res.status, 201, "{}", res.body);
+    let res = post(&server, path, &event("long", "R", &"m".repeat(1025)));
+    assert!(res
+        .assert_status(422, "Invalid")
+        .contains("message: Invalid value: \"\": can have at most 1024 characters"));
+    let res = post(&server, path, &event("reason", &"r".repeat(129), "m"));
+    assert!(res
+        .assert_status(422, "Invalid")
+        .contains("reason: Invalid value: \"\": can have at most 128 characters"));
+    // Without eventTime the legacy limits do not apply.
+    let mut legacy = event("legacy", "R", &"m".repeat(1500));
+    legacy.as_object_mut().expect("object").remove("eventTime");
+    let res = post(&server, path, &legacy);
+    assert_eq!(res.status, 201, "{}", res.body);
+    assert_eq!(server.events().len(), 2);
+}
+
 #[test]
 fn stop_makes_the_server_unreachable_and_restart_keeps_the_objects() {
     let server = ApiServer::start();
