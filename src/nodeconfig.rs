@@ -296,14 +296,35 @@ pub fn existing_condition(node: &Node) -> Option<&k8s_openapi::api::core::v1::No
         .find(|c| c.type_ == CONDITION_TYPE)
 }
 
+/// Whether the node's KubeletConfigOK condition already says `cond` (status,
+/// reason and message; the times do not count).
+pub fn shows_condition(node: &Node, cond: &Condition) -> bool {
+    existing_condition(node).is_some_and(|c| {
+        c.status == cond.status.as_str()
+            && c.reason.as_deref() == Some(cond.reason.as_str())
+            && c.message.as_deref() == Some(cond.message.as_str())
+    })
+}
+
+/// Whether the node's status annotation already holds `config`.
+pub fn shows_annotation(node: &Node, config: &Value) -> bool {
+    node.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(STATUS_ANNOTATION))
+        .is_some_and(|text| serde_json::from_str::<Value>(text).ok().as_ref() == Some(config))
+}
+
 /// The strategic-merge patch for nodes/status: our condition (merged by
 /// `type`, other conditions untouched) and Node.status.config.
-/// lastTransitionTime moves only when the status changes; lastHeartbeatTime
-/// is the time of this report.
+/// lastTransitionTime moves only when the status or the reason changes;
+/// lastHeartbeatTime is the time of this report.
 pub fn status_patch(node: Option<&Node>, cond: &Condition, config: &Value, now: &str) -> Value {
     let transition = node
         .and_then(existing_condition)
-        .filter(|c| c.status == cond.status.as_str())
+        .filter(|c| {
+            c.status == cond.status.as_str() && c.reason.as_deref() == Some(cond.reason.as_str())
+        })
         .and_then(|c| c.last_transition_time.as_ref())
         .and_then(|t| serde_json::to_value(t).ok())
         .unwrap_or_else(|| Value::String(now.to_string()));
@@ -487,7 +508,7 @@ mod tests {
     }
 
     #[test]
-    fn transition_time_moves_only_with_status() {
+    fn transition_time_moves_only_with_status_or_reason() {
         use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
         let mut n = Node::default();
@@ -496,6 +517,8 @@ mod tests {
             conditions: Some(vec![NodeCondition {
                 type_: CONDITION_TYPE.into(),
                 status: "True".into(),
+                reason: Some("passing all checks".into()),
+                message: Some("m".into()),
                 last_transition_time: Some(old),
                 ..Default::default()
             }]),
@@ -513,6 +536,36 @@ mod tests {
         );
         assert_eq!(
             p["status"]["conditions"][0]["lastHeartbeatTime"],
+            "2026-01-01T00:00:00Z"
+        );
+        assert!(shows_condition(&n, &same));
+        let other_message = Condition {
+            message: "m2".into(),
+            ..same.clone()
+        };
+        assert!(!shows_condition(&n, &other_message));
+        let p = status_patch(
+            Some(&n),
+            &other_message,
+            &Value::Null,
+            "2026-01-01T00:00:00Z",
+        );
+        assert_eq!(
+            p["status"]["conditions"][0]["lastTransitionTime"],
+            "2020-01-01T00:00:00Z"
+        );
+        let other_reason = Condition {
+            reason: "crash loop".into(),
+            ..same.clone()
+        };
+        let p = status_patch(
+            Some(&n),
+            &other_reason,
+            &Value::Null,
+            "2026-01-01T00:00:00Z",
+        );
+        assert_eq!(
+            p["status"]["conditions"][0]["lastTransitionTime"],
             "2026-01-01T00:00:00Z"
         );
         let changed = Condition {

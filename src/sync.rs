@@ -201,8 +201,10 @@ pub struct Syncer {
     /// The checkpointed ConfigMap version of the current assignment.
     checkpointed: Option<ConfigSource>,
     sync_error: Option<String>,
+    /// The freshest copy of this node's Node object (from the watch or from our own patch
+    /// responses); `None` until it has been read, and while it is deleted. Reports compare
+    /// against it: nothing is patched, and no Event posted, when the Node already shows it.
     last_node: Option<Node>,
-    last_condition: Option<nodeconfig::Condition>,
     retry_at: Option<tokio::time::Instant>,
     retry_delay: Duration,
     /// When a failed status report is tried again.
@@ -228,7 +230,6 @@ impl Syncer {
             checkpointed: None,
             sync_error: None,
             last_node: None,
-            last_condition: None,
             retry_at: None,
             retry_delay: DOWNLOAD_BACKOFF,
             report_retry_at: None,
@@ -245,22 +246,30 @@ impl Syncer {
         let mut cm_events: Option<BoxStream<'static, Result<Event<ConfigMap>, watcher::Error>>> =
             None;
         info!(node = %self.node, "watching this node's config assignment");
-        // A new holder reports what it runs right away, even though the
-        // supervisor published it before this syncer subscribed.
-        self.reports.mark_changed();
+        // Nothing is reported before the Node has been read: a report compares
+        // with what the Node shows (a restart with nothing changed patches
+        // nothing and moves no lastTransitionTime). The Node's first listing
+        // triggers the first report.
         loop {
             tokio::select! {
                 ev = node_events.next() => match ev {
                     Some(Ok(Event::Apply(node) | Event::InitApply(node))) => {
                         let assignment = nodeconfig::assignment_of(&node);
-                        self.last_node = Some(node);
+                        self.observe_node(node);
                         if self.acted_on.as_ref() != Some(&assignment) {
                             cm_events = self.reconcile(assignment).await;
                         }
+                        // Also puts back what someone removed, and reports on
+                        // a re-created Node (new UID, no condition).
+                        self.report().await;
                     }
-                    Some(Ok(Event::Delete(_))) => warn!(node = %self.node, "this node's Node object was deleted; keeping the current config"),
+                    Some(Ok(Event::Delete(_))) => {
+                        warn!(node = %self.node, "this node's Node object was deleted; keeping the current config (the status is reported again when it is re-created)");
+                        self.last_node = None;
+                        self.report_retry_at = None;
+                    }
                     // A fresh listing (first start, or after the API server
-                    // came back): report again, the last report may be lost.
+                    // came back): report if the Node does not show our state.
                     Some(Ok(Event::InitDone)) => self.report().await,
                     Some(Ok(Event::Init)) => {}
                     Some(Err(err)) => warn!(%err, "watch of this node failed; retrying with backoff (the kubelet keeps its current config)"),
@@ -451,41 +460,95 @@ impl Syncer {
         }
     }
 
-    /// Reports the current config status on the Node: condition, status
-    /// annotation, Node.status.config, and an Event when it changed.
+    /// Keeps `node` as the freshest copy of the Node unless an older version
+    /// of the same Node arrives after a newer one (a watch event queued
+    /// behind our own patch's response). A new UID (a re-created Node)
+    /// always replaces it.
+    fn observe_node(&mut self, node: Node) {
+        if let Some(old) = &self.last_node {
+            let rv = |n: &Node| {
+                n.metadata
+                    .resource_version
+                    .as_deref()
+                    .and_then(|v| v.parse::<u64>().ok())
+            };
+            let same_uid = old.metadata.uid == node.metadata.uid;
+            if let (true, Some(old_rv), Some(new_rv)) = (same_uid, rv(old), rv(&node)) {
+                if new_rv < old_rv {
+                    return;
+                }
+            }
+            if !same_uid {
+                info!(node = %self.node, uid = ?node.metadata.uid, "this node's Node object was re-created; reporting the status on it");
+            }
+        }
+        self.last_node = Some(node);
+    }
+
+    /// Reports the current config status on the Node: condition (with
+    /// Node.status.config) and status annotation, each only if the Node does
+    /// not show it already, and an Event when the condition's status, reason
+    /// or message changed. Nothing before the Node has been read.
     async fn report(&mut self) {
         let Some(report) = self.reports.borrow_and_update().clone() else {
             return;
         };
-        self.report_retry_at = None;
         self.metrics.sync_error(self.sync_error.as_deref());
+        let Some(node) = self.last_node.as_ref() else {
+            debug!("the Node has not been read (yet); reporting once it is");
+            return;
+        };
+        self.report_retry_at = None;
         let cond = nodeconfig::condition(&report, self.sync_error.as_deref());
         let config = nodeconfig::config_status(&report, self.sync_error.as_deref());
+        let cond_shown = nodeconfig::shows_condition(node, &cond);
+        let annotation_shown = nodeconfig::shows_annotation(node, &config);
+        // Where the server keeps Node.status.config (old servers), it goes
+        // with the condition and is refreshed with the annotation.
+        let keeps_config = node.status.as_ref().is_some_and(|s| s.config.is_some());
+        let patch_status = !cond_shown || (!annotation_shown && keeps_config);
+        if !patch_status && annotation_shown {
+            self.metrics.synced(SystemTime::now());
+            self.report_retry_delay = DOWNLOAD_BACKOFF;
+            return;
+        }
         let now = now_rfc3339();
-        let status = nodeconfig::status_patch(self.last_node.as_ref(), &cond, &config, &now);
         let nodes: Api<Node> = Api::all(self.client.clone());
         let pp = PatchParams::default();
-        let status_patch = Patch::Strategic(status);
-        let patched_status = retry(|| nodes.patch_status(&self.node, &pp, &status_patch)).await;
-        let annotation = Patch::Merge(nodeconfig::annotation_patch(&config));
-        let patched_meta = retry(|| nodes.patch(&self.node, &pp, &annotation)).await;
-        match (&patched_status, &patched_meta) {
-            (Ok(node), Ok(_)) => {
+        let mut patched: Result<Option<Node>, kube::Error> = Ok(None);
+        if patch_status {
+            let status = nodeconfig::status_patch(Some(node), &cond, &config, &now);
+            let status_patch = Patch::Strategic(status);
+            patched = retry(|| nodes.patch_status(&self.node, &pp, &status_patch))
+                .await
+                .map(Some);
+        }
+        // The condition changed on the Node: its Event goes out even if the
+        // annotation patch fails (a retry then finds the condition shown).
+        let post_event = !cond_shown && patched.is_ok();
+        if !annotation_shown && patched.is_ok() {
+            let annotation = Patch::Merge(nodeconfig::annotation_patch(&config));
+            patched = retry(|| nodes.patch(&self.node, &pp, &annotation))
+                .await
+                .map(Some);
+        }
+        match patched {
+            Ok(node) => {
                 self.metrics.synced(SystemTime::now());
-                self.last_node = Some(node.clone());
+                if let Some(node) = node {
+                    self.observe_node(node);
+                }
                 self.report_retry_delay = DOWNLOAD_BACKOFF;
             }
-            (Err(err), _) | (_, Err(err)) => {
+            Err(err) => {
                 warn!(%err, retry_in = ?self.report_retry_delay, "cannot report the config status on the Node; will try again");
                 self.report_retry_at = Some(tokio::time::Instant::now() + self.report_retry_delay);
                 self.report_retry_delay = (self.report_retry_delay * 2).min(DOWNLOAD_BACKOFF_MAX);
-                return;
             }
         }
-        if self.last_condition.as_ref() != Some(&cond) {
+        if post_event {
             info!(status = cond.status.as_str(), reason = %cond.reason, message = %cond.message, "KubeletConfigOK");
             self.event(&cond, &now).await;
-            self.last_condition = Some(cond);
         }
     }
 

@@ -517,12 +517,22 @@ fn api_server_down_at_start_runs_from_checkpoints() {
 }
 
 /// 5b. A holder that started while the API server was down reports its status once the
-///     server is back.
+///     server is back, when the Node does not show it (here: the condition and the status
+///     annotation were removed during the outage).
 #[test]
 fn api_server_back_after_an_outage_at_start_gets_the_status() {
     let c = Cluster::new();
     let uid = checkpoint_in_a_previous_run(&c);
     c.server.stop();
+    // The stored Node loses our condition and annotation (a restore, another writer).
+    c.server
+        .patch_node(
+            NODE,
+            serde_json::json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+            true,
+        )
+        .expect("reset the conditions");
+    c.server.set_node_annotation(NODE, STATUS_ANNOTATION, None);
     let _p = c.bootstrap();
     c.wait_kubelet_with(&max_pods(42), None);
     let back_at = SystemTime::now();
@@ -545,6 +555,9 @@ fn api_server_back_after_an_outage_at_start_gets_the_status() {
     });
     assert_eq!(cond["status"], "True", "{cond}");
     assert!(field(&cond, "message").contains(&uid), "{cond}");
+    c.wait_annotation("the status annotation back", |a| {
+        a["active"]["configMap"]["uid"] == uid.as_str()
+    });
 }
 
 /// 5c. An API outage while the kubelet runs leaves the kubelet alone; after it the node still
@@ -867,4 +880,116 @@ fn garbage_assignment_of_1500_characters_stays_within_the_api_limits() {
         .filter(|r| r.status == 422)
         .collect();
     assert!(refused.is_empty(), "Events refused: {refused:#?}");
+}
+
+/// PATCHes of this node (status and metadata) the server saw.
+fn node_patches(c: &Cluster) -> Vec<RequestRecord> {
+    c.requests_to(&format!("/api/v1/nodes/{NODE}"))
+        .into_iter()
+        .filter(|r| r.method == "PATCH")
+        .collect()
+}
+
+/// 12b. A restart of kubelet-pivot with nothing changed: the new holder reads the Node first,
+///      finds it showing its status, and patches nothing; lastTransitionTime stays and no
+///      Event is posted.
+#[test]
+fn restart_with_unchanged_status_keeps_the_transition_time_and_posts_no_event() {
+    let c = Cluster::new();
+    let uid = c.configmap("cfg-a", "maxPods: 42\nconfigTrialDuration: 500ms\n", true);
+    c.assign(Some("cfg-a"));
+    let mut p = c.bootstrap();
+    c.wait_kubelet_with(&max_pods(42), None);
+    // Settled: cfg-a ran through its trial and is last-known-good on the Node.
+    c.wait_annotation("cfg-a reported as last-known-good", |a| {
+        a["lastKnownGood"]["configMap"]["uid"] == uid.as_str()
+    });
+    let before = c.wait_true_with("KubeletConfigOK True for cfg-a", &uid);
+    let transition = field(&before, "lastTransitionTime");
+    wait_until(DEADLINE, "the Event of cfg-a", || {
+        node_events(&c)
+            .iter()
+            .any(|e| field(e, "message").contains(&uid))
+            .then_some(())
+    });
+    let events = node_events(&c).len();
+    // lastTransitionTime has whole seconds: let the clock pass it, so that a move shows.
+    let at = humantime::parse_rfc3339_weak(&transition).expect("RFC 3339 transition time");
+    wait_until(DEADLINE, "the clock to pass the transition time", || {
+        (SystemTime::now() > at + Duration::from_millis(1100)).then_some(())
+    });
+    p.signal(Signal::SIGTERM);
+    assert!(p.wait_exit(DEADLINE).success(), "{}", c.scene.output());
+    c.server.clear_requests();
+
+    let _p = c.bootstrap();
+    c.wait_kubelet_with(&max_pods(42), None);
+    // The new syncer has listed the Node (and made its first report decision) once its watch
+    // is open.
+    wait_until(DEADLINE, "the new holder's watch on the Node", || {
+        (c.server.open_watches("/api/v1/nodes") > 0).then_some(())
+    });
+    // A bounded sleep on purpose: checks that no report goes out.
+    std::thread::sleep(QUIET_WINDOW);
+    let patches = node_patches(&c);
+    eprintln!(
+        "restart with unchanged status: {} PATCH request(s) on the Node at start",
+        patches.len()
+    );
+    assert!(patches.is_empty(), "patched at start: {patches:#?}");
+    let after = c.condition().expect("KubeletConfigOK still there");
+    assert_eq!(field(&after, "lastTransitionTime"), transition, "{after}");
+    assert_eq!(after["status"], "True", "{after}");
+    assert_eq!(
+        node_events(&c).len(),
+        events,
+        "an Event was posted at restart"
+    );
+}
+
+/// 12c. A Node deleted and re-created (new UID) with the same assignment gets the condition
+///      and the status annotation back within a second, without a kubelet restart.
+#[test]
+fn recreated_node_gets_the_condition_and_annotation_back_within_a_second() {
+    let c = Cluster::new();
+    let uid = c.configmap("cfg-a", "maxPods: 42\n", true);
+    let (_p, running) = c.bootstrap_then_assign("cfg-a", &max_pods(42));
+    c.wait_true_with("KubeletConfigOK True for cfg-a", &uid);
+    c.wait_annotation("the status annotation of cfg-a", |a| {
+        a["active"]["configMap"]["uid"] == uid.as_str()
+    });
+    let old_uid = string_at(&c.server.node(NODE), &["metadata", "uid"]);
+
+    c.server.delete_node(NODE);
+    let source = format!("{NS}/cfg-a");
+    let recreated_at = Instant::now();
+    let node = c
+        .server
+        .create_node(NODE, [(SOURCE_ANNOTATION, source.as_str())]);
+    let new_uid = string_at(&node, &["metadata", "uid"]);
+    assert_ne!(new_uid, old_uid, "a re-created Node has a new UID");
+    wait_until(
+        Duration::from_secs(1),
+        "the condition and the annotation on the re-created Node",
+        || {
+            let node = c.server.node(NODE);
+            let cond = condition_of(&node)?;
+            let text = node["metadata"]["annotations"][STATUS_ANNOTATION].as_str()?;
+            (cond["status"] == "True"
+                && field(&cond, "message").contains(&uid)
+                && text.contains(&uid))
+            .then_some(())
+        },
+    );
+    eprintln!(
+        "re-created Node: condition and annotation back after {:?}",
+        recreated_at.elapsed()
+    );
+    let event = wait_until(DEADLINE, "an Event on the re-created Node", || {
+        node_events(&c)
+            .into_iter()
+            .find(|e| e["involvedObject"]["uid"] == new_uid.as_str())
+    });
+    assert_eq!(event["type"], "Normal", "{event}");
+    c.assert_kubelet_untouched(running, "only the Node object was re-created");
 }

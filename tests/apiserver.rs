@@ -1401,6 +1401,32 @@ fn core_events_with_event_time_are_held_to_the_message_and_reason_limits() {
     assert_eq!(server.events().len(), 2);
 }
 
+/// A Node deleted and created again with the same name is a new object: a new UID, and a
+/// watch sees DELETED then ADDED.
+#[test]
+fn a_recreated_node_has_a_new_uid() {
+    let server = ApiServer::start();
+    let first = server.create_node(NODE, [(ANNOTATION, "kubelet-config/a")]);
+    let mut watch = Watch::open(
+        &server,
+        &format!("/api/v1/nodes?watch=true&resourceVersion={}", rv_of(&first)),
+    );
+    server.delete_node(NODE);
+    let second = server.create_node(NODE, [(ANNOTATION, "kubelet-config/a")]);
+    assert_ne!(first["metadata"]["uid"], second["metadata"]["uid"]);
+    assert_eq!(
+        server.node(NODE)["metadata"]["uid"],
+        second["metadata"]["uid"]
+    );
+    assert_eq!(event_summary(&watch.next()).0, "DELETED");
+    let added = watch.next();
+    assert_eq!(event_summary(&added).0, "ADDED");
+    assert_eq!(
+        added["object"]["metadata"]["uid"],
+        second["metadata"]["uid"]
+    );
+}
+
 #[test]
 fn stop_makes_the_server_unreachable_and_restart_keeps_the_objects() {
     let server = ApiServer::start();
