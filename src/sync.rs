@@ -15,7 +15,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Node, ObjectRefe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -35,6 +34,63 @@ const PATCH_ATTEMPTS: u32 = 5;
 /// First retry delay of a failed download (doubles up to DOWNLOAD_BACKOFF_MAX).
 const DOWNLOAD_BACKOFF: Duration = Duration::from_secs(1);
 const DOWNLOAD_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// First delay after a failed watch or list (a connection failure, a 5xx); it
+/// doubles up to WATCH_BACKOFF_MAX, plus up to 25 % jitter. An expired
+/// resourceVersion (410) is no failure: the re-list goes out at once. The cap
+/// keeps the node at most about a second behind an API server that is back.
+const WATCH_BACKOFF: Duration = Duration::from_millis(100);
+const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// The backoff of one watch: failures delay the next poll of its stream;
+/// any event and any 410 reset it.
+struct WatchBackoff {
+    delay: Duration,
+    /// The stream is not polled before this.
+    until: Option<tokio::time::Instant>,
+}
+
+impl WatchBackoff {
+    fn new() -> Self {
+        WatchBackoff {
+            delay: WATCH_BACKOFF,
+            until: None,
+        }
+    }
+
+    fn ok(&mut self) {
+        self.delay = WATCH_BACKOFF;
+        self.until = None;
+    }
+
+    /// Records a failure; returns the wait before the next try (zero after
+    /// a 410, which the watcher answers with a fresh list).
+    fn failed(&mut self, err: &watcher::Error) -> Duration {
+        if is_gone(err) {
+            self.ok();
+            return Duration::ZERO;
+        }
+        let nanos = SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        let wait = self.delay + self.delay * (nanos % 250) / 1000;
+        self.until = Some(tokio::time::Instant::now() + wait);
+        self.delay = (self.delay * 2).min(WATCH_BACKOFF_MAX);
+        wait
+    }
+}
+
+/// Whether a watch failed because its resourceVersion expired (410 Gone),
+/// as an ERROR event in the stream or as the answer to the watch request.
+fn is_gone(err: &watcher::Error) -> bool {
+    match err {
+        watcher::Error::WatchError(status) => status.code == 410,
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => api_code(e) == Some(410),
+        watcher::Error::NoResourceVersion => false,
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -242,7 +298,9 @@ impl Syncer {
     pub async fn run(mut self) {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let cfg = watcher::Config::default().fields(&format!("metadata.name={}", self.node));
-        let mut node_events = watcher::watcher(nodes, cfg).default_backoff().boxed();
+        let mut node_events = watcher::watcher(nodes, cfg).boxed();
+        let mut node_backoff = WatchBackoff::new();
+        let mut cm_backoff = WatchBackoff::new();
         let mut cm_events: Option<BoxStream<'static, Result<Event<ConfigMap>, watcher::Error>>> =
             None;
         info!(node = %self.node, "watching this node's config assignment");
@@ -252,12 +310,20 @@ impl Syncer {
         // triggers the first report.
         loop {
             tokio::select! {
-                ev = node_events.next() => match ev {
+                _ = sleep_until_opt(node_backoff.until), if node_backoff.until.is_some() => {
+                    node_backoff.until = None;
+                }
+                _ = sleep_until_opt(cm_backoff.until), if cm_backoff.until.is_some() => {
+                    cm_backoff.until = None;
+                }
+                ev = node_events.next(), if node_backoff.until.is_none() => match ev {
                     Some(Ok(Event::Apply(node) | Event::InitApply(node))) => {
+                        node_backoff.ok();
                         let assignment = nodeconfig::assignment_of(&node);
                         self.observe_node(node);
                         if self.acted_on.as_ref() != Some(&assignment) {
                             cm_events = self.reconcile(assignment).await;
+                            cm_backoff.ok();
                         }
                         // Also puts back what someone removed, and reports on
                         // a re-created Node (new UID, no condition).
@@ -270,16 +336,44 @@ impl Syncer {
                     }
                     // A fresh listing (first start, or after the API server
                     // came back): report if the Node does not show our state.
-                    Some(Ok(Event::InitDone)) => self.report().await,
-                    Some(Ok(Event::Init)) => {}
-                    Some(Err(err)) => warn!(%err, "watch of this node failed; retrying with backoff (the kubelet keeps its current config)"),
+                    // A download that failed (the server was away) is tried
+                    // again now rather than after its backoff.
+                    Some(Ok(Event::InitDone)) => {
+                        node_backoff.ok();
+                        if self.retry_at.is_some() {
+                            self.retry_at = Some(tokio::time::Instant::now());
+                        }
+                        self.report().await;
+                    }
+                    Some(Ok(Event::Init)) => node_backoff.ok(),
+                    Some(Err(err)) => {
+                        let wait = node_backoff.failed(&err);
+                        if wait.is_zero() {
+                            info!(%err, "the watch of this node expired (410 Gone); re-listing now");
+                        } else {
+                            warn!(%err, retry_in = ?wait, "watch of this node failed; retrying with backoff (the kubelet keeps its current config)");
+                        }
+                    }
                     None => return,
                 },
-                ev = next_opt(&mut cm_events) => match ev {
-                    Some(Ok(Event::Apply(cm) | Event::InitApply(cm))) => self.on_configmap_update(cm).await,
-                    Some(Ok(Event::Delete(cm))) => warn!(name = ?cm.metadata.name, "assigned ConfigMap was deleted; the node keeps its checkpoint"),
-                    Some(Ok(_)) => {}
-                    Some(Err(err)) => warn!(%err, "watch of the assigned ConfigMap failed; retrying with backoff"),
+                ev = next_opt(&mut cm_events), if cm_backoff.until.is_none() => match ev {
+                    Some(Ok(Event::Apply(cm) | Event::InitApply(cm))) => {
+                        cm_backoff.ok();
+                        self.on_configmap_update(cm).await;
+                    }
+                    Some(Ok(Event::Delete(cm))) => {
+                        cm_backoff.ok();
+                        warn!(name = ?cm.metadata.name, "assigned ConfigMap was deleted; the node keeps its checkpoint");
+                    }
+                    Some(Ok(_)) => cm_backoff.ok(),
+                    Some(Err(err)) => {
+                        let wait = cm_backoff.failed(&err);
+                        if wait.is_zero() {
+                            info!(%err, "the watch of the assigned ConfigMap expired (410 Gone); re-listing now");
+                        } else {
+                            warn!(%err, retry_in = ?wait, "watch of the assigned ConfigMap failed; retrying with backoff");
+                        }
+                    }
                     None => cm_events = None,
                 },
                 changed = self.reports.changed() => {
@@ -296,6 +390,7 @@ impl Syncer {
                     self.retry_at = None;
                     if let Some(a) = self.acted_on.take() {
                         cm_events = self.reconcile(a).await;
+                        cm_backoff.ok();
                     }
                 }
             }
@@ -358,7 +453,7 @@ impl Syncer {
                             warn!(configmap = %r, "the assigned ConfigMap is mutable: it is watched and every change is a new checkpoint; prefer immutable ConfigMaps with a content hash in the name");
                             let cfg = watcher::Config::default()
                                 .fields(&format!("metadata.name={}", r.name));
-                            Some(watcher::watcher(cms, cfg).default_backoff().boxed())
+                            Some(watcher::watcher(cms, cfg).boxed())
                         }
                     }
                     Err(err) => {

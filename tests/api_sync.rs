@@ -993,3 +993,46 @@ fn recreated_node_gets_the_condition_and_annotation_back_within_a_second() {
     assert_eq!(event["type"], "Normal", "{event}");
     c.assert_kubelet_untouched(running, "only the Node object was re-created");
 }
+
+/// 12d. An API server outage, then a restart that lost the watch history (410 for the old
+///      resourceVersion): the node re-lists at once (the backoff of the outage does not
+///      apply to an expired resourceVersion) and a change made right after the restart is
+///      applied and reported within 2 s.
+#[test]
+fn change_right_after_a_server_restart_with_history_lost_is_applied_within_2s() {
+    /// How long the API server is away (the measurement used 10 s; the backoff of
+    /// the connection failures builds up over it). A bounded sleep: the outage itself.
+    const OUTAGE: Duration = Duration::from_secs(10);
+    let c = Cluster::new();
+    c.configmap("cfg-a", "maxPods: 42\n", true);
+    let uid_b = c.configmap("cfg-b", "maxPods: 49\n", true);
+    let (_p, running) = c.bootstrap_then_assign("cfg-a", &max_pods(42));
+    c.wait_condition("KubeletConfigOK True for cfg-a", |c| c["status"] == "True");
+    wait_until(DEADLINE, "an open watch on the node", || {
+        (c.server.open_watches("/api/v1/nodes") > 0).then_some(())
+    });
+    c.server.stop();
+    std::thread::sleep(OUTAGE);
+    c.server.restart_losing_history();
+    let back = Instant::now();
+    c.assign(Some("cfg-b"));
+    c.wait_kubelet_with(&max_pods(49), Some(running));
+    let applied = back.elapsed();
+    let cond = wait_until(DEADLINE, "KubeletConfigOK True for cfg-b", || {
+        c.condition()
+            .filter(|c| c["status"] == "True" && field(c, "message").contains(&uid_b))
+    });
+    let reported = back.elapsed();
+    eprintln!(
+        "after a {OUTAGE:?} outage and a restart with history lost: change applied (kubelet restarted) after {applied:?}, reported on the Node after {reported:?}"
+    );
+    assert!(
+        reported < Duration::from_secs(2),
+        "the change took {reported:?} to be reflected: {cond}"
+    );
+    assert!(
+        c.scene.output().contains("410 Gone"),
+        "no 410 was seen (the restart did not lose the watch history?)"
+    );
+    c.scene.assert_no_overlap();
+}

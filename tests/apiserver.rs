@@ -1427,6 +1427,42 @@ fn a_recreated_node_has_a_new_uid() {
     );
 }
 
+/// A restart that loses the watch history: the objects stay, a watch from a resourceVersion
+/// before the restart gets a 410 Expired ERROR event, a fresh list and watch from it work.
+#[test]
+fn restart_losing_history_expires_old_resource_versions() {
+    let server = ApiServer::start();
+    let node = server.create_node(NODE, [("a", "b")]);
+    let old_rv = server.resource_version();
+    server.restart_losing_history();
+    assert!(server.is_running());
+    assert!(server.resource_version() > old_rv);
+    assert_eq!(
+        server.node(NODE)["metadata"]["uid"],
+        node["metadata"]["uid"]
+    );
+    let mut watch = Watch::open(
+        &server,
+        &format!("/api/v1/nodes?watch=true&resourceVersion={old_rv}"),
+    );
+    let error = watch.next();
+    assert_eq!(error["type"], "ERROR", "{error}");
+    assert_eq!(error["object"]["code"], 410, "{error}");
+    assert_eq!(error["object"]["reason"], "Expired", "{error}");
+    let list = get(&server, "/api/v1/nodes");
+    assert_eq!(list.status, 200);
+    let rv = list.body["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("list resourceVersion")
+        .to_string();
+    let mut watch = Watch::open(
+        &server,
+        &format!("/api/v1/nodes?watch=true&resourceVersion={rv}"),
+    );
+    server.set_node_annotation(NODE, "a", Some("c"));
+    assert_eq!(event_summary(&watch.next()).0, "MODIFIED");
+}
+
 #[test]
 fn stop_makes_the_server_unreachable_and_restart_keeps_the_objects() {
     let server = ApiServer::start();

@@ -319,6 +319,26 @@ impl ApiServer {
             .unwrap_or_else(|poison| poison.into_inner()) = Some(acceptor);
     }
 
+    /// Restarts like [`ApiServer::restart_on_same_port`], but the watch history is lost (a new
+    /// watch cache in front of an etcd that moved on meanwhile): the resourceVersion advances
+    /// and every watch from a resourceVersion before the restart gets 410 Expired, so clients
+    /// must re-list. Objects, UIDs and their resourceVersions are kept.
+    pub fn restart_losing_history(&self) {
+        self.stop();
+        {
+            let mut state = self.lock();
+            // Other writers (leases, other nodes) kept etcd's revision moving.
+            state.rv += 1;
+        }
+        self.compact_history();
+        let listener = bind_with_retry(self.port);
+        let acceptor = Acceptor::spawn(listener, Arc::clone(&self.shared));
+        *self
+            .acceptor
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = Some(acceptor);
+    }
+
     /// Whether the server is listening.
     pub fn is_running(&self) -> bool {
         self.acceptor
