@@ -261,6 +261,8 @@ pub struct Syncer {
     /// responses); `None` until it has been read, and while it is deleted. Reports compare
     /// against it: nothing is patched, and no Event posted, when the Node already shows it.
     last_node: Option<Node>,
+    /// The UID of the Node last seen (kept while it is deleted).
+    last_uid: Option<String>,
     retry_at: Option<tokio::time::Instant>,
     retry_delay: Duration,
     /// When a failed status report is tried again.
@@ -286,6 +288,7 @@ impl Syncer {
             checkpointed: None,
             sync_error: None,
             last_node: None,
+            last_uid: None,
             retry_at: None,
             retry_delay: DOWNLOAD_BACKOFF,
             report_retry_at: None,
@@ -573,10 +576,11 @@ impl Syncer {
                     return;
                 }
             }
-            if !same_uid {
-                info!(node = %self.node, uid = ?node.metadata.uid, "this node's Node object was re-created; reporting the status on it");
-            }
         }
+        if self.last_uid.is_some() && self.last_uid != node.metadata.uid {
+            info!(node = %self.node, uid = ?node.metadata.uid, "this node's Node object was re-created; reporting the status on it");
+        }
+        self.last_uid.clone_from(&node.metadata.uid);
         self.last_node = Some(node);
     }
 

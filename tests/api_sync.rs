@@ -991,6 +991,10 @@ fn recreated_node_gets_the_condition_and_annotation_back_within_a_second() {
             .find(|e| e["involvedObject"]["uid"] == new_uid.as_str())
     });
     assert_eq!(event["type"], "Normal", "{event}");
+    assert!(
+        c.scene.output().contains("was re-created"),
+        "the re-creation is not logged"
+    );
     c.assert_kubelet_untouched(running, "only the Node object was re-created");
 }
 
