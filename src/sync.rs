@@ -652,53 +652,82 @@ impl Syncer {
     }
 
     async fn event(&self, cond: &nodeconfig::Condition, now: &str) {
-        let (type_, reason) = match cond.status {
-            nodeconfig::ConditionStatus::True => ("Normal", "KubeletConfigOK"),
-            nodeconfig::ConditionStatus::False => ("Warning", "KubeletConfigRolledBack"),
-            nodeconfig::ConditionStatus::Unknown => ("Warning", "KubeletConfigSyncFailed"),
-        };
-        let time: Option<Time> =
-            serde_json::from_value(serde_json::Value::String(now.to_string())).ok();
-        let micro: Option<MicroTime> =
-            serde_json::from_value(serde_json::Value::String(now.to_string())).ok();
         let uid = self.last_node.as_ref().and_then(|n| n.metadata.uid.clone());
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or_default();
-        let ev = CoreEvent {
-            metadata: ObjectMeta {
-                name: Some(format!("{}.{nanos:x}", self.node)),
-                namespace: Some(EVENT_NAMESPACE.to_string()),
-                ..Default::default()
-            },
-            involved_object: ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Node".into()),
-                name: Some(self.node.clone()),
-                uid,
-                ..Default::default()
-            },
-            reason: Some(reason.into()),
-            message: Some(nodeconfig::event_message(cond)),
-            type_: Some(type_.into()),
-            count: Some(1),
-            first_timestamp: time.clone(),
-            last_timestamp: time,
-            event_time: micro,
-            reporting_component: Some(COMPONENT.into()),
-            reporting_instance: Some(self.node.clone()),
-            action: Some("Sync".into()),
-            source: Some(k8s_openapi::api::core::v1::EventSource {
-                component: Some(COMPONENT.into()),
-                host: Some(self.node.clone()),
-            }),
-            ..Default::default()
-        };
+        let ev = event_object(&self.node, uid, cond, now, nanos);
         let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), EVENT_NAMESPACE);
         if let Err(err) = events.create(&PostParams::default(), &ev).await {
             warn!(%err, "cannot post the config Event on the Node");
         }
+    }
+}
+
+/// Longest object name (a DNS subdomain), and longest reportingInstance of an
+/// Event with eventTime set.
+const MAX_NAME: usize = 253;
+const MAX_REPORTING_INSTANCE: usize = 128;
+
+/// At most `max` bytes of `s`, on a character boundary.
+fn prefix(s: &str, max: usize) -> &str {
+    let mut cut = s.len().min(max);
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &s[..cut]
+}
+
+/// The core/v1 Event of a condition change, within the API's validation
+/// limits whatever the node name and the texts: name ≤ 253, reason ≤ 128,
+/// reportingInstance ≤ 128, message ≤ 1024.
+fn event_object(
+    node: &str,
+    uid: Option<String>,
+    cond: &nodeconfig::Condition,
+    now: &str,
+    nanos: u128,
+) -> CoreEvent {
+    let (type_, reason) = match cond.status {
+        nodeconfig::ConditionStatus::True => ("Normal", "KubeletConfigOK"),
+        nodeconfig::ConditionStatus::False => ("Warning", "KubeletConfigRolledBack"),
+        nodeconfig::ConditionStatus::Unknown => ("Warning", "KubeletConfigSyncFailed"),
+    };
+    let time: Option<Time> =
+        serde_json::from_value(serde_json::Value::String(now.to_string())).ok();
+    let micro: Option<MicroTime> =
+        serde_json::from_value(serde_json::Value::String(now.to_string())).ok();
+    let suffix = format!(".{nanos:x}");
+    let stem = prefix(node, MAX_NAME - suffix.len()).trim_end_matches(['.', '-']);
+    CoreEvent {
+        metadata: ObjectMeta {
+            name: Some(format!("{stem}{suffix}")),
+            namespace: Some(EVENT_NAMESPACE.to_string()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(node.to_string()),
+            uid,
+            ..Default::default()
+        },
+        reason: Some(reason.into()),
+        message: Some(nodeconfig::event_message(cond)),
+        type_: Some(type_.into()),
+        count: Some(1),
+        first_timestamp: time.clone(),
+        last_timestamp: time,
+        event_time: micro,
+        reporting_component: Some(COMPONENT.into()),
+        reporting_instance: Some(prefix(node, MAX_REPORTING_INSTANCE).to_string()),
+        action: Some("Sync".into()),
+        source: Some(k8s_openapi::api::core::v1::EventSource {
+            component: Some(COMPONENT.into()),
+            host: Some(node.to_string()),
+        }),
+        ..Default::default()
     }
 }
 
@@ -751,6 +780,26 @@ mod tests {
 
     fn files(key: &str, body: &[u8]) -> BTreeMap<String, Vec<u8>> {
         BTreeMap::from([(key.to_string(), body.to_vec())])
+    }
+
+    #[test]
+    fn events_stay_within_the_api_limits_whatever_the_input() {
+        let node = format!("{}.example", "n".repeat(240));
+        let cond = nodeconfig::Condition {
+            status: nodeconfig::ConditionStatus::Unknown,
+            reason: "r".repeat(5000),
+            message: "m".repeat(5000),
+        };
+        let ev = event_object(&node, None, &cond, "2026-01-01T00:00:00Z", u128::MAX);
+        let name = ev.metadata.name.unwrap();
+        assert!(name.len() <= MAX_NAME, "{}", name.len());
+        assert!(!name.contains(".."), "{name}");
+        assert!(ev.reporting_instance.unwrap().len() <= MAX_REPORTING_INSTANCE);
+        assert!(ev.reason.unwrap().len() <= 128);
+        assert!(ev.message.unwrap().len() <= nodeconfig::MAX_EVENT_MESSAGE_BYTES);
+        assert!(ev.event_time.is_some());
+        let short = event_object("node-a", None, &cond, "2026-01-01T00:00:00Z", 0x1f);
+        assert_eq!(short.metadata.name.unwrap(), "node-a.1f");
     }
 
     #[test]

@@ -1040,3 +1040,30 @@ fn change_right_after_a_server_restart_with_history_lost_is_applied_within_2s() 
     );
     c.scene.assert_no_overlap();
 }
+
+/// 12e. The first start on a Node that shows nothing yet: one report (one status PATCH, one
+///      annotation PATCH, one Event), not a burst of duplicates.
+#[test]
+fn first_start_on_a_fresh_node_reports_once() {
+    let c = Cluster::new();
+    let _p = c.bootstrap();
+    c.running_config();
+    c.wait_condition("the initial KubeletConfigOK True", |c| {
+        c["status"] == "True"
+    });
+    c.wait_annotation("the initial status annotation", |a| a["error"].is_null());
+    // A bounded sleep on purpose: checks that no duplicate report follows.
+    std::thread::sleep(QUIET_WINDOW);
+    let patches = node_patches(&c);
+    let status = patches
+        .iter()
+        .filter(|r| r.path.ends_with("/status"))
+        .count();
+    eprintln!(
+        "first start: {} PATCH request(s) on the Node ({status} of nodes/status)",
+        patches.len()
+    );
+    assert_eq!(status, 1, "{patches:#?}");
+    assert_eq!(patches.len(), 2, "{patches:#?}");
+    assert_eq!(node_events(&c).len(), 1, "{:#?}", node_events(&c));
+}
