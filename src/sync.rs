@@ -34,6 +34,10 @@ const PATCH_ATTEMPTS: u32 = 5;
 /// First retry delay of a failed download (doubles up to DOWNLOAD_BACKOFF_MAX).
 const DOWNLOAD_BACKOFF: Duration = Duration::from_secs(1);
 const DOWNLOAD_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// Longest wait before a failed status report is tried again: a watch that
+/// resumes after an outage (no re-list) gives no event to report on, so the
+/// retry is what brings a status from the outage to the Node.
+const REPORT_BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// First delay after a failed watch or list (a connection failure, a 5xx); it
 /// doubles up to WATCH_BACKOFF_MAX, plus up to 25 % jitter. An expired
 /// resourceVersion (410) is no failure: the re-list goes out at once. The cap
@@ -642,7 +646,7 @@ impl Syncer {
             Err(err) => {
                 warn!(%err, retry_in = ?self.report_retry_delay, "cannot report the config status on the Node; will try again");
                 self.report_retry_at = Some(tokio::time::Instant::now() + self.report_retry_delay);
-                self.report_retry_delay = (self.report_retry_delay * 2).min(DOWNLOAD_BACKOFF_MAX);
+                self.report_retry_delay = (self.report_retry_delay * 2).min(REPORT_BACKOFF_MAX);
             }
         }
         if post_event {

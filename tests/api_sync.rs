@@ -572,9 +572,15 @@ fn api_server_outage_mid_run_leaves_the_kubelet_alone() {
     c.server.stop();
     c.assert_kubelet_untouched(running, "the API server is down");
     c.server.restart_on_same_port();
-    // The node watch resumes and a later assignment is applied.
+    let back = Instant::now();
+    // The node watch resumes (from its resourceVersion, the history is kept) and a later
+    // assignment is applied.
     c.assign(Some("cfg-b"));
     c.wait_kubelet_with(&max_pods(46), Some(running));
+    eprintln!(
+        "after an outage of {QUIET_WINDOW:?} and a restart with history kept: change applied after {:?}",
+        back.elapsed()
+    );
     c.scene.assert_no_overlap();
 }
 
