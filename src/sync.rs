@@ -38,12 +38,15 @@ const DOWNLOAD_BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// resumes after an outage (no re-list) gives no event to report on, so the
 /// retry is what brings a status from the outage to the Node.
 const REPORT_BACKOFF_MAX: Duration = Duration::from_secs(5);
-/// First delay after a failed watch or list (a connection failure, a 5xx); it
-/// doubles up to WATCH_BACKOFF_MAX, plus up to 25 % jitter. An expired
-/// resourceVersion (410) is no failure: the re-list goes out at once. The cap
-/// keeps the node at most about a second behind an API server that is back.
+/// First delay after a failed watch or list; it doubles up to
+/// WATCH_BACKOFF_MAX after a connection failure (the node is then at most
+/// about a second behind an API server that is back) and up to
+/// WATCH_BACKOFF_API_MAX after an answer with an error status (403, 429,
+/// 5xx: the server is up and asked us to wait), plus up to 25 % jitter. An
+/// expired resourceVersion (410) is no failure: the re-list goes out at once.
 const WATCH_BACKOFF: Duration = Duration::from_millis(100);
 const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(1);
+const WATCH_BACKOFF_API_MAX: Duration = Duration::from_secs(10);
 
 /// The backoff of one watch: failures delay the next poll of its stream;
 /// any event and any 410 reset it.
@@ -73,14 +76,31 @@ impl WatchBackoff {
             self.ok();
             return Duration::ZERO;
         }
+        let cap = if is_api_error(err) {
+            WATCH_BACKOFF_API_MAX
+        } else {
+            WATCH_BACKOFF_MAX
+        };
+        let base = self.delay.min(cap);
         let nanos = SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or_default();
-        let wait = self.delay + self.delay * (nanos % 250) / 1000;
+        let wait = base + base * (nanos % 250) / 1000;
         self.until = Some(tokio::time::Instant::now() + wait);
-        self.delay = (self.delay * 2).min(WATCH_BACKOFF_MAX);
+        self.delay = (base * 2).min(cap);
         wait
+    }
+}
+
+/// Whether the server answered with an error status (rather than not at all).
+fn is_api_error(err: &watcher::Error) -> bool {
+    match err {
+        watcher::Error::WatchError(_) => true,
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => api_code(e).is_some(),
+        watcher::Error::NoResourceVersion => true,
     }
 }
 
@@ -784,6 +804,46 @@ mod tests {
 
     fn files(key: &str, body: &[u8]) -> BTreeMap<String, Vec<u8>> {
         BTreeMap::from([(key.to_string(), body.to_vec())])
+    }
+
+    fn status(code: u16) -> Box<kube::core::Status> {
+        Box::new(serde_json::from_value(serde_json::json!({"code": code})).unwrap())
+    }
+
+    #[tokio::test]
+    async fn watch_backoff_is_short_for_connection_failures_and_none_after_a_410() {
+        let mut b = WatchBackoff::new();
+        let refused = || {
+            watcher::Error::WatchStartFailed(kube::Error::Service(Box::new(std::io::Error::from(
+                std::io::ErrorKind::ConnectionRefused,
+            ))))
+        };
+        let mut last = Duration::ZERO;
+        for _ in 0..20 {
+            last = b.failed(&refused());
+            assert!(last <= WATCH_BACKOFF_MAX * 5 / 4, "{last:?}");
+        }
+        assert!(last >= WATCH_BACKOFF_MAX, "{last:?}");
+        // However long the outage was: an expired resourceVersion re-lists at once.
+        let gone = watcher::Error::WatchError(status(410));
+        assert!(is_gone(&gone));
+        assert_eq!(b.failed(&gone), Duration::ZERO);
+        assert!(b.until.is_none());
+        assert!(is_gone(&watcher::Error::WatchStartFailed(
+            kube::Error::Api(status(410))
+        )));
+        // A server that answers with errors is given more room.
+        let mut api = Duration::ZERO;
+        for _ in 0..20 {
+            api = b.failed(&watcher::Error::InitialListFailed(kube::Error::Api(
+                status(503),
+            )));
+        }
+        assert!(api >= WATCH_BACKOFF_API_MAX, "{api:?}");
+        // A connection failure after them waits no more than its own cap.
+        assert!(b.failed(&refused()) <= WATCH_BACKOFF_MAX * 5 / 4);
+        b.ok();
+        assert!(b.failed(&refused()) <= WATCH_BACKOFF * 5 / 4);
     }
 
     #[test]
