@@ -638,32 +638,37 @@ impl Syncer {
         let now = now_rfc3339();
         let nodes: Api<Node> = Api::all(self.client.clone());
         let pp = PatchParams::default();
-        let mut patched: Result<Option<Node>, kube::Error> = Ok(None);
+        // The freshest Node a patch answered with, and the first failure.
+        let mut fresh: Option<Node> = None;
+        let mut failed: Option<kube::Error> = None;
         if patch_status {
             let status = nodeconfig::status_patch(Some(node), &cond, &config, &now);
             let status_patch = Patch::Strategic(status);
-            patched = retry(|| nodes.patch_status(&self.node, &pp, &status_patch))
-                .await
-                .map(Some);
+            match retry(|| nodes.patch_status(&self.node, &pp, &status_patch)).await {
+                Ok(n) => fresh = Some(n),
+                Err(err) => failed = Some(err),
+            }
         }
         // The condition changed on the Node: its Event goes out even if the
-        // annotation patch fails (a retry then finds the condition shown).
-        let post_event = !cond_shown && patched.is_ok();
-        if !annotation_shown && patched.is_ok() {
+        // annotation patch fails (the retry then finds the condition shown,
+        // as the status patch's answer is kept).
+        let post_event = !cond_shown && failed.is_none();
+        if !annotation_shown && failed.is_none() {
             let annotation = Patch::Merge(nodeconfig::annotation_patch(&config));
-            patched = retry(|| nodes.patch(&self.node, &pp, &annotation))
-                .await
-                .map(Some);
+            match retry(|| nodes.patch(&self.node, &pp, &annotation)).await {
+                Ok(n) => fresh = Some(n),
+                Err(err) => failed = Some(err),
+            }
         }
-        match patched {
-            Ok(node) => {
+        if let Some(node) = fresh {
+            self.observe_node(node);
+        }
+        match failed {
+            None => {
                 self.metrics.synced(SystemTime::now());
-                if let Some(node) = node {
-                    self.observe_node(node);
-                }
                 self.report_retry_delay = DOWNLOAD_BACKOFF;
             }
-            Err(err) => {
+            Some(err) => {
                 warn!(%err, retry_in = ?self.report_retry_delay, "cannot report the config status on the Node; will try again");
                 self.report_retry_at = Some(tokio::time::Instant::now() + self.report_retry_delay);
                 self.report_retry_delay = (self.report_retry_delay * 2).min(REPORT_BACKOFF_MAX);

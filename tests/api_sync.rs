@@ -1073,3 +1073,39 @@ fn first_start_on_a_fresh_node_reports_once() {
     assert_eq!(patches.len(), 2, "{patches:#?}");
     assert_eq!(node_events(&c).len(), 1, "{:#?}", node_events(&c));
 }
+
+/// 12f. A report whose annotation patch is refused: the condition and its Event go out once;
+///      the retries bring the annotation once it is allowed, without a second Event.
+#[test]
+fn refused_annotation_patch_is_retried_without_a_second_event() {
+    let c = Cluster::new();
+    let uid = c.configmap("cfg-a", "maxPods: 42\n", true);
+    let (_p, _) = c.bootstrap_then_assign("cfg-a", &max_pods(42));
+    c.wait_annotation("the status annotation of cfg-a", |a| {
+        a["active"]["configMap"]["uid"] == uid.as_str()
+    });
+    c.server.deny("patch", "nodes", None);
+    c.server
+        .set_node_annotation(NODE, SOURCE_ANNOTATION, Some("nonsense"));
+    c.wait_condition("KubeletConfigOK Unknown", |c| c["status"] == "Unknown");
+    let warnings = || {
+        node_events(&c)
+            .iter()
+            .filter(|e| e["type"] == "Warning")
+            .count()
+    };
+    wait_until(DEADLINE, "the Warning Event", || {
+        (warnings() == 1).then_some(())
+    });
+    wait_until(DEADLINE, "a refused annotation patch", || {
+        c.requests_to(&format!("/api/v1/nodes/{NODE}"))
+            .iter()
+            .any(|r| r.method == "PATCH" && r.status == 403)
+            .then_some(())
+    });
+    c.server.allow_all();
+    c.wait_annotation("the status annotation with the error", |a| {
+        !a["error"].is_null()
+    });
+    assert_eq!(warnings(), 1, "{:#?}", node_events(&c));
+}
