@@ -65,18 +65,25 @@ mod tests {
     const GOOD: &str =
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 42\n";
 
+    /// What a holder does: resolve and write the effective file; then a
+    /// waiter can prepare the same start.
+    fn hold_then_prepare(store: &Store, local: &LocalConfig) -> (Resolved, Prepared) {
+        // Until the holder wrote the effective file, nothing is prepared.
+        assert!(Prepared::prepare(store, local).is_none());
+        let r = lifecycle::resolve(store, local, Access::Holder);
+        store
+            .write_effective_config(&r.config.effective_bytes())
+            .unwrap();
+        let p = Prepared::prepare(store, local).unwrap();
+        (r, p)
+    }
+
     #[test]
     fn prepared_only_while_nothing_changes() {
         let d = tempfile::tempdir().unwrap();
         let store = Store::open(d.path()).unwrap();
         let local = LocalConfig::load(None).unwrap();
-        // No effective file yet: the holder must write it.
-        assert!(Prepared::prepare(&store, &local).is_none());
-        let r = lifecycle::resolve(&store, &local, Access::Holder);
-        store
-            .write_effective_config(&r.config.effective_bytes())
-            .unwrap();
-        let p = Prepared::prepare(&store, &local).unwrap();
+        let (r, p) = hold_then_prepare(&store, &local);
         assert!(p.still_valid(&store));
         assert_eq!(p.resolved.hash(), r.hash());
         // A new assignment invalidates it.
@@ -87,12 +94,7 @@ mod tests {
         store.set_assigned(Some(&s)).unwrap();
         assert!(!p.still_valid(&store));
         // Prepared again, it resolves the assignment, once the holder wrote it.
-        assert!(Prepared::prepare(&store, &local).is_none());
-        let r = lifecycle::resolve(&store, &local, Access::Holder);
-        store
-            .write_effective_config(&r.config.effective_bytes())
-            .unwrap();
-        let p = Prepared::prepare(&store, &local).unwrap();
+        let (r, p) = hold_then_prepare(&store, &local);
         assert_eq!(p.resolved.hash(), r.hash());
         assert!(p.resolved.config.effective_bytes().len() > 10);
     }

@@ -1107,6 +1107,24 @@ impl Driver {
         }
     }
 
+    /// Before acting as the holder: the path must name the file we hold
+    /// (a deleted or replaced one is re-created first) and our description
+    /// must still hold its lock. Empty when all is well, else the inputs
+    /// that say why not (`LockLost`).
+    fn confirm_holding(&mut self) -> Vec<Input> {
+        if !self.lock.path_is_ours() {
+            let inputs = self.handle_replacement();
+            if !inputs.is_empty() {
+                return inputs;
+            }
+        }
+        if self.still_locked() {
+            vec![]
+        } else {
+            vec![Input::LockLost]
+        }
+    }
+
     /// Whether our descriptor still holds the lock. flock on a description
     /// that holds it succeeds at once; it fails when another description
     /// holds it (a kubelet or its child unlocked the inherited descriptor
@@ -1163,7 +1181,16 @@ impl Driver {
                 }
             }
             Effect::Fence => self.fence().await,
-            Effect::WriteHolder => self.write_holder().await,
+            Effect::WriteHolder => {
+                // Only a holder writes the record: one that lost the lock
+                // (its kubelet unlocked the inherited descriptor and another
+                // supervisor took it) must not overwrite the new holder's.
+                let lost = self.confirm_holding();
+                if !lost.is_empty() {
+                    return Ok(lost);
+                }
+                self.write_holder().await
+            }
             Effect::RemoveHolder => {
                 // Inline, not on the blocking pool: a read of a 4 KiB record
                 // and an unlink (no fsync: runtime state) in our own state
@@ -1184,14 +1211,9 @@ impl Driver {
                 }
                 // Never start a kubelet without holding the lock the path
                 // names now.
-                if !self.lock.path_is_ours() {
-                    let inputs = self.handle_replacement();
-                    if !inputs.is_empty() {
-                        return Ok(inputs);
-                    }
-                }
-                if !self.still_locked() {
-                    return Ok(vec![Input::LockLost]);
+                let lost = self.confirm_holding();
+                if !lost.is_empty() {
+                    return Ok(lost);
                 }
                 let (cmd, from_prepared) = match self.take_prepared() {
                     Some(cmd) => (cmd, true),

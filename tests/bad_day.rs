@@ -69,15 +69,9 @@ fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e3
 }
 
-/// The newest running kubelet started by supervisor `sup`.
+/// The kubelet that supervisor `sup` runs right now, if any.
 fn kubelet_of(scene: &Scene, sup: i32) -> Option<i32> {
-    let running = scene.running_kubelets();
-    scene
-        .starts()
-        .iter()
-        .rev()
-        .find(|line| line.ppid() == sup && running.contains(&line.pid))
-        .map(|line| line.pid)
+    scene.kubelet_of(sup)
 }
 
 /// Waits until `sup` runs the only kubelet and the holder record names both; returns the

@@ -98,13 +98,7 @@ impl Node {
     /// Waits until supervisor `sup` runs a kubelet; returns its pid.
     fn kubelet_of(&self, sup: i32) -> i32 {
         wait_until(SETTLE, "the bootstrap to run a kubelet", || {
-            let running = self.scene.running_kubelets();
-            self.scene
-                .starts()
-                .iter()
-                .rev()
-                .find(|line| line.ppid() == sup && running.contains(&line.pid))
-                .map(|line| line.pid)
+            self.scene.kubelet_of(sup)
         })
     }
 

@@ -55,13 +55,7 @@ fn self_hosted(scene: &Scene, generation: u32) -> Proc {
 
 /// The kubelet that supervisor `sup` runs right now, if any.
 fn kubelet_of(scene: &Scene, sup: i32) -> Option<i32> {
-    let running = scene.running_kubelets();
-    scene
-        .starts()
-        .iter()
-        .rev()
-        .find(|line| line.ppid() == sup && running.contains(&line.pid))
-        .map(|line| line.pid)
+    scene.kubelet_of(sup)
 }
 
 fn json_i64(value: &Value, key: &str) -> Option<i64> {

@@ -513,6 +513,16 @@ impl Scene {
         running_kubelets(&self.log())
     }
 
+    /// The newest running kubelet that supervisor `sup` started, if any.
+    pub fn kubelet_of(&self, sup: i32) -> Option<i32> {
+        let running = self.running_kubelets();
+        self.starts()
+            .iter()
+            .rev()
+            .find(|line| line.ppid() == sup && running.contains(&line.pid))
+            .map(|line| line.pid)
+    }
+
     /// The last `start` line of kubelet `pid`.
     pub fn start_of(&self, pid: i32) -> Option<LogLine> {
         self.starts().into_iter().rev().find(|line| line.pid == pid)
