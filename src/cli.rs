@@ -147,7 +147,7 @@ pub struct CommonArgs {
 /// `--state-dir`, or its default inside the checkpoint directory.
 pub fn state_dir(flag: &Option<PathBuf>, dynamic_config_dir: &std::path::Path) -> PathBuf {
     flag.clone()
-        .unwrap_or_else(|| crate::state::StateDir::default_for(dynamic_config_dir))
+        .unwrap_or_else(|| crate::pivot::state::StateDir::default_for(dynamic_config_dir))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,43 +1,27 @@
 //! kubelet-pivot: decides which kubelet runs on a node.
 //!
-//! Module map (one job each):
-//! - [`lock`]: the flock'ed lock file; [`holder`]: who holds it;
-//!   [`claims`]: who wants it; [`contention`]: whether to yield;
-//!   [`watch`]: inotify hints (with polling fallback);
-//! - [`child`]: the kubelet process group; [`pivot`]: the pure state
-//!   machine; [`supervisor`]: the event loop that drives it;
-//! - [`notify`]: systemd; [`status`]: the `status` command; [`cli`]: flags;
-//!   [`logging`]: plain/JSON/journald lines; [`manpage`]: man pages and completions; [`metrics`] and
-//!   [`metrics_http`]: `--metrics-address`;
-//! - [`procfs`], [`fsutil`], [`role`]: small shared pieces.
+//! One folder per subsystem; the dependency direction is
+//! `cluster` (and the operator) → `config` → [`supervisor`] → `kubelet`, with
+//! [`pivot`] (the lock protocol) driven by the supervisor, [`observe`] reading
+//! from all of them and [`safefs`] under everything. Nothing reaches around a
+//! neighbour (see ARCHITECTURE.md).
+//!
+//! - [`pivot`]: lock file, holder record, claims, contention, fencing proofs,
+//!   inotify hints, `/proc`, roles, the pure state machine;
+//! - [`kubelet`]: the child process (spawn, signals, reap, backoff);
+//! - [`config`]: checkpoint store, KubeletConfiguration, lifecycle, operator
+//!   commands;
+//! - [`cluster`]: the API server (sync, Node ↔ config);
+//! - [`observe`]: status, metrics, logging, sd_notify, man pages;
+//! - [`safefs`]: checked reads, atomic writes, trusted directories;
+//! - [`supervisor`], [`signals`], [`cli`]: the driver, early signals, flags.
 
-pub mod child;
-pub mod claims;
 pub mod cli;
-pub mod contention;
-pub mod fence;
-pub mod fsutil;
-pub mod holder;
-pub mod kubeconfig;
-pub mod lifecycle;
-pub mod lock;
-pub mod logging;
-pub mod manpage;
-pub mod metrics;
-pub mod metrics_http;
-pub mod nodeconfig;
-pub mod notify;
-pub mod operator;
+pub mod cluster;
+pub mod config;
+pub mod kubelet;
+pub mod observe;
 pub mod pivot;
-pub mod prepared;
-pub mod procfs;
-pub mod role;
+pub mod safefs;
 pub mod signals;
-pub mod spawn;
-pub mod state;
-pub mod status;
-pub mod store;
 pub mod supervisor;
-pub mod sync;
-pub mod trust;
-pub mod watch;

@@ -5,15 +5,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use kubelet_pivot::child::KubeletCommand;
 use kubelet_pivot::cli::{self, Cli, Command, CommonArgs, OutputFormat, WatchModeArg};
-use kubelet_pivot::lifecycle::LocalConfig;
-use kubelet_pivot::lock;
-use kubelet_pivot::operator;
-use kubelet_pivot::role::Rank;
+use kubelet_pivot::config::lifecycle::LocalConfig;
+use kubelet_pivot::config::operator;
+use kubelet_pivot::kubelet::child::KubeletCommand;
+use kubelet_pivot::observe::status::{self, EXIT_NO_HOLDER};
+use kubelet_pivot::pivot::lock;
+use kubelet_pivot::pivot::role::Rank;
+use kubelet_pivot::pivot::state::StateDir;
 use kubelet_pivot::signals::{self, EarlySignals, TerminateFlag};
-use kubelet_pivot::state::StateDir;
-use kubelet_pivot::status::{self, EXIT_NO_HOLDER};
 use kubelet_pivot::supervisor::{self, Options};
 
 /// Exit code for a configuration or usage error found before start.
@@ -42,7 +42,7 @@ fn options(rank: Rank, common: CommonArgs, terminate: TerminateFlag) -> Result<O
     Ok(Options {
         state_dir,
         kubeconfig: common.kubeconfig,
-        node_name: kubelet_pivot::sync::node_name(common.node_name),
+        node_name: kubelet_pivot::cluster::sync::node_name(common.node_name),
         store_dir: common.dynamic_config_dir,
         local,
         rank,
@@ -83,7 +83,7 @@ fn supervise(rank: Rank, common: CommonArgs, early: EarlySignals) -> ExitCode {
         Ok(o) => o,
         Err(msg) => return fail(EXIT_USAGE, msg),
     };
-    kubelet_pivot::logging::init(log_format);
+    kubelet_pivot::observe::logging::init(log_format);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -150,17 +150,17 @@ fn other_command(command: Command) -> ExitCode {
             }
         }
         Command::Completions { shell } => {
-            kubelet_pivot::manpage::completions(shell, &mut std::io::stdout());
+            kubelet_pivot::observe::manpage::completions(shell, &mut std::io::stdout());
             ExitCode::SUCCESS
         }
         Command::Man(a) => {
             let written = match a.out_dir {
-                Some(dir) => kubelet_pivot::manpage::write_all(&dir).map(|files| {
+                Some(dir) => kubelet_pivot::observe::manpage::write_all(&dir).map(|files| {
                     for f in files {
                         println!("{}", f.display());
                     }
                 }),
-                None => kubelet_pivot::manpage::render_main(&mut std::io::stdout()),
+                None => kubelet_pivot::observe::manpage::render_main(&mut std::io::stdout()),
             };
             match written {
                 Ok(()) => ExitCode::SUCCESS,

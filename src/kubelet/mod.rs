@@ -1,0 +1,9 @@
+//! The kubelet child process: spawn it ([`spawn`]: vfork-style, own process
+//! group, PR_SET_PDEATHSIG, the inherited lock descriptor), signal its
+//! group, tell when the group is gone, reap, back off ([`child`]).
+//!
+//! May call: `pivot::procfs` (pid views). Decides nothing: the supervisor
+//! says when to start and stop.
+
+pub mod child;
+pub mod spawn;

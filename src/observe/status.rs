@@ -1,0 +1,406 @@
+//! `kubelet-pivot status`: who holds the lock, who waits, what config runs.
+//! Reads only: it never opens the lock file (an open is what a holder
+//! watches), creates, changes or deletes nothing; it looks at the holder
+//! record, claims and /proc/locks through the same bounded, checked reads
+//! as the supervisor, and says which section it could not read and why.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::config::store::{BadConfigs, ConfigSource, EffectiveRecord, Store, StoreError};
+use crate::pivot::claims::{self, Claim, Cleanup};
+use crate::pivot::holder::{HolderError, HolderRecord};
+use crate::pivot::procfs::{self, FileKey};
+use crate::pivot::role::Role;
+use crate::pivot::state::StateDir;
+
+/// Exit code of `status` when no live holder exists.
+pub const EXIT_NO_HOLDER: i32 = 3;
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HolderView {
+    pub role: Role,
+    pub generation: u32,
+    pub pid: i32,
+    pub kubelet_pid: Option<i32>,
+    pub since: String,
+    /// True when the recorded supervisor (pid and start time) no longer runs.
+    pub stale: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimView {
+    pub role: Role,
+    pub generation: u32,
+    pub pid: i32,
+    pub since: String,
+}
+
+impl From<&Claim> for ClaimView {
+    fn from(c: &Claim) -> Self {
+        ClaimView {
+            role: c.role,
+            generation: c.generation,
+            pid: c.pid,
+            since: c.since.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LockView {
+    pub path: PathBuf,
+    /// Whether the kernel shows the lock file as flocked right now.
+    pub locked: bool,
+    pub holder: Option<HolderView>,
+    /// Live supervisors contending for (or holding) the lock.
+    pub claims: Vec<ClaimView>,
+    /// Sections that could not be read, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<Unreadable>,
+    /// Problems reading the state (corrupt record, ignored claims, ...).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// A section of the state that could not be read.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unreadable {
+    /// `stateDirectory`, `holder` or `claims`.
+    pub section: &'static str,
+    /// permission denied, corrupt, not a regular file, too large, ...
+    pub kind: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigView {
+    /// What the holder last applied: {origin, source, hashAlgorithm, hash, since}.
+    pub active: Option<EffectiveRecord>,
+    pub assigned: Option<ConfigSource>,
+    pub last_known_good: Option<ConfigSource>,
+    pub error: Option<String>,
+    pub bad_configs: BadConfigs,
+}
+
+impl ConfigView {
+    /// Reads the checkpoint store without writing anything.
+    pub fn from_store(dir: &Path) -> (ConfigView, Vec<String>) {
+        let store = Store::open_read_only(dir);
+        let mut warnings = Vec::new();
+        let mut warn = |e: StoreError| warnings.push(e.to_string());
+        let assigned = store.assigned().map_err(&mut warn).ok().flatten();
+        let last_known_good = store.last_known_good().map_err(&mut warn).ok().flatten();
+        let active = store.effective_record().map_err(&mut warn).ok().flatten();
+        let bad_configs = store.bad_configs().map_err(&mut warn).unwrap_or_default();
+        let view = ConfigView {
+            error: active.as_ref().and_then(|e| e.error.clone()),
+            active,
+            assigned,
+            last_known_good,
+            bad_configs,
+        };
+        (view, warnings)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub lock: LockView,
+    pub config: ConfigView,
+}
+
+impl Report {
+    pub fn has_live_holder(&self) -> bool {
+        matches!(&self.lock.holder, Some(h) if !h.stale)
+    }
+}
+
+fn is_locked(lock: &Path, locks: &[procfs::LockEntry]) -> bool {
+    let Ok(meta) = std::fs::symlink_metadata(lock) else {
+        return false;
+    };
+    let key = FileKey::of_metadata(&meta);
+    locks.iter().any(|e| !e.blocked && e.file == key)
+}
+
+fn holder_kind(err: &HolderError) -> String {
+    match err {
+        HolderError::Corrupt { .. } => "corrupt".to_string(),
+        HolderError::Unsafe(e) => e.kind().to_string(),
+        HolderError::Fs(e) if e.io_error().kind() == std::io::ErrorKind::PermissionDenied => {
+            "permission denied".to_string()
+        }
+        HolderError::Fs(_) => "unreadable".to_string(),
+    }
+}
+
+/// Gathers the lock state. Reads only.
+pub fn lock_view(lock: &Path, state: &StateDir) -> LockView {
+    let mut view = LockView {
+        path: lock.to_path_buf(),
+        locked: false,
+        holder: None,
+        claims: Vec::new(),
+        unreadable: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let locks = match procfs::read_locks() {
+        Ok(l) => l,
+        Err(err) => {
+            view.warnings
+                .push(format!("cannot read /proc/locks: {err}"));
+            Vec::new()
+        }
+    };
+    view.locked = is_locked(lock, &locks);
+    if let Err(err) = state.verify() {
+        let kind = match &err {
+            crate::safefs::trust::TrustError::Io { source, .. }
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                "permission denied"
+            }
+            crate::safefs::trust::TrustError::Io { source, .. }
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                "missing (no supervisor has run with it yet)"
+            }
+            _ => "untrusted",
+        };
+        view.unreadable.push(Unreadable {
+            section: "stateDirectory",
+            kind: kind.to_string(),
+            message: err.to_string(),
+        });
+        return view;
+    }
+    match HolderRecord::read(state) {
+        Ok(Some(rec)) => {
+            view.holder = Some(HolderView {
+                role: rec.role,
+                generation: rec.generation,
+                pid: rec.pid,
+                kubelet_pid: rec.kubelet_pid,
+                since: rec.since.clone(),
+                stale: !rec.is_live(),
+            })
+        }
+        Ok(None) => {}
+        Err(err) => view.unreadable.push(Unreadable {
+            section: "holder",
+            kind: holder_kind(&err),
+            message: err.to_string(),
+        }),
+    }
+    let scan = claims::scan(state, None, &locks, Cleanup::ReadOnly);
+    view.claims = scan
+        .live
+        .iter()
+        .map(|c| ClaimView::from(&c.claim))
+        .collect();
+    view.warnings
+        .extend(scan.rejected.iter().map(ToString::to_string));
+    view
+}
+
+pub fn report(lock: &Path, state: &StateDir, store_dir: &Path) -> Report {
+    let mut lock = lock_view(lock, state);
+    let (config, warnings) = ConfigView::from_store(store_dir);
+    lock.warnings.extend(warnings);
+    Report { lock, config }
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
+}
+
+/// The active config record: origin, source, short hash, since.
+fn describe_active(e: &EffectiveRecord) -> String {
+    let what = match &e.source {
+        Some(src) => format!("{}: {src}", e.origin),
+        None => "local config".to_string(),
+    };
+    format!(
+        "{what}, hash {}, since {}",
+        e.hash.get(..12).unwrap_or(&e.hash),
+        e.since
+    )
+}
+
+/// Human-readable table.
+pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    let locked = if r.lock.locked {
+        "locked"
+    } else {
+        "NOT locked"
+    };
+    writeln!(out, "LOCK             {} ({locked})", r.lock.path.display())?;
+    match &r.lock.holder {
+        Some(h) => {
+            let who = match h.role {
+                Role::Bootstrap => "bootstrap".to_string(),
+                Role::SelfHosted => format!("self-hosted gen {}", h.generation),
+            };
+            writeln!(
+                out,
+                "HOLDER           {who}, pid {}, kubelet pid {}, since {}{}",
+                h.pid,
+                opt(h.kubelet_pid),
+                h.since,
+                if h.stale {
+                    " (STALE: supervisor is gone)"
+                } else {
+                    ""
+                }
+            )?;
+        }
+        None => match r.lock.unreadable.first() {
+            Some(u) => writeln!(
+                out,
+                "HOLDER           unknown: {} unreadable ({}): {}",
+                u.section, u.kind, u.message
+            )?,
+            None => writeln!(out, "HOLDER           none")?,
+        },
+    }
+    if let Some(u) = r.lock.unreadable.iter().find(|u| u.section != "holder") {
+        writeln!(
+            out,
+            "CLAIMS           unknown: {} unreadable ({})",
+            u.section, u.kind
+        )?;
+    } else if r.lock.claims.is_empty() {
+        writeln!(out, "CLAIMS           none")?;
+    } else {
+        writeln!(out, "CLAIMS           ROLE         GEN  PID      SINCE")?;
+        for c in &r.lock.claims {
+            writeln!(
+                out,
+                "                 {:<12} {:<4} {:<8} {}",
+                c.role.to_string(),
+                c.generation,
+                c.pid,
+                c.since
+            )?;
+        }
+    }
+    for w in &r.lock.warnings {
+        writeln!(out, "WARNING          {w}")?;
+    }
+    let active = match &r.config.active {
+        Some(v) => describe_active(v),
+        None => "none recorded yet (no kubelet started with this store)".to_string(),
+    };
+    let source = |v: &Option<ConfigSource>| match v {
+        Some(v) => v.to_string(),
+        None => "none (local config)".to_string(),
+    };
+    writeln!(out, "CONFIG ACTIVE    {active}")?;
+    writeln!(out, "       ASSIGNED  {}", source(&r.config.assigned))?;
+    writeln!(
+        out,
+        "       LKG       {}",
+        source(&r.config.last_known_good)
+    )?;
+    writeln!(out, "       ERROR     {}", opt(r.config.error.as_deref()))?;
+    if r.config.bad_configs.is_empty() {
+        writeln!(out, "       BAD       none")?;
+    }
+    for (i, (uid, entry)) in r.config.bad_configs.iter().enumerate() {
+        writeln!(
+            out,
+            "{}UID {uid} (ResourceVersion: {}) since {}: {}",
+            if i == 0 {
+                "       BAD       "
+            } else {
+                "                 "
+            },
+            entry.resource_version,
+            entry.time,
+            entry.reason
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::store::BadEntry;
+
+    fn source(name: &str, uid: &str, rv: &str) -> ConfigSource {
+        ConfigSource {
+            namespace: "kubelet-config".into(),
+            name: name.into(),
+            uid: uid.into(),
+            resource_version: rv.into(),
+            kubelet_config_key: "kubelet".into(),
+        }
+    }
+
+    #[test]
+    fn table_describes_sources_and_bad_configs_in_words() {
+        let src = source("cfg-a", "u-1", "7");
+        let report = Report {
+            lock: LockView {
+                path: PathBuf::from("/run/lock/kubelet.lock"),
+                locked: true,
+                holder: Some(HolderView {
+                    role: Role::SelfHosted,
+                    generation: 2,
+                    pid: 10,
+                    kubelet_pid: Some(11),
+                    since: "T0".into(),
+                    stale: false,
+                }),
+                claims: vec![],
+                unreadable: vec![],
+                warnings: vec!["holder record is corrupt".into()],
+            },
+            config: ConfigView {
+                active: Some(EffectiveRecord {
+                    source: Some(src.clone()),
+                    origin: "last-known-good".into(),
+                    hash_algorithm: "sha256-canonical-json-v1".into(),
+                    hash: "0123456789abcdef".into(),
+                    error: None,
+                    since: "T1".into(),
+                }),
+                assigned: Some(source("cfg-b", "u-2", "9")),
+                last_known_good: Some(src),
+                error: Some("failed to validate config".into()),
+                bad_configs: BadConfigs::from([(
+                    "u-2".to_string(),
+                    BadEntry {
+                        time: "T2".into(),
+                        reason: "crash loop".into(),
+                        resource_version: "9".into(),
+                    },
+                )]),
+            },
+        };
+        let mut out = Vec::new();
+        write_table(&report, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        for needle in [
+            "/run/lock/kubelet.lock (locked)",
+            "HOLDER           self-hosted gen 2, pid 10, kubelet pid 11, since T0",
+            "WARNING          holder record is corrupt",
+            "CONFIG ACTIVE    last-known-good: ConfigMap kubelet-config/cfg-a (UID: u-1, ResourceVersion: 7), hash 0123456789ab, since T1",
+            "ASSIGNED  ConfigMap kubelet-config/cfg-b (UID: u-2, ResourceVersion: 9)",
+            "ERROR     failed to validate config",
+            "BAD       UID u-2 (ResourceVersion: 9) since T2: crash loop",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+        }
+        assert!(!text.contains('{'), "raw JSON in the table:\n{text}");
+    }
+}

@@ -1,0 +1,22 @@
+//! The lock protocol: who runs the node's kubelet.
+//!
+//! Owns the lock file ([`lock`]), the holder record ([`holder`]), the claims
+//! ([`claims`]) in the trusted state directory ([`state`]), the decision
+//! whether to yield ([`contention`], pure), the proof needed before a
+//! recorded kubelet is killed ([`fence`]), the inotify hints ([`watch`]),
+//! `/proc` parsing ([`procfs`]), roles and ranks ([`role`]) and the pure
+//! state machine ([`machine`]) the supervisor drives.
+//!
+//! May call: `safefs` (checked reads, atomic writes, trusted directories).
+//! Knows nothing of the kubelet's config, the API server or the supervisor.
+
+pub mod claims;
+pub mod contention;
+pub mod fence;
+pub mod holder;
+pub mod lock;
+pub mod machine;
+pub mod procfs;
+pub mod role;
+pub mod state;
+pub mod watch;

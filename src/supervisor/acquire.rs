@@ -1,0 +1,375 @@
+//! Taking, keeping and handing over the lock: contention checks on hints
+//! and re-checks, acquisition, deferral, replacement of the lock file, and
+//! the confirmation that we hold the lock before acting as the holder.
+
+use super::*;
+
+pub(super) type AcquireRx = oneshot::Receiver<Result<(), LockError>>;
+
+/// Takes the lock if it is free (`None`), else starts a thread blocked in
+/// flock on the same descriptor and returns where its result will arrive.
+pub(super) fn begin_acquire(lock: &LockFile) -> Result<Option<AcquireRx>, SupervisorError> {
+    if lock.try_acquire()? {
+        return Ok(None);
+    }
+    let waiter = lock.clone();
+    let (tx, rx) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("flock".into())
+        .spawn(move || {
+            let result = waiter.acquire_blocking();
+            // Nobody waits for it any more (the path was replaced while we
+            // were blocked on the old file): let go of the old file's lock.
+            if let Err(Ok(())) = tx.send(result) {
+                let _ = waiter.release();
+            }
+        })
+        .map_err(|e| {
+            SupervisorError::Lock(LockError::Flock {
+                path: lock.path().to_path_buf(),
+                source: e,
+            })
+        })?;
+    Ok(Some(rx))
+}
+
+/// Whether a process without a claim that is blocked on the lock may count
+/// as a contender (a plain kubelet): only if it runs as root or as our uid,
+/// both its real and effective uid.
+pub(super) fn may_contend(pid: i32, trusted: &[u32]) -> bool {
+    match procfs::uids(pid) {
+        Some((real, effective)) => trusted.contains(&real) && trusted.contains(&effective),
+        None => false,
+    }
+}
+
+/// Whether a contender may be yielded to now: not stopped (a frozen process
+/// blocked in flock would never take the lock it is handed) and not skipped
+/// after failing to take it before.
+pub(super) fn eligible(pid: i32, skips: &Skips, now: Instant) -> bool {
+    let stat = procfs::stat(pid);
+    if matches!(stat.map(|s| s.state), Some('T' | 't')) {
+        debug!(
+            pid,
+            "contender is stopped (SIGSTOP or traced); not yielding to it"
+        );
+        return false;
+    }
+    !skips.is_skipped(pid, stat.map(|s| s.start_time), now)
+}
+
+impl Driver {
+    pub(super) fn on_recheck(&mut self) -> Vec<Input> {
+        match &self.pivot.state {
+            State::Deferring { .. } => self.check_handover(),
+            State::Holding(_) => self.check_contention(),
+            _ => vec![],
+        }
+    }
+    /// While blocked in flock: if the path names another file now, the file
+    /// we wait on is obsolete (whoever holds it is not the node's holder any
+    /// more, maybe a frozen process that got it): wait on the new file. The
+    /// old flock thread lets go of the old file if it ever gets it.
+    ///
+    /// The holder re-creates and re-locks a replaced file before it lets go
+    /// of the old one, so a waiter moves over only once the new file is
+    /// locked (it then simply blocks there), or once it has stayed unlocked
+    /// for [`REWAIT_GRACE`] (no holder took it): never racing the holder
+    /// for the new file.
+    pub(super) fn rewait_if_replaced(&mut self) -> Result<Option<Vec<Input>>, SupervisorError> {
+        if self.acquiring.is_none() || self.lock.path_is_ours() {
+            self.replaced_since = None;
+            return Ok(None);
+        }
+        let now = Instant::now();
+        let first = *self.replaced_since.get_or_insert(now);
+        let new_is_locked = match std::fs::symlink_metadata(&self.opts.lock_path) {
+            Ok(meta) => {
+                let key = procfs::FileKey::of_metadata(&meta);
+                procfs::read_locks()
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|e| !e.blocked && e.file == key)
+            }
+            Err(_) => false,
+        };
+        if !new_is_locked && now.duration_since(first) < REWAIT_GRACE {
+            return Ok(None);
+        }
+        self.replaced_since = None;
+        warn!(path = %self.lock.path().display(), "the lock file was replaced while we waited on the old one; waiting on the new one");
+        self.acquiring = None;
+        self.lock = LockFile::open(&self.opts.lock_path)?;
+        self.watcher.rewatch_lock();
+        self.start_acquire().map(Some)
+    }
+    pub(super) fn on_hint(&mut self, hint: Hint) -> Vec<Input> {
+        debug!(?hint, "watch hint");
+        match (&self.pivot.state, hint) {
+            // Our kubelet is being killed because the lock was lost: nothing
+            // to look at (and no reopening in a loop) until it is gone.
+            (
+                State::Stopping {
+                    purpose: StopPurpose::LockLost,
+                    ..
+                },
+                _,
+            ) => vec![],
+            (
+                State::Holding(_) | State::Stopping { .. },
+                Hint::LockChanged | Hint::Tick | Hint::HolderChanged,
+            ) if !self.lock.path_is_ours() => self.handle_replacement(),
+            (State::Holding(_) | State::Stopping { .. }, Hint::HolderChanged | Hint::Tick)
+                if !self.still_locked() =>
+            {
+                vec![Input::LockLost]
+            }
+            (State::Holding(_), Hint::LockOpened) => {
+                if self.opts.yield_on_any_open {
+                    return vec![Input::Contended(Contender::AnyOpen)];
+                }
+                self.recheck_until = Some(Instant::now() + OPEN_WINDOW);
+                self.check_contention()
+            }
+            (State::Holding(_), _) => self.check_contention(),
+            (State::Deferring { .. }, _) => self.check_handover(),
+            _ => vec![],
+        }
+    }
+    /// Looks at /proc/locks and the claims. /proc/locks is read first: a
+    /// supervisor writes its claim before it opens the lock, so any waiter
+    /// in that snapshot already has its claim on disk when the claims are
+    /// listed. A waiter judged unclaimed is confirmed with a second read (it
+    /// may have exited between the reads).
+    pub(super) fn verdict(&mut self) -> Verdict {
+        let first = self.judge_now();
+        match first {
+            // Acting on an absence (no claim for this waiter) needs a second
+            // look: the waiter may have exited between the reads, or a large
+            // /proc/locks may have been read torn.
+            Verdict::Yield(Contender::Unclaimed { pid }) => match self.judge_now() {
+                Verdict::Yield(Contender::Unclaimed { pid: again }) if again == pid => {
+                    Verdict::Yield(Contender::Unclaimed { pid })
+                }
+                _ => Verdict::Quiet,
+            },
+            v => v,
+        }
+    }
+    pub(super) fn judge_now(&mut self) -> Verdict {
+        let locks = procfs::read_locks().unwrap_or_default();
+        let claims = self.live_claims(&locks);
+        let trusted = [0, crate::safefs::trust::my_uid()];
+        let now = Instant::now();
+        let skips = &self.skips;
+        judge(
+            self.lock.key(),
+            self.rank(),
+            &claims,
+            &locks,
+            |pid| may_contend(pid, &trusted),
+            |pid| eligible(pid, skips, now),
+        )
+    }
+    /// Verified live claims of other supervisors; rejected claim files are
+    /// reported once each, dead ones removed.
+    pub(super) fn live_claims(&mut self, locks: &[procfs::LockEntry]) -> Vec<LiveClaim> {
+        let scan = claims::scan(&self.state, Some(self.me), locks, Cleanup::RemoveDead);
+        for rejected in scan.rejected {
+            let line = rejected.to_string();
+            if self.reported.len() < MAX_REPORTED && self.reported.insert(line.clone()) {
+                warn!("{line}");
+            }
+        }
+        scan.live
+    }
+    /// Right after an open of the lock file or a new claim, the contender is
+    /// usually microseconds away from blocking in flock, while the runtime's
+    /// timers tick in milliseconds: look again a few times at once (yielding
+    /// to the runtime in between) before falling back to the timer.
+    pub(super) async fn burst_check(&mut self) -> Vec<Input> {
+        for _ in 0..BURST_CHECKS {
+            if !matches!(self.pivot.state, State::Holding(_)) || self.recheck_until.is_none() {
+                break;
+            }
+            tokio::task::yield_now().await;
+            let inputs = self.check_contention();
+            if !inputs.is_empty() {
+                return inputs;
+            }
+        }
+        vec![]
+    }
+    pub(super) fn check_contention(&mut self) -> Vec<Input> {
+        if !matches!(self.pivot.state, State::Holding(_)) {
+            return vec![];
+        }
+        match self.verdict() {
+            Verdict::Yield(c) => {
+                info!(contender = %c, "verified contender is blocked on the lock; yielding");
+                self.recheck_until = None;
+                self.pending = None;
+                vec![Input::Contended(c)]
+            }
+            Verdict::Pending { rank, pid } => {
+                // Fast re-checks for a while after a claimant appears, then
+                // slow ones (see next_recheck): never a hot loop.
+                if self.pending != Some(pid) {
+                    debug!(%rank, pid, "higher claim present but not blocked on the lock yet");
+                    self.pending = Some(pid);
+                    let until = Instant::now() + PENDING_WINDOW;
+                    if self.recheck_until.is_none_or(|u| u < until) {
+                        self.recheck_until = Some(until);
+                    }
+                }
+                vec![]
+            }
+            Verdict::Quiet => {
+                self.pending = None;
+                vec![]
+            }
+        }
+    }
+    /// While deferring: has the contender taken the lock, or gone away?
+    pub(super) fn check_handover(&mut self) -> Vec<Input> {
+        let State::Deferring {
+            to,
+            since,
+            patience,
+        } = &self.pivot.state
+        else {
+            return vec![];
+        };
+        let locks = procfs::read_locks().unwrap_or_default();
+        let key = self.lock.key();
+        if locks.iter().any(|e| !e.blocked && e.file == key) {
+            debug!(contender = %to, "lock taken by another process");
+            return vec![Input::HandoverSeen];
+        }
+        if since.elapsed() >= *patience {
+            let skipped = match to {
+                Contender::Claimant { pid, .. } | Contender::Unclaimed { pid } => {
+                    let start = procfs::stat(*pid).map(|s| s.start_time);
+                    Some(self.skips.skip(*pid, start, Instant::now()))
+                }
+                Contender::AnyOpen => None,
+            };
+            warn!(contender = %to, skipped_for = ?skipped, "contender did not take the lock within {:?}; taking it back and not yielding to it again for a while", patience);
+            self.metrics.takeback(TakebackReason::ContenderTimedOut);
+            return vec![Input::HandoverSeen];
+        }
+        // Between our release and the contender's flock returning it is
+        // neither blocked nor holding; only its death ends the wait early.
+        let contender_pid = match to {
+            Contender::Claimant { pid, .. } | Contender::Unclaimed { pid } => Some(*pid),
+            Contender::AnyOpen => None,
+        };
+        if let Some(pid) = contender_pid {
+            if procfs::stat(pid).is_none_or(|s| s.state == 'Z' || s.state == 'X') {
+                info!(contender = %to, "contender died before taking the lock; taking it back");
+                self.metrics.takeback(TakebackReason::ContenderDied);
+                return vec![Input::HandoverSeen];
+            }
+        }
+        vec![]
+    }
+    pub(super) fn on_acquired(&mut self) -> Result<Vec<Input>, SupervisorError> {
+        if !self.lock.path_is_ours() {
+            warn!(path = %self.lock.path().display(), "the lock file was deleted or replaced while we waited; reopening it");
+            let _ = self.lock.release();
+            self.lock = LockFile::open(&self.opts.lock_path)?;
+            self.watcher.rewatch_lock();
+            return self.start_acquire();
+        }
+        let defer_to = match self.verdict() {
+            Verdict::Yield(c) => {
+                info!(contender = %c, "got the lock but a higher contender is blocked on it; handing it over instead of racing it");
+                Some(Deferral {
+                    to: c,
+                    patience: DEFER_TIMEOUT,
+                })
+            }
+            Verdict::Pending { rank, pid } => {
+                info!(%rank, pid, patience = ?PENDING_DEFER, "got the lock but a higher claimant is about to contend; handing it over instead of starting a kubelet");
+                Some(Deferral {
+                    to: Contender::Claimant { rank, pid },
+                    patience: PENDING_DEFER,
+                })
+            }
+            Verdict::Quiet => None,
+        };
+        self.holder_since_time = std::time::SystemTime::now();
+        Ok(vec![Input::Acquired { defer_to }])
+    }
+    pub(super) fn start_acquire(&mut self) -> Result<Vec<Input>, SupervisorError> {
+        match begin_acquire(&self.lock)? {
+            None => self.on_acquired(),
+            Some(rx) => {
+                // Someone holds it: we stand by, blocked on the same descriptor.
+                self.notifier.ready();
+                self.acquiring = Some(rx);
+                Ok(vec![])
+            }
+        }
+    }
+    /// Before acting as the holder: the path must name the file we hold
+    /// (a deleted or replaced one is re-created first) and our description
+    /// must still hold its lock. Empty when all is well, else the inputs
+    /// that say why not (`LockLost`).
+    pub(super) fn confirm_holding(&mut self) -> Vec<Input> {
+        if !self.lock.path_is_ours() {
+            let inputs = self.handle_replacement();
+            if !inputs.is_empty() {
+                return inputs;
+            }
+        }
+        if self.still_locked() {
+            vec![]
+        } else {
+            vec![Input::LockLost]
+        }
+    }
+    /// Whether our descriptor still holds the lock. flock on a description
+    /// that holds it succeeds at once; it fails when another description
+    /// holds it (a kubelet or its child unlocked the inherited descriptor
+    /// and somebody took the lock). When nobody holds it, this re-takes it.
+    pub(super) fn still_locked(&self) -> bool {
+        match self.lock.try_acquire() {
+            Ok(true) => true,
+            Ok(false) => {
+                error!(path = %self.lock.path().display(), "another process holds the lock we held (our kubelet, or a process it started, unlocked the inherited descriptor); killing our kubelet at once and waiting for the lock again");
+                false
+            }
+            Err(err) => {
+                error!(%err, "cannot check that we still hold the lock; treating it as lost");
+                false
+            }
+        }
+    }
+    pub(super) fn handle_replacement(&mut self) -> Vec<Input> {
+        let path = self.opts.lock_path.clone();
+        warn!(path = %path.display(), "lock file was deleted or replaced while we hold it; re-creating and re-locking it (the kubelet keeps running)");
+        let fresh = match LockFile::open(&path) {
+            Ok(f) => f,
+            Err(err) => {
+                error!(%err, "cannot re-create the lock file; killing our kubelet so that no second kubelet can start beside it");
+                return vec![Input::LockLost];
+            }
+        };
+        match fresh.try_acquire() {
+            Ok(true) => {
+                let old = std::mem::replace(&mut self.lock, fresh);
+                // Waiters blocked on the old inode wake up, see it is no
+                // longer at the path, and reopen the new one.
+                let _ = old.release();
+                self.watcher.rewatch_lock();
+                info!(path = %path.display(), "re-created and re-locked the lock file");
+                vec![]
+            }
+            Ok(false) | Err(_) => {
+                error!(path = %path.display(), "the lock file was replaced by one another process holds; killing our kubelet at once and waiting for the new lock");
+                vec![Input::LockLost]
+            }
+        }
+    }
+}

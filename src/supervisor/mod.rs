@@ -1,0 +1,462 @@
+//! The driver: one select loop per supervisor that turns kernel events
+//! (signals, flock results, inotify hints, timers) into `pivot::Input`s and
+//! carries out the `pivot::Effect`s. All decisions live in `pivot` and
+//! `contention`; this module only does I/O.
+
+mod acquire;
+mod config;
+mod effects;
+mod fencing;
+mod status;
+
+use acquire::{begin_acquire, AcquireRx};
+use config::join_opt;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use nix::sys::signal::Signal;
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook_tokio::Signals;
+use tokio::sync::oneshot;
+use tracing::{debug, error, info, warn};
+
+use crate::cluster::nodeconfig::ConfigReport;
+use crate::cluster::sync::{self, ClientError, Syncer};
+use crate::config::lifecycle::{self, Access, LocalConfig, Resolved};
+use crate::config::prepared::Prepared;
+use crate::config::store::{Store, StoreError};
+use crate::kubelet::child::{self, Backoff, KubeletCommand};
+use crate::observe::metrics::{Metrics, TakebackReason};
+use crate::observe::metrics_http::{self, MetricsError};
+use crate::observe::notify::Notifier;
+use crate::pivot::claims::{self, Claim, ClaimError, ClaimGuard, Cleanup, LiveClaim};
+use crate::pivot::contention::Skips;
+use crate::pivot::contention::{judge, Contender, Verdict};
+use crate::pivot::fence::{self, NotProven};
+use crate::pivot::holder::HolderRecord;
+use crate::pivot::lock::{self, LockError, LockFile};
+use crate::pivot::machine::{Deferral, Effect, Input, Pivot, Run, Settings, State, StopPurpose};
+use crate::pivot::procfs::{self, ProcessId};
+use crate::pivot::role::{now_rfc3339, Rank};
+use crate::pivot::state::StateDir;
+use crate::pivot::watch::{Hint, Watcher};
+use crate::safefs::trust::TrustError;
+use crate::signals::{Debounce, TerminateFlag};
+
+/// After an open of the lock file, how long to keep looking for the opener
+/// to block in flock (open and flock are two syscalls).
+const OPEN_WINDOW: Duration = Duration::from_millis(500);
+/// While a higher claim exists but its owner is not blocked yet.
+const PENDING_WINDOW: Duration = Duration::from_secs(2);
+/// Immediate re-checks after an open or a new claim (see `burst_check`).
+const BURST_CHECKS: usize = 20;
+/// Re-check cadence inside those windows.
+const FAST_RECHECK: Duration = Duration::from_millis(1);
+/// A waiter blocked on a replaced lock file moves to the new file once it is
+/// locked, or after this long if nobody locks it.
+const REWAIT_GRACE: Duration = Duration::from_millis(500);
+/// Cadence of re-checks while a higher claimant is not blocked, after the
+/// fast window.
+const PENDING_RECHECK: Duration = Duration::from_millis(100);
+/// Cadence of group/handover polls (events usually come first).
+const SLOW_RECHECK: Duration = Duration::from_millis(5);
+/// A deferring supervisor takes the lock back after this long if the
+/// contender it deferred to (blocked in flock when we released) never took
+/// it. A live contender blocked in flock holds the lock microseconds after
+/// the release; this bounds the time without a kubelet a stuck one costs
+/// (well inside the 1 s of I2, spawn included).
+const DEFER_TIMEOUT: Duration = Duration::from_millis(400);
+/// A supervisor that wins flock while a higher claim exists whose owner is
+/// not blocked yet (it is between writing its claim and calling flock)
+/// gives it this long; short enough that a stuck claimant costs less than
+/// the 1 s availability budget.
+const PENDING_DEFER: Duration = Duration::from_millis(500);
+/// While blocked in flock: how often to check that the recorded holder is
+/// alive (a dead holder's leftovers may keep the lock held).
+const DEAD_HOLDER_CHECK: Duration = Duration::from_millis(100);
+/// A contender that did not take the lock it was handed (or never blocked on
+/// it) is not yielded to again for this long, doubling up to
+/// [`SKIP_MAX`]: at most a few takebacks a minute from one stuck contender.
+const SKIP_INITIAL: Duration = Duration::from_secs(10);
+const SKIP_MAX: Duration = Duration::from_secs(300);
+/// Status line prefix while another process holds the lock.
+const STANDING_BY: &str = "standing by: ";
+/// Status line while the lock's holder is not known (no live record).
+const STANDING_BY_UNKNOWN: &str = "standing by: lock held by another process";
+/// Distinct rejected claim files reported (each once); a bound on memory.
+const MAX_REPORTED: usize = 1024;
+/// How often to complain about a process group that survives SIGKILL.
+const UNKILLABLE_REPORT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error("cannot register this supervisor's claim in state directory {dir}: {source}")]
+    Claim {
+        dir: PathBuf,
+        #[source]
+        source: ClaimError,
+    },
+    #[error("refusing to start: {0}")]
+    State(#[source] TrustError),
+    #[error("cannot read this process's identity from /proc: {0}; is /proc mounted?")]
+    Proc(#[source] std::io::Error),
+    #[error("cannot install signal handlers: {0}")]
+    Signals(#[source] std::io::Error),
+    #[error("cannot open the checkpoint store: {0}")]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Api(#[from] ClientError),
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
+}
+
+/// What a supervisor needs to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub rank: Rank,
+    pub lock_path: PathBuf,
+    /// Where the holder record and the claims live (a trusted directory).
+    pub state_dir: PathBuf,
+    pub stop_timeout: Duration,
+    pub exit_on_yield: bool,
+    pub yield_on_any_open: bool,
+    pub force_poll: bool,
+    pub kubelet: KubeletCommand,
+    /// The dynamic-config checkpoint directory.
+    pub store_dir: PathBuf,
+    /// The validated local config (init file or defaults).
+    pub local: LocalConfig,
+    /// `--kubeconfig`; without it, in-cluster config if present, else
+    /// local-only mode.
+    pub kubeconfig: Option<PathBuf>,
+    pub node_name: String,
+    /// `--metrics-address`: serve Prometheus metrics there.
+    pub metrics_address: Option<SocketAddr>,
+    /// Set by SIGTERM/SIGINT from the first instant of the process on.
+    pub terminate: TerminateFlag,
+}
+
+/// Why the loop woke up.
+enum Wake {
+    Signal(i32),
+    Acquired(Result<(), LockError>),
+    Hint(Hint),
+    BackoffElapsed,
+    StopDeadline,
+    Recheck,
+    ReloadDue,
+    Prepared(Option<Box<Prepared>>),
+    Watchdog,
+}
+
+struct Driver {
+    opts: Options,
+    me: ProcessId,
+    lock: LockFile,
+    state: StateDir,
+    claim: ClaimGuard,
+    /// Rejected claim files already reported (each is reported once).
+    reported: std::collections::HashSet<String>,
+    pivot: Pivot,
+    watcher: Watcher,
+    notifier: Notifier,
+    acquiring: Option<AcquireRx>,
+    /// Look at contention again until then (fast cadence).
+    recheck_until: Option<Instant>,
+    last_status: String,
+    last_unkillable_report: Option<Instant>,
+    store: Store,
+    /// The config the running (or next) kubelet was started with.
+    applied: Option<Resolved>,
+    holder_since_time: std::time::SystemTime,
+    /// API client (None = local-only mode).
+    client: Option<kube::Client>,
+    /// The syncer of the current holder tenure.
+    sync_task: Option<tokio::task::JoinHandle<()>>,
+    reports: tokio::sync::watch::Sender<Option<ConfigReport>>,
+    metrics: Arc<Metrics>,
+    /// A higher claimant seen not blocked yet (its pid), while holding.
+    pending: Option<i32>,
+    /// While waiting: since when the path names another file than ours.
+    replaced_since: Option<Instant>,
+    /// SIGHUPs not acted on yet (a burst restarts the kubelet once).
+    reload: Debounce,
+    /// The next kubelet start, prepared while another holds the lock.
+    prepared: Option<Prepared>,
+    preparing: Option<tokio::task::JoinHandle<Option<Prepared>>>,
+    last_prepare: Option<Instant>,
+    /// Contenders not yielded to for a while (they did not take the lock).
+    skips: Skips,
+}
+
+/// Runs blocking store I/O off the async loop.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => Some(v),
+        Err(err) => {
+            error!(%err, "store task failed");
+            None
+        }
+    }
+}
+
+async fn recv_opt<T>(rx: &mut Option<oneshot::Receiver<T>>) -> Option<T> {
+    match rx.as_mut() {
+        Some(r) => r.await.ok(),
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_opt(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn tick_opt(iv: &mut Option<tokio::time::Interval>) {
+    match iv.as_mut() {
+        Some(i) => {
+            i.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs a supervisor until it exits; returns the process exit code.
+pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
+    let me = procfs::self_id().map_err(SupervisorError::Proc)?;
+    if let Err(err) = nix::sys::prctl::set_child_subreaper(true) {
+        warn!(%err, "cannot become a child subreaper; orphaned kubelet helpers go to init");
+    }
+    lock::prepare(&opts.lock_path)?;
+    let state = StateDir::open(&opts.state_dir).map_err(SupervisorError::State)?;
+    // Everything that takes time happens before we announce ourselves: from
+    // the claim on, a holder is waiting for us to block in flock.
+    let store = Store::open(&opts.store_dir)?;
+    let client = sync::client(opts.kubeconfig.as_ref()).await?;
+    match &client {
+        Some(_) => {
+            info!(node = %opts.node_name, "API server configured: the node's config assignment is followed")
+        }
+        None => info!("no API server configured: local-only mode"),
+    }
+    let metrics = Arc::new(Metrics::new(
+        opts.rank,
+        state.clone(),
+        opts.store_dir.clone(),
+    ));
+    if let Some(addr) = opts.metrics_address {
+        metrics_http::start(addr, metrics.clone()).await?;
+    }
+    let mut signals =
+        Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD]).map_err(SupervisorError::Signals)?;
+    if opts.terminate.is_set() {
+        // SIGTERM came during start-up (the early handler kept it): no claim,
+        // no lock, no kubelet.
+        info!("termination requested during start-up; exiting before taking the lock");
+        return Ok(0);
+    }
+    let pivot = Pivot::new(
+        Settings {
+            stop_timeout: opts.stop_timeout,
+            exit_on_yield: opts.exit_on_yield,
+            defer_timeout: DEFER_TIMEOUT,
+        },
+        Backoff::default(),
+    );
+    let claim = ClaimGuard::create(
+        &state,
+        Claim {
+            role: opts.rank.role,
+            generation: opts.rank.generation,
+            pid: me.pid,
+            start_time: me.start_time,
+            since: now_rfc3339(),
+        },
+    )
+    .map_err(|source| SupervisorError::Claim {
+        dir: state.claims_dir(),
+        source,
+    })?;
+    // Open (the event a holder sees) and block in flock right away.
+    let lock = LockFile::open(&opts.lock_path)?;
+    let acquiring = begin_acquire(&lock)?;
+    let watcher = Watcher::new(
+        &opts.lock_path,
+        &state,
+        Some(&store.meta_path()),
+        opts.force_poll,
+    );
+    info!(rank = %opts.rank, pid = me.pid, lock = %opts.lock_path.display(), watch = ?watcher.mode(), "supervisor starting");
+    let mut d = Driver {
+        opts,
+        me,
+        lock,
+        state,
+        claim,
+        reported: Default::default(),
+        pivot,
+        watcher,
+        notifier: Notifier::new(),
+        acquiring: None,
+        recheck_until: None,
+        last_status: String::new(),
+        last_unkillable_report: None,
+        store,
+        applied: None,
+        holder_since_time: std::time::SystemTime::now(),
+        client,
+        sync_task: None,
+        reports: tokio::sync::watch::channel(None).0,
+        metrics,
+        pending: None,
+        replaced_since: None,
+        reload: Debounce::default(),
+        skips: Skips::new(SKIP_INITIAL, SKIP_MAX),
+        prepared: None,
+        preparing: None,
+        last_prepare: None,
+    };
+    let mut watchdog = Notifier::watchdog_interval().map(tokio::time::interval);
+    let mut inputs = match acquiring {
+        None => d.on_acquired()?,
+        Some(rx) => {
+            d.notifier.ready();
+            d.acquiring = Some(rx);
+            vec![]
+        }
+    };
+    loop {
+        d.feed_all(inputs).await?;
+        d.tend_syncer();
+        if let State::Exited(code) = d.pivot.state {
+            signals.handle().close();
+            return Ok(code);
+        }
+        d.publish_status();
+        d.tend_prepared();
+        let (backoff_until, stop_deadline) = match &d.pivot.state {
+            State::Holding(Run::Backoff { until, .. }) => (Some(*until), None),
+            State::Stopping {
+                deadline,
+                killed: false,
+                ..
+            } => (None, Some(*deadline)),
+            _ => (None, None),
+        };
+        let recheck = d.next_recheck(Instant::now());
+        let reload_due = d.reload.due();
+        let wake = tokio::select! {
+            // Signals first: a SIGTERM that arrives with the lock is acted on
+            // before a kubelet is started for it.
+            biased;
+            Some(sig) = signals.next() => Wake::Signal(sig),
+            Some(res) = recv_opt(&mut d.acquiring) => Wake::Acquired(res),
+            hint = d.watcher.next() => Wake::Hint(hint),
+            _ = sleep_opt(backoff_until) => Wake::BackoffElapsed,
+            _ = sleep_opt(stop_deadline) => Wake::StopDeadline,
+            _ = sleep_opt(recheck) => Wake::Recheck,
+            _ = sleep_opt(reload_due) => Wake::ReloadDue,
+            res = join_opt(&mut d.preparing) => Wake::Prepared(res.map(Box::new)),
+            _ = tick_opt(&mut watchdog) => Wake::Watchdog,
+        };
+        inputs = d.wake(wake).await?;
+    }
+}
+
+impl Driver {
+    fn rank(&self) -> Rank {
+        self.opts.rank
+    }
+
+    async fn wake(&mut self, wake: Wake) -> Result<Vec<Input>, SupervisorError> {
+        Ok(match wake {
+            Wake::Signal(sig) => self.on_signal(sig).await,
+            Wake::Acquired(res) => {
+                self.acquiring = None;
+                res?;
+                self.on_acquired()?
+            }
+            Wake::Hint(Hint::LockChanged) if self.pivot.state == State::Waiting => {
+                self.rewait_if_replaced()?.unwrap_or_default()
+            }
+            Wake::Hint(hint) => {
+                let mut inputs = self.on_hint(hint);
+                if inputs.is_empty() && matches!(hint, Hint::LockOpened | Hint::ClaimsChanged) {
+                    inputs = self.burst_check().await;
+                }
+                if matches!(hint, Hint::ConfigChanged | Hint::Tick) {
+                    inputs.extend(self.check_config().await);
+                }
+                inputs
+            }
+            Wake::BackoffElapsed => vec![Input::BackoffElapsed],
+            Wake::StopDeadline => {
+                if let Some(k) = self.pivot.kubelet() {
+                    warn!(pid = k.pid, timeout = ?self.opts.stop_timeout, "kubelet did not exit within --stop-timeout after SIGTERM; sending SIGKILL to its process group");
+                }
+                vec![Input::StopDeadline]
+            }
+            Wake::Recheck if self.pivot.state == State::Waiting => {
+                if let Some(inputs) = self.rewait_if_replaced()? {
+                    return Ok(inputs);
+                }
+                self.fence_dead_holder().await;
+                vec![]
+            }
+            // While stopping: reap (our kubelet's exit) and see whether its
+            // group is gone, exactly as on SIGCHLD.
+            Wake::Recheck if matches!(self.pivot.state, State::Stopping { .. }) => {
+                self.reap().await
+            }
+            Wake::Recheck => self.on_recheck(),
+            Wake::Prepared(prepared) => {
+                self.preparing = None;
+                if prepared.is_some() {
+                    debug!("next kubelet start prepared");
+                }
+                self.prepared = prepared.map(|p| *p);
+                vec![]
+            }
+            Wake::ReloadDue => {
+                if self.reload.take_due(Instant::now()) {
+                    info!("SIGHUP: restarting the kubelet");
+                    vec![Input::Reload]
+                } else {
+                    vec![]
+                }
+            }
+            Wake::Watchdog => {
+                self.notifier.watchdog();
+                vec![]
+            }
+        })
+    }
+
+    fn next_recheck(&mut self, now: Instant) -> Option<Instant> {
+        match &self.pivot.state {
+            State::Stopping { .. } | State::Deferring { .. } => Some(now + SLOW_RECHECK),
+            State::Waiting if self.acquiring.is_some() => Some(now + DEAD_HOLDER_CHECK),
+            State::Holding(_) => match self.recheck_until {
+                Some(until) if until > now => Some(now + FAST_RECHECK),
+                _ => {
+                    self.recheck_until = None;
+                    // A higher claimant that is not blocked (stuck between
+                    // its claim and flock, or stopped): look every 100 ms,
+                    // not every millisecond, so that it is seen soon once it
+                    // blocks without a hot loop meanwhile.
+                    self.pending.map(|_| now + PENDING_RECHECK)
+                }
+            },
+            _ => None,
+        }
+    }
+}
