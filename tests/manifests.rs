@@ -746,7 +746,7 @@ fn daemonset_identity(ds: &Value) -> Identity {
     }
 }
 
-/// Everything wrong with RBAC: what the API sync does (src/sync.rs) must be allowed to the
+/// Everything wrong with RBAC: what the API sync does (src/cluster/sync) must be allowed to the
 /// node and to the DaemonSet's identity, ConfigMaps only in the config namespace and only
 /// read, nothing for anybody else, no wildcards.
 fn rbac_problems(docs: &[Value]) -> Vec<String> {
