@@ -1,0 +1,95 @@
+//! The API client (`--kubeconfig`, in-cluster config or none) with the
+//! checks every `--kubeconfig` passes first, and the node name.
+
+use std::path::PathBuf;
+
+use kube::Client;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot read --kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("refusing --kubeconfig: {0}")]
+    Unsafe(#[source] crate::safefs::fsutil::ReadError),
+    #[error("refusing --kubeconfig {path}: {source}")]
+    TooDeep {
+        path: PathBuf,
+        #[source]
+        source: crate::config::kubeconfig::ConfigError,
+    },
+    #[error("cannot use --kubeconfig {path}: {source}")]
+    Config {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("cannot build the API client: {0}")]
+    Client(#[source] kube::Error),
+}
+
+/// Builds the API client: `--kubeconfig`, else in-cluster config when the
+/// pod environment provides it, else `None` (local-only mode).
+pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Option<Client>, ClientError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            check_kubeconfig(path)?;
+            let kc =
+                kube::config::Kubeconfig::read_from(path).map_err(|e| ClientError::Kubeconfig {
+                    path: path.clone(),
+                    source: e,
+                })?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| ClientError::Config {
+                    path: path.clone(),
+                    source: e,
+                })?
+        }
+        None => match kube::Config::incluster() {
+            Ok(c) => c,
+            Err(_) => return Ok(None),
+        },
+    };
+    Client::try_from(config)
+        .map(Some)
+        .map_err(ClientError::Client)
+}
+
+/// Largest kubeconfig accepted (a node's is a few KiB).
+const MAX_KUBECONFIG_BYTES: u64 = 1024 * 1024;
+
+/// Checks `--kubeconfig` the way every other input is checked before kube
+/// reads it: a regular file (never a FIFO or a device, so nothing hangs), at
+/// most 1 MiB, nested no deeper than a config may be.
+fn check_kubeconfig(path: &std::path::Path) -> Result<(), ClientError> {
+    let policy = crate::safefs::fsutil::ReadPolicy {
+        what: "kubeconfig",
+        max_len: MAX_KUBECONFIG_BYTES,
+        owner: crate::safefs::fsutil::Owner::Any,
+        private: false,
+    };
+    let bytes = crate::safefs::fsutil::read_bounded(path, &policy)
+        .map_err(ClientError::Unsafe)?
+        .unwrap_or_default();
+    // The same size and nesting bounds as a KubeletConfiguration.
+    crate::config::kubeconfig::KubeletConfig::check_bounds(&bytes).map_err(|source| {
+        ClientError::TooDeep {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
+}
+
+/// The node name: `--node-name`, else the hostname.
+pub fn node_name(flag: Option<String>) -> String {
+    flag.or_else(|| {
+        nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+    })
+    .unwrap_or_else(|| "localhost".to_string())
+}

@@ -1,0 +1,206 @@
+//! Kubernetes API sync: watch this node's config assignment, download and
+//! checkpoint the ConfigMap it names, and report the config status back on
+//! the Node. Runs only in the lock holder (only the holder writes the store)
+//! and never blocks the kubelet: with the API server unreachable the node
+//! keeps running from its checkpoints.
+//!
+//! This module holds the [`Syncer`] and its event loop; the rest is split by
+//! job: the API client and node name (`client`), watch and patch backoff
+//! (`backoff`), downloading and checkpointing the assigned ConfigMap
+//! (`download`), and status reporting and Events (`report`).
+
+mod backoff;
+mod client;
+mod download;
+mod report;
+
+pub use client::{client, node_name, ClientError};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::cluster::nodeconfig::{self, Assignment, ConfigReport};
+use crate::config::store::{ConfigSource, Store};
+use crate::observe::metrics::Metrics;
+use backoff::WatchBackoff;
+
+/// First retry delay of a failed download (doubles up to DOWNLOAD_BACKOFF_MAX).
+const DOWNLOAD_BACKOFF: Duration = Duration::from_secs(1);
+const DOWNLOAD_BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// The syncer of one holder tenure.
+pub struct Syncer {
+    client: Client,
+    node: String,
+    store: Store,
+    reports: watch::Receiver<Option<ConfigReport>>,
+    /// What the node asks for, as last acted on.
+    acted_on: Option<Assignment>,
+    /// The checkpointed ConfigMap version of the current assignment.
+    checkpointed: Option<ConfigSource>,
+    sync_error: Option<String>,
+    /// The freshest copy of this node's Node object (from the watch or from our own patch
+    /// responses); `None` until it has been read, and while it is deleted. Reports compare
+    /// against it: nothing is patched, and no Event posted, when the Node already shows it.
+    last_node: Option<Node>,
+    /// The UID of the Node last seen (kept while it is deleted).
+    last_uid: Option<String>,
+    retry_at: Option<tokio::time::Instant>,
+    retry_delay: Duration,
+    /// When a failed status report is tried again.
+    report_retry_at: Option<tokio::time::Instant>,
+    report_retry_delay: Duration,
+    metrics: Arc<Metrics>,
+}
+
+impl Syncer {
+    pub fn new(
+        client: Client,
+        node: String,
+        store: Store,
+        reports: watch::Receiver<Option<ConfigReport>>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Syncer {
+            client,
+            node,
+            store,
+            reports,
+            acted_on: None,
+            checkpointed: None,
+            sync_error: None,
+            last_node: None,
+            last_uid: None,
+            retry_at: None,
+            retry_delay: DOWNLOAD_BACKOFF,
+            report_retry_at: None,
+            report_retry_delay: DOWNLOAD_BACKOFF,
+            metrics,
+        }
+    }
+
+    /// Runs until the task is aborted (when this supervisor stops holding).
+    pub async fn run(mut self) {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let cfg = watcher::Config::default().fields(&format!("metadata.name={}", self.node));
+        let mut node_events = watcher::watcher(nodes, cfg).boxed();
+        let mut node_backoff = WatchBackoff::new();
+        let mut cm_backoff = WatchBackoff::new();
+        let mut cm_events: Option<BoxStream<'static, Result<Event<ConfigMap>, watcher::Error>>> =
+            None;
+        info!(node = %self.node, "watching this node's config assignment");
+        // Nothing is reported before the Node has been read: a report compares
+        // with what the Node shows (a restart with nothing changed patches
+        // nothing and moves no lastTransitionTime). The Node's first listing
+        // triggers the first report.
+        loop {
+            tokio::select! {
+                _ = sleep_until_opt(node_backoff.until), if node_backoff.until.is_some() => {
+                    node_backoff.until = None;
+                }
+                _ = sleep_until_opt(cm_backoff.until), if cm_backoff.until.is_some() => {
+                    cm_backoff.until = None;
+                }
+                ev = node_events.next(), if node_backoff.until.is_none() => match ev {
+                    Some(Ok(Event::Apply(node) | Event::InitApply(node))) => {
+                        node_backoff.ok();
+                        let assignment = nodeconfig::assignment_of(&node);
+                        self.observe_node(node);
+                        if self.acted_on.as_ref() != Some(&assignment) {
+                            cm_events = self.reconcile(assignment).await;
+                            cm_backoff.ok();
+                        }
+                        // Also puts back what someone removed, and reports on
+                        // a re-created Node (new UID, no condition).
+                        self.report().await;
+                    }
+                    Some(Ok(Event::Delete(_))) => {
+                        warn!(node = %self.node, "this node's Node object was deleted; keeping the current config (the status is reported again when it is re-created)");
+                        self.last_node = None;
+                        self.report_retry_at = None;
+                    }
+                    // A fresh listing (first start, or after the API server
+                    // came back): report if the Node does not show our state.
+                    // A download that failed (the server was away) is tried
+                    // again now rather than after its backoff.
+                    Some(Ok(Event::InitDone)) => {
+                        node_backoff.ok();
+                        if self.retry_at.is_some() {
+                            self.retry_at = Some(tokio::time::Instant::now());
+                        }
+                        self.report().await;
+                    }
+                    Some(Ok(Event::Init)) => node_backoff.ok(),
+                    Some(Err(err)) => {
+                        let wait = node_backoff.failed(&err);
+                        if wait.is_zero() {
+                            info!(%err, "the watch of this node expired (410 Gone); re-listing now");
+                        } else {
+                            warn!(%err, retry_in = ?wait, "watch of this node failed; retrying with backoff (the kubelet keeps its current config)");
+                        }
+                    }
+                    None => return,
+                },
+                ev = next_opt(&mut cm_events), if cm_backoff.until.is_none() => match ev {
+                    Some(Ok(Event::Apply(cm) | Event::InitApply(cm))) => {
+                        cm_backoff.ok();
+                        self.on_configmap_update(cm).await;
+                    }
+                    Some(Ok(Event::Delete(cm))) => {
+                        cm_backoff.ok();
+                        warn!(name = ?cm.metadata.name, "assigned ConfigMap was deleted; the node keeps its checkpoint");
+                    }
+                    Some(Ok(_)) => cm_backoff.ok(),
+                    Some(Err(err)) => {
+                        let wait = cm_backoff.failed(&err);
+                        if wait.is_zero() {
+                            info!(%err, "the watch of the assigned ConfigMap expired (410 Gone); re-listing now");
+                        } else {
+                            warn!(%err, retry_in = ?wait, "watch of the assigned ConfigMap failed; retrying with backoff");
+                        }
+                    }
+                    None => cm_events = None,
+                },
+                changed = self.reports.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    self.report().await;
+                }
+                _ = sleep_until_opt(self.report_retry_at) => {
+                    self.report_retry_at = None;
+                    self.report().await;
+                }
+                _ = sleep_until_opt(self.retry_at) => {
+                    self.retry_at = None;
+                    if let Some(a) = self.acted_on.take() {
+                        cm_events = self.reconcile(a).await;
+                        cm_backoff.ok();
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn next_opt<S: futures::Stream + Unpin>(s: &mut Option<S>) -> Option<S::Item> {
+    match s.as_mut() {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}

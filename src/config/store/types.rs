@@ -1,0 +1,122 @@
+//! The records the store keeps (config source, bad-config entries, trial,
+//! effective record) and the checks a source and a payload key pass before
+//! they become file names.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{StoreError, MAX_KEY_LEN};
+use crate::safefs::fsutil::TEMP_PREFIX;
+
+/// A remote config source, as the Dynamic Kubelet Configuration proposal
+/// serializes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigSource {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub resource_version: String,
+    pub kubelet_config_key: String,
+}
+
+impl std::fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ConfigMap {}/{} (UID: {}, ResourceVersion: {})",
+            self.namespace, self.name, self.uid, self.resource_version
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BadEntry {
+    pub time: String,
+    pub reason: String,
+    pub resource_version: String,
+}
+
+pub type BadConfigs = BTreeMap<String, BadEntry>;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Trial {
+    pub source: ConfigSource,
+    /// RFC 3339 start of the trial (when this assignment was first applied).
+    pub since: String,
+}
+
+/// What a holder last applied (for `status` and hash comparison).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectiveRecord {
+    /// `None` = the local config (init file or defaults).
+    pub source: Option<ConfigSource>,
+    /// "assigned", "last-known-good" or "local".
+    pub origin: String,
+    pub hash_algorithm: String,
+    pub hash: String,
+    pub error: Option<String>,
+    pub since: String,
+}
+
+/// Validates a ConfigMap key used as a file name: `[-._a-zA-Z0-9]+`, not
+/// `.` or `..`, at most 253 characters.
+pub fn validate_key(key: &str) -> Result<(), StoreError> {
+    let bad = |reason| {
+        Err(StoreError::BadKey {
+            key: key.to_string(),
+            reason,
+        })
+    };
+    if key.is_empty() {
+        return bad("empty");
+    }
+    if key.len() > MAX_KEY_LEN {
+        return bad("longer than 253 characters");
+    }
+    if key == "." || key == ".." {
+        return bad("'.' and '..' are not allowed");
+    }
+    if key.starts_with(TEMP_PREFIX) {
+        return bad("reserved prefix");
+    }
+    if !key
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+    {
+        return bad("must consist of alphanumeric characters, '-', '_' or '.'");
+    }
+    Ok(())
+}
+
+/// uid and resourceVersion become directory names: same rules as keys.
+fn validate_path_part(what: &'static str, value: &str) -> Result<(), StoreError> {
+    validate_key(value).map_err(|e| match e {
+        StoreError::BadKey { reason, .. } => StoreError::BadSource {
+            what,
+            value: value.to_string(),
+            reason,
+        },
+        other => other,
+    })
+}
+
+impl ConfigSource {
+    pub fn validate(&self) -> Result<(), StoreError> {
+        validate_path_part("uid", &self.uid)?;
+        validate_path_part("resourceVersion", &self.resource_version)?;
+        validate_key(&self.kubelet_config_key)?;
+        if self.namespace.is_empty() || self.name.is_empty() {
+            return Err(StoreError::BadSource {
+                what: "namespace/name",
+                value: format!("{}/{}", self.namespace, self.name),
+                reason: "namespace and name are required",
+            });
+        }
+        Ok(())
+    }
+}
