@@ -1,5 +1,5 @@
 //! Config-apply benchmark of the Kubernetes API sync, against the fake API server
-//! (`tests/support/apiserver.rs`, real HTTP on loopback) and the stand-in kubelet.
+//! (the `testkit` crate, real HTTP on loopback) and the stand-in kubelet.
 //!
 //!     cargo build --release --examples          # the stand-in kubelet is an example target
 //!     cargo bench --bench config_apply          # 60 changes per path, 200 nodes idle for 3 min
@@ -36,8 +36,6 @@
 //! Watches get a BOOKMARK every 60 s (a real API server's order of magnitude; the fake's
 //! default is 1 s).
 
-#[path = "../tests/support/apiserver.rs"]
-mod apiserver;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -51,12 +49,12 @@ use std::sync::mpsc::Receiver;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use apiserver::{ApiServer, RequestRecord};
 use inotify::WatchMask;
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use support::bench::{fail, inotify_times, stand_in, stats, Stats};
 use support::{now_ns, pivot_bin, read_log, wait_until, LogLine, Proc, Scene};
+use testkit::{ApiServer, RequestRecord};
 
 const DEFAULT_CHANGES: usize = 60;
 const QUICK_CHANGES: usize = 20;

@@ -1,5 +1,5 @@
 //! The Kubernetes API sync end to end: the real `kubelet-pivot` binary talks real HTTP to the
-//! strict fake API server (`tests/support/apiserver.rs`), runs the stand-in kubelet and keeps
+//! strict fake API server (the `testkit` crate), runs the stand-in kubelet and keeps
 //! its checkpoint store on disk. Every wait is on an observable fact (a kubelet's `start` line,
 //! the Node object on the server, the store, the server's request log); the few bounded sleeps
 //! check that something does NOT happen and say so.
@@ -8,8 +8,6 @@
 
 mod support;
 
-#[path = "support/apiserver.rs"]
-mod apiserver;
 #[path = "support/scrape.rs"]
 mod scrape;
 
@@ -17,12 +15,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use apiserver::{ApiServer, RequestRecord};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use support::kubectl::Kubectl;
 use support::lock_state::status_json;
 use support::{kubelet_config, wait_until, Proc, Scene};
+use testkit::{ApiServer, RequestRecord};
 
 /// The node every test runs as.
 const NODE: &str = "node-a";

@@ -1,9 +1,7 @@
-//! Tests of the fake API server (`tests/support/apiserver.rs`): real kubectl against it (the
+//! Tests of the fake API server (the `testkit` crate): real kubectl against it (the
 //! v1.11 Dynamic Kubelet Configuration workflow, adapted to kubelet-pivot's annotation), and
 //! direct HTTP checks that it answers and fails the way kube-apiserver does.
 
-#[path = "support/apiserver.rs"]
-mod apiserver;
 mod support;
 
 use std::collections::BTreeMap;
@@ -11,9 +9,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use apiserver::ApiServer;
 use serde_json::{json, Value};
 use support::kubectl::Kubectl;
+use testkit::ApiServer;
 
 const NODE: &str = "node-1";
 const CONFIG_NS: &str = "kubelet-config";
@@ -33,7 +31,7 @@ struct Response {
 
 impl Response {
     fn header(&self, name: &str) -> Option<&str> {
-        apiserver::header(&self.headers, name)
+        testkit::header(&self.headers, name)
     }
 
     /// Asserts a Failure Status with this code and reason; returns the message.
@@ -127,7 +125,7 @@ fn request_bytes(
     write_request(&mut stream, server, method, path, content_type, body);
     let mut reader = BufReader::new(stream);
     let (status, headers) = read_head(&mut reader);
-    let length: usize = apiserver::header(&headers, "content-length")
+    let length: usize = testkit::header(&headers, "content-length")
         .and_then(|value| value.parse().ok())
         .expect("response has a Content-Length");
     let mut bytes = vec![0; length];

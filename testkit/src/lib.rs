@@ -1,7 +1,10 @@
-//! A strict fake Kubernetes API server for integration tests.
+//! testkit: a strict fake Kubernetes API server for kubelet-pivot's integration tests, benches
+//! and demo.
 //!
-//! Include it with `#[path = "support/apiserver.rs"] mod apiserver;`. It speaks HTTP/1.1 on
-//! `127.0.0.1:0` (a thread per connection, keep-alive, `Content-Length` bodies, chunked watch
+//! The tests use it as a dev-dependency (`use testkit::ApiServer;`, or `use testkit as apiserver;`
+//! where they name it `apiserver::...`); the binary `kubelet-pivot-test-apiserver` serves it for
+//! kubectl by hand and for `scripts/demo.sh`. It speaks HTTP/1.1 on `127.0.0.1` (port 0 unless
+//! [`ApiServer::start_on`] is given one; a thread per connection, keep-alive, `Content-Length` bodies, chunked watch
 //! streams) and serves Nodes (with the `status` subresource), ConfigMaps, Events (core/v1 and
 //! events.k8s.io/v1) and Namespaces with the real API server's semantics, as far as kube-rs and
 //! kubectl can observe them:
@@ -49,9 +52,6 @@
 //! [`ApiServer::drop_watches`], [`ApiServer::stop`], [`ApiServer::restart_on_same_port`],
 //! [`ApiServer::deny`], [`ApiServer::compact_history`], [`ApiServer::requests`],
 //! [`ApiServer::open_watches`].
-
-// Product tests use only some of the helpers.
-#![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -148,14 +148,22 @@ pub struct ApiServer {
 }
 
 impl ApiServer {
-    /// Starts a server on `127.0.0.1:0` with the default namespaces and no objects.
+    /// Starts a server on `127.0.0.1:0` (a free port) with the default namespaces and no
+    /// objects.
     pub fn start() -> ApiServer {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .unwrap_or_else(|err| panic!("fake API server: failed to bind 127.0.0.1:0: {err}"));
-        let port = listener
-            .local_addr()
-            .unwrap_or_else(|err| panic!("fake API server: no local address: {err}"))
-            .port();
+        Self::start_on(0).unwrap_or_else(|err| panic!("fake API server: {err}"))
+    }
+
+    /// Starts a server on `127.0.0.1:PORT` (0: a free port) with the default namespaces and no
+    /// objects; `Err` if the port cannot be bound.
+    pub fn start_on(port: u16) -> io::Result<ApiServer> {
+        let listener = TcpListener::bind(("127.0.0.1", port)).map_err(|err| {
+            io::Error::new(
+                err.kind(),
+                format!("failed to bind 127.0.0.1:{port}: {err}"),
+            )
+        })?;
+        let port = listener.local_addr()?.port();
         let shared = Arc::new(Shared {
             state: Mutex::new(State::new()),
             changed: Condvar::new(),
@@ -163,11 +171,11 @@ impl ApiServer {
             next_conn: AtomicU64::new(0),
         });
         let acceptor = Acceptor::spawn(listener, Arc::clone(&shared));
-        ApiServer {
+        Ok(ApiServer {
             shared,
             port,
             acceptor: Mutex::new(Some(acceptor)),
-        }
+        })
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -1503,16 +1511,6 @@ enum EventType {
     Added,
     Modified,
     Deleted,
-}
-
-impl EventType {
-    fn as_str(self) -> &'static str {
-        match self {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        }
-    }
 }
 
 #[derive(Clone, Debug)]
