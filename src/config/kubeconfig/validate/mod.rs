@@ -11,9 +11,9 @@ use serde_json::{Map, Value};
 mod resources;
 
 #[cfg(test)]
-pub(crate) use resources::RESERVABLE_RESOURCES;
-#[cfg(test)]
 use resources::is_clean_path;
+#[cfg(test)]
+pub(crate) use resources::RESERVABLE_RESOURCES;
 
 use super::duration::GoDuration;
 use super::error::{ConfigError, FieldError};
