@@ -84,6 +84,8 @@ const DEAD_HOLDER_CHECK: Duration = Duration::from_millis(100);
 /// [`SKIP_MAX`]: at most a few takebacks a minute from one stuck contender.
 const SKIP_INITIAL: Duration = Duration::from_secs(10);
 const SKIP_MAX: Duration = Duration::from_secs(300);
+/// How often the loop looks at the termination flag besides the signal stream.
+const FLAG_POLL: Duration = Duration::from_millis(50);
 /// Status line prefix while another process holds the lock.
 const STANDING_BY: &str = "standing by: ";
 /// Status line while the lock's holder is not known (no live record).
@@ -184,6 +186,8 @@ struct Driver {
     metrics: Arc<Metrics>,
     /// A higher claimant seen not blocked yet (its pid), while holding.
     pending: Option<i32>,
+    /// A SIGTERM/SIGINT was acted on (the flag needs no second look).
+    terminate_seen: bool,
     /// While waiting: since when the path names another file than ours.
     replaced_since: Option<Instant>,
     /// SIGHUPs not acted on yet (a burst restarts the kubelet once).
@@ -211,6 +215,17 @@ async fn recv_opt<T>(rx: &mut Option<oneshot::Receiver<T>>) -> Option<T> {
     match rx.as_mut() {
         Some(r) => r.await.ok(),
         None => std::future::pending().await,
+    }
+}
+
+/// Resolves once SIGTERM/SIGINT set the early handler's flag.
+async fn flag_raised(flag: &TerminateFlag) {
+    let mut poll = tokio::time::interval(FLAG_POLL);
+    loop {
+        poll.tick().await;
+        if flag.is_set() {
+            return;
+        }
     }
 }
 
@@ -318,6 +333,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         reports: tokio::sync::watch::channel(None).0,
         metrics,
         pending: None,
+        terminate_seen: false,
         replaced_since: None,
         reload: Debounce::default(),
         skips: Skips::new(SKIP_INITIAL, SKIP_MAX),
@@ -359,6 +375,10 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
             // before a kubelet is started for it.
             biased;
             Some(sig) = signals.next() => Wake::Signal(sig),
+            // The early handler's flag, as a second path: a SIGTERM is acted
+            // on within 50 ms even if the signal stream missed it (seen once
+            // under load in CI, around a kubelet spawn).
+            _ = flag_raised(&d.opts.terminate), if !d.terminate_seen => Wake::Signal(SIGTERM),
             Some(res) = recv_opt(&mut d.acquiring) => Wake::Acquired(res),
             hint = d.watcher.next() => Wake::Hint(hint),
             _ = sleep_opt(backoff_until) => Wake::BackoffElapsed,
