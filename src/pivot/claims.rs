@@ -238,14 +238,10 @@ fn read_policy() -> ReadPolicy {
 }
 
 fn inspect(path: &Path, locks: &[LockEntry], cleanup: Cleanup) -> Inspected {
-    let (file, _len) = match fsutil::open_checked(path, &read_policy()) {
+    let (file, meta) = match fsutil::open_checked(path, &read_policy()) {
         Ok(Some(opened)) => opened,
         Ok(None) => return Inspected::Dead,
         Err(e) => return Inspected::Rejected(e.kind().to_string() + ": " + &e.to_string()),
-    };
-    let meta = match file.metadata() {
-        Ok(m) => m,
-        Err(e) => return Inspected::Rejected(format!("cannot stat: {e}")),
     };
     if meta.mode() & 0o077 != 0 {
         return Inspected::Rejected(format!(

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::pivot::procfs::{self, ProcessId};
 use crate::pivot::role::{Rank, Role};
 use crate::pivot::state::StateDir;
-use crate::safefs::fsutil::{self, FsError, Owner, ReadError, ReadPolicy};
+use crate::safefs::fsutil::{self, Durability, FsError, Owner, ReadError, ReadPolicy};
 
 pub const HOLDER_FILE_MODE: u32 = 0o600;
 /// A record is a few hundred bytes; anything larger is not one of ours.
@@ -115,7 +115,7 @@ impl HolderRecord {
         })?;
         // Runtime state: atomic, but no fsyncs (a record of another boot is
         // never live, so losing one to a power cut is harmless).
-        fsutil::write_atomic_volatile(&path, &data, HOLDER_FILE_MODE)?;
+        fsutil::write_atomic_with(&path, &data, HOLDER_FILE_MODE, Durability::Volatile)?;
         Ok(())
     }
 
@@ -138,11 +138,8 @@ impl HolderRecord {
                 return Ok(());
             }
         }
-        match std::fs::remove_file(state.holder_path()) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(FsError::io("remove", &state.holder_path(), e).into()),
-        }
+        fsutil::remove_with(&state.holder_path(), Durability::Volatile)?;
+        Ok(())
     }
 }
 

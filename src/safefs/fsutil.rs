@@ -52,10 +52,24 @@ pub fn ensure_dir(path: &Path, mode: u32) -> Result<(), FsError> {
         .map_err(|e| FsError::io("create directory", path, e))
 }
 
-/// Writes `data` to `path` atomically with file mode `mode`.
+/// Writes `data` to `path` atomically with file mode `mode`, durably.
 pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), FsError> {
-    let (tmp, file) = create_temp_beside(path, mode)?;
-    let result = write_and_commit(&tmp, file, path, data);
+    write_atomic_with(path, data, mode, Durability::Durable)
+}
+
+/// Writes `data` to `path` atomically (temp file, rename), with the fsyncs
+/// `durability` asks for.
+pub fn write_atomic_with(
+    path: &Path,
+    data: &[u8],
+    mode: u32,
+    durability: Durability,
+) -> Result<(), FsError> {
+    let (tmp, mut file) = create_temp_beside(path, mode)?;
+    let result = file
+        .write_all(data)
+        .map_err(|e| FsError::io("write", &tmp, e))
+        .and_then(|()| commit_temp_with(&tmp, &file, path, durability));
     if result.is_err() {
         // Best effort: the temp file is garbage if the rename did not happen.
         let _ = fs::remove_file(&tmp);
@@ -86,12 +100,6 @@ pub fn create_temp_beside(path: &Path, mode: u32) -> Result<(PathBuf, File), FsE
     file.set_permissions(fs::Permissions::from_mode(mode))
         .map_err(|e| FsError::io("chmod temp file", &tmp, e))?;
     Ok((tmp, file))
-}
-
-fn write_and_commit(tmp: &Path, mut file: File, path: &Path, data: &[u8]) -> Result<(), FsError> {
-    file.write_all(data)
-        .map_err(|e| FsError::io("write", tmp, e))?;
-    commit_temp(tmp, &file, path)
 }
 
 /// fsyncs `file` (open on `tmp`), renames it to `path` and fsyncs the directory.
@@ -128,20 +136,6 @@ pub fn commit_temp_with(
     }
 }
 
-/// Writes `data` to `path` atomically (temp file, rename) without fsyncs:
-/// for runtime state only (see [`Durability`]).
-pub fn write_atomic_volatile(path: &Path, data: &[u8], mode: u32) -> Result<(), FsError> {
-    let (tmp, mut file) = create_temp_beside(path, mode)?;
-    let result = file
-        .write_all(data)
-        .map_err(|e| FsError::io("write", &tmp, e))
-        .and_then(|()| commit_temp_with(&tmp, &file, path, Durability::Volatile));
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
 /// fsyncs a directory so a rename or unlink in it is durable.
 pub fn sync_dir(dir: &Path) -> Result<(), FsError> {
     let d = File::open(dir).map_err(|e| FsError::io("open directory", dir, e))?;
@@ -151,8 +145,15 @@ pub fn sync_dir(dir: &Path) -> Result<(), FsError> {
 
 /// Removes a file and fsyncs its directory; a missing file is fine.
 pub fn remove_durable(path: &Path) -> Result<(), FsError> {
+    remove_with(path, Durability::Durable)
+}
+
+/// Removes a file, with the directory fsync `durability` asks for; a
+/// missing file is fine.
+pub fn remove_with(path: &Path, durability: Durability) -> Result<(), FsError> {
     match fs::remove_file(path) {
-        Ok(()) => sync_dir(parent_of(path)),
+        Ok(()) if durability == Durability::Durable => sync_dir(parent_of(path)),
+        Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(FsError::io("remove", path, e)),
     }
@@ -270,8 +271,12 @@ pub fn file_kind(ft: &fs::FileType) -> &'static str {
 /// (a FIFO opens at once instead of waiting for a writer) and without
 /// becoming a controlling terminal, then checks with fstat that it is a
 /// regular file of the expected owner and mode, no larger than the policy's
-/// cap. `Ok(None)` when the file does not exist.
-pub fn open_checked(path: &Path, policy: &ReadPolicy) -> Result<Option<(File, u64)>, ReadError> {
+/// cap. Returns the file and the metadata it checked; `Ok(None)` when the
+/// file does not exist.
+pub fn open_checked(
+    path: &Path,
+    policy: &ReadPolicy,
+) -> Result<Option<(File, fs::Metadata)>, ReadError> {
     use std::os::unix::fs::MetadataExt;
     let what = policy.what;
     let file = match OpenOptions::new()
@@ -332,7 +337,7 @@ pub fn open_checked(path: &Path, policy: &ReadPolicy) -> Result<Option<(File, u6
             max: policy.max_len,
         });
     }
-    Ok(Some((file, meta.len())))
+    Ok(Some((file, meta)))
 }
 
 /// Reads a file through [`open_checked`]: never more than the policy's cap
@@ -340,10 +345,10 @@ pub fn open_checked(path: &Path, policy: &ReadPolicy) -> Result<Option<(File, u6
 /// `Ok(None)` when the file does not exist.
 pub fn read_bounded(path: &Path, policy: &ReadPolicy) -> Result<Option<Vec<u8>>, ReadError> {
     use std::io::Read;
-    let Some((file, len)) = open_checked(path, policy)? else {
+    let Some((file, meta)) = open_checked(path, policy)? else {
         return Ok(None);
     };
-    let mut buf = Vec::with_capacity(len.min(policy.max_len) as usize);
+    let mut buf = Vec::with_capacity(meta.len().min(policy.max_len) as usize);
     file.take(policy.max_len.saturating_add(1))
         .read_to_end(&mut buf)
         .map_err(|source| ReadError::Io {
@@ -359,32 +364,6 @@ pub fn read_bounded(path: &Path, policy: &ReadPolicy) -> Result<Option<Vec<u8>>,
         });
     }
     Ok(Some(buf))
-}
-
-/// Reads a file refusing symlinks (O_NOFOLLOW), FIFOs and devices (it never
-/// blocks) and anything larger than `max_len`; any owner. `Ok(None)` when
-/// absent.
-pub fn read_nofollow(path: &Path, max_len: u64) -> Result<Option<Vec<u8>>, FsError> {
-    read_bounded(
-        path,
-        &ReadPolicy {
-            what: "file",
-            max_len,
-            owner: Owner::Any,
-            private: false,
-        },
-    )
-    .map_err(|e| match e {
-        ReadError::Io { source, .. } => FsError::io("read", path, source),
-        ReadError::Symlink { .. } => {
-            FsError::io("open", path, io::Error::from_raw_os_error(libc::ELOOP))
-        }
-        other => FsError::io(
-            "read",
-            path,
-            io::Error::new(io::ErrorKind::InvalidData, other.to_string()),
-        ),
-    })
 }
 
 fn parent_of(path: &Path) -> &Path {
@@ -416,15 +395,21 @@ mod tests {
     }
 
     #[test]
-    fn read_nofollow_refuses_symlink() {
+    fn bounded_read_refuses_symlink_and_reads_the_target() {
         let d = tempfile::tempdir().unwrap();
         let target = d.path().join("t");
         fs::write(&target, b"x").unwrap();
         let link = d.path().join("l");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        assert!(read_nofollow(&link, 10).is_err());
-        assert_eq!(read_nofollow(&target, 10).unwrap().unwrap(), b"x");
-        assert!(read_nofollow(&d.path().join("missing"), 10)
+        let policy = ReadPolicy {
+            what: "test file",
+            max_len: 10,
+            owner: Owner::Any,
+            private: false,
+        };
+        assert!(read_bounded(&link, &policy).is_err());
+        assert_eq!(read_bounded(&target, &policy).unwrap().unwrap(), b"x");
+        assert!(read_bounded(&d.path().join("missing"), &policy)
             .unwrap()
             .is_none());
     }

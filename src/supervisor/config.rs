@@ -175,16 +175,11 @@ impl Driver {
         if !matches!(self.pivot.state, State::Waiting | State::Deferring { .. }) {
             return;
         }
-        if self
-            .prepared
-            .as_ref()
-            .is_some_and(|p| !p.still_valid(&self.store))
-        {
-            self.prepared = None;
-        }
+        // At most once per interval (this runs on every loop iteration,
+        // every 5 ms while deferring): a stale start is refused at
+        // acquisition anyway (`take_prepared` checks it again).
         let now = Instant::now();
-        if self.prepared.is_some()
-            || self.preparing.is_some()
+        if self.preparing.is_some()
             || self
                 .last_prepare
                 .is_some_and(|t| now.duration_since(t) < PREPARE_INTERVAL)
@@ -192,6 +187,14 @@ impl Driver {
             return;
         }
         self.last_prepare = Some(now);
+        if self
+            .prepared
+            .as_ref()
+            .is_some_and(|p| p.still_valid(&self.store))
+        {
+            return;
+        }
+        self.prepared = None;
         let store = self.store.clone();
         let local = self.opts.local.clone();
         self.preparing = Some(tokio::task::spawn_blocking(move || {
