@@ -888,6 +888,20 @@ fn t6b_the_holder_does_not_yield_to_a_frozen_contender() {
 // 7. signals
 // ---------------------------------------------------------------------------------------------
 
+/// Whether every thread of `pid` is stopped (state `T` or `t` in /proc/PID/task/*/stat).
+fn all_threads_stopped(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            stat.rfind(')')
+                .and_then(|at| stat[at + 1..].split_whitespace().next())
+                .is_some_and(|state| state == "T" || state == "t")
+        })
+    })
+}
+
 /// Whether `pid` has a handler for SIGTERM (bit 14 of `SigCgt` in /proc/PID/status).
 fn catches_sigterm(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -1034,6 +1048,11 @@ fn t7b_sigterm_while_waiting_or_acquiring_never_starts_a_kubelet() {
         let mut waiter = bootstrap(&scene, &[]);
         wait_standing_by(&scene, waiter.pid());
         assert!(waiter.signal(Signal::SIGSTOP), "waiter exited by itself");
+        // kill(2) returns before the target stops: until every thread of the waiter is
+        // stopped, its flock thread can still be granted the lock the holder's death frees.
+        wait_until(SETTLE, "every thread of the waiter to stop", || {
+            all_threads_stopped(waiter.pid()).then_some(())
+        });
         assert!(holder.signal(Signal::SIGKILL), "holder exited by itself");
         holder.wait_exit(PROMPT_EXIT);
         wait_until(SETTLE, "the lock to come free (old kubelet gone)", || {
