@@ -10,6 +10,41 @@
 //! - `--lock-file FILE`: like the real kubelet: open `O_RDWR|O_CREAT|O_CLOEXEC` mode 0600 and
 //!   `flock(LOCK_EX)` blocking before the process counts as started; the fd is held for life.
 //! - `--exit-on-lock-contention`: accepted and ignored.
+//! - `--root-dir DIR`: the kubelet's state directory (default `/var/lib/kubelet`, the real
+//!   kubelet's default). Giving it explicitly turns on the checkpoint handling below.
+//!
+//! The `--config` file is parsed as JSON (the supervisor writes the effective KubeletConfiguration
+//! as canonical JSON) only when the checkpoint handling or healthz is on, and then only for
+//! `cpuManagerPolicy` (default `none`), `memoryManagerPolicy` (default `None`),
+//! `healthzBindAddress` (default `127.0.0.1`) and `healthzPort` (default 10248, 0 = off). A file
+//! that is not a JSON object (YAML, garbage) means all defaults; a field of the wrong type is a
+//! usage error (exit 2).
+//!
+//! Checkpoints (only with an explicit `--root-dir` or `STANDIN_STATE_FILES=1`, so that the other
+//! tests never write into /var/lib/kubelet): after the lock file and the probe are held and
+//! before `start`, like the kubelet's container manager, the stand-in restores
+//! `DIR/cpu_manager_state`, then `DIR/memory_manager_state`:
+//! - absent: created (`DIR` too, mode 0750), atomically, mode 0644:
+//!   `{"policyName":"<cpuManagerPolicy>","defaultCpuSet":"<set>","checksum":<u64>}` (`<set>` is
+//!   empty for `none`, else the online CPUs from /sys/devices/system/cpu/online, e.g. `0-3`) and
+//!   `{"policyName":"<memoryManagerPolicy>","machineState":{},"checksum":<u64>}`. The checksum is
+//!   an FNV-1a of the file's other fields, not the kubelet's; it is never verified.
+//! - `policyName` equal to the configured policy: kept as is.
+//! - `policyName` different: the start is refused as by the real kubelet: stderr gets (within a
+//!   longer line) `could not restore state from checkpoint: configured policy "static" differs
+//!   from state checkpoint policy "none", please drain this node and delete the CPU manager
+//!   checkpoint file "/var/lib/kubelet/cpu_manager_state" before restarting Kubelet` (memory:
+//!   `... checkpoint: [memorymanager] configured policy "Static" differs from state checkpoint
+//!   policy "None", please drain this node and delete the memory manager checkpoint file
+//!   "DIR/memory_manager_state" before restarting Kubelet`), the log gets
+//!   `crash code=1 reason=cpu-manager-state|memory-manager-state`, no `start`, exit 1.
+//! - not a JSON object with a string `policyName`: refused the same way, with `checkpoint is
+//!   corrupted` in place of the policy sentence (without the `[memorymanager] ` prefix).
+//!
+//! What the stand-in does not model: the real kubelet restores the checkpoints when its
+//! container manager starts, shortly *after* it is up (it logs `"Failed to start
+//! ContainerManager"` and exits 1), and it validates much more (reserved CPUs/memory for the
+//! static policies, the CPU set against the online CPUs, checksums).
 //!
 //! Environment:
 //! - `STANDIN_LOG=PATH`: append one event line per event (format below).
@@ -36,6 +71,15 @@
 //!   with `STANDIN_LOCK_PATH=PATH` only those whose `/proc/self/fd` link is PATH (or
 //!   `PATH (deleted)`). The supervisor's locked descriptor shares its open file description with
 //!   the supervisor, so this releases the supervisor's lock too.
+//! - `STANDIN_STATE_FILES=1`: handle the checkpoints in `--root-dir` (see above) even when the
+//!   flag is not given, i.e. in /var/lib/kubelet.
+//! - `STANDIN_HEALTHZ=1`: after `start`, serve HTTP on `healthzBindAddress:healthzPort` from the
+//!   config (nothing when `healthzPort` is 0), one connection at a time, each answered with
+//!   `Connection: close`: `GET`/`HEAD /healthz` → `200` `ok` (`Content-Type: text/plain;
+//!   charset=utf-8`), anything else → `404`. If the address cannot be bound the stand-in exits 1
+//!   (`crash code=1 reason=healthz-bind`). Unlike the stand-in, the real kubelet only logs
+//!   `"Failed to start healthz server"` then and retries every 5 s, running on.
+//! - `STANDIN_HEALTHZ_DELAY_MS=N`: `/healthz` answers `500` `not ready` until N ms after `start`.
 //!
 //! Log lines, each written with one `write()` on an `O_APPEND` fd:
 //! `<event> t=<unix_ns> pid=<pid> ppid=<ppid> [key=value ...]`, events:
@@ -47,13 +91,17 @@
 //! - `helper pgid=N sid=N` (written by the daemonized helper: pid is the helper, ppid the
 //!   stand-in at the time of writing).
 //! - `unlocked fd=N|none` (written by the stand-in after `STANDIN_UNLOCK_INHERITED`).
+//! - `healthz addr=IP:PORT` (after `start`, once the healthz listener is bound; IPv6 as
+//!   `[IP]:PORT`).
 //! - `term signal=sigterm|sigint from=PID [ignored=1]` (`from`: the sender, from the kernel's
 //!   signal info, in this process's PID namespace; 0 for the kernel), `stop reason=sigterm|sigint`
 //!   (then exit 0).
-//! - `crash code=N reason=crash-after|config|error` (then exit N).
+//! - `crash code=N reason=crash-after|config|error|cpu-manager-state|memory-manager-state|healthz-bind`
+//!   (then exit N; the last three always with code 1).
 //! - `OVERLAP holder=PID|unknown probe=PATH` (then exit 97).
 //!
-//! Exit codes: 0 after SIGTERM/SIGINT, the crash code, 97 on overlap, 2 on usage or I/O errors.
+//! Exit codes: 0 after SIGTERM/SIGINT, the crash code, 1 on a refused start (checkpoint policy
+//! mismatch, healthz bind failure), 97 on overlap, 2 on usage or I/O errors.
 
 // `fork` is unsafe in nix; it is used for STANDIN_SPAWN_GRANDCHILD and STANDIN_DAEMONIZE_HELPER
 // (SAFETY comments there).
@@ -63,7 +111,8 @@ use std::convert::Infallible;
 use std::ffi::OsString;
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -85,6 +134,23 @@ const DEFAULT_CRASH_CODE: i32 = 1;
 const DEFAULT_CONFIG_CRASH_DELAY: Duration = Duration::from_millis(50);
 /// Suffix of the marker file created next to the overlap probe on overlap.
 const OVERLAP_MARKER_SUFFIX: &str = ".overlap";
+/// Exit code of a start refused the way the real kubelet refuses it (checkpoint, healthz bind).
+const EXIT_REFUSED: i32 = 1;
+/// The real kubelet's `--root-dir` default.
+const DEFAULT_ROOT_DIR: &str = "/var/lib/kubelet";
+/// Checkpoint file names in the root dir, as the kubelet's CPU and memory managers name them.
+const CPU_MANAGER_STATE: &str = "cpu_manager_state";
+const MEMORY_MANAGER_STATE: &str = "memory_manager_state";
+/// The online CPUs, as the static CPU policy's first default CPU set.
+const ONLINE_CPUS: &str = "/sys/devices/system/cpu/online";
+/// KubeletConfiguration defaults of the fields the stand-in reads.
+const DEFAULT_CPU_MANAGER_POLICY: &str = "none";
+const DEFAULT_MEMORY_MANAGER_POLICY: &str = "None";
+const DEFAULT_HEALTHZ_BIND_ADDRESS: &str = "127.0.0.1";
+const DEFAULT_HEALTHZ_PORT: u16 = 10248;
+/// How long a healthz connection may take to send its request head, and its maximum size.
+const HEALTHZ_READ_TIMEOUT: Duration = Duration::from_secs(2);
+const HEALTHZ_MAX_REQUEST: usize = 8 * 1024;
 
 const ENV_LOG: &str = "STANDIN_LOG";
 const ENV_PROBE: &str = "STANDIN_OVERLAP_PROBE";
@@ -98,6 +164,9 @@ const ENV_DAEMONIZE_HELPER: &str = "STANDIN_DAEMONIZE_HELPER";
 const ENV_UNLOCK_INHERITED: &str = "STANDIN_UNLOCK_INHERITED";
 const ENV_UNLOCK_DELAY: &str = "STANDIN_UNLOCK_DELAY_MS";
 const ENV_LOCK_PATH: &str = "STANDIN_LOCK_PATH";
+const ENV_STATE_FILES: &str = "STANDIN_STATE_FILES";
+const ENV_HEALTHZ: &str = "STANDIN_HEALTHZ";
+const ENV_HEALTHZ_DELAY: &str = "STANDIN_HEALTHZ_DELAY_MS";
 
 fn main() {
     // First thing: the exec time, reported as `t` of the `start` event.
@@ -143,6 +212,10 @@ enum Error {
         what: &'static str,
         source: io::Error,
     },
+    Config {
+        field: &'static str,
+        why: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -154,6 +227,7 @@ impl fmt::Display for Error {
                 write!(f, "failed to {what} {}: {source}", path.display())
             }
             Error::Os { what, source } => write!(f, "failed to {what}: {source}"),
+            Error::Config { field, why } => write!(f, "invalid --config field {field}: {why}"),
         }
     }
 }
@@ -163,6 +237,7 @@ impl fmt::Display for Error {
 struct Flags {
     config: Option<PathBuf>,
     lock_file: Option<PathBuf>,
+    root_dir: Option<PathBuf>,
 }
 
 fn parse_flags(args: &[String]) -> Result<Flags, Error> {
@@ -180,6 +255,7 @@ fn parse_flags(args: &[String]) -> Result<Flags, Error> {
         let slot = match name {
             "config" => &mut flags.config,
             "lock-file" => &mut flags.lock_file,
+            "root-dir" => &mut flags.root_dir,
             // `--exit-on-lock-contention` and anything else: accepted, ignored.
             _ => continue,
         };
@@ -213,6 +289,9 @@ struct Settings {
     /// `Some(delay)` with `STANDIN_UNLOCK_INHERITED=1`.
     unlock_inherited: Option<Duration>,
     lock_path: Option<PathBuf>,
+    state_files: bool,
+    healthz: bool,
+    healthz_delay: Duration,
 }
 
 impl Settings {
@@ -242,6 +321,9 @@ impl Settings {
                 None
             },
             lock_path: env_path(ENV_LOCK_PATH),
+            state_files: env_bool(ENV_STATE_FILES)?,
+            healthz: env_bool(ENV_HEALTHZ)?,
+            healthz_delay: env_millis(ENV_HEALTHZ_DELAY)?.unwrap_or(Duration::ZERO),
         })
     }
 }
@@ -413,6 +495,22 @@ fn run(exec_ns: u128, args: &[String], events: &mut Events) -> Result<Infallible
         .map(|path| take_probe(path, events))
         .transpose()?;
 
+    // Parsed only when used, so that the other tests' configs never matter here.
+    let state_files = settings.state_files || flags.root_dir.is_some();
+    let kubelet_config = if state_files || settings.healthz {
+        Some(KubeletConfig::parse(config.as_deref())?)
+    } else {
+        None
+    };
+    if let Some(kubelet_config) = kubelet_config.as_ref().filter(|_| state_files) {
+        let root_dir = flags
+            .root_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT_DIR));
+        // Before the forks below, so that a refused start leaves no grandchild or helper.
+        restore_checkpoints(&root_dir, kubelet_config, events)?;
+    }
+
     if settings.spawn_grandchild {
         let mut inherited: Vec<RawFd> = Vec::new();
         inherited.extend(lock_file.as_ref().map(File::as_raw_fd));
@@ -445,6 +543,9 @@ fn run(exec_ns: u128, args: &[String], events: &mut Events) -> Result<Infallible
     )?;
     let started = Instant::now();
     eprintln!("stand-in kubelet pid {} started", getpid());
+    if let Some(kubelet_config) = kubelet_config.as_ref().filter(|_| settings.healthz) {
+        start_healthz(kubelet_config, started + settings.healthz_delay, events)?;
+    }
     if let Some(delay) = settings.unlock_inherited {
         start_unlocker(events.try_clone()?, delay, settings.lock_path.clone())?;
     }
@@ -453,6 +554,345 @@ fn run(exec_ns: u128, args: &[String], events: &mut Events) -> Result<Infallible
     let code = serve(&settings, events, &signals, crash)?;
     // `lock_file` and `probe` are still open here: their flocks end with the process.
     exit(code);
+}
+
+/// Refuses to run the way the real kubelet does (message on stderr, exit 1), logging
+/// `crash code=1 reason=<reason>`.
+fn refuse(events: &Events, reason: &str, message: &str) -> ! {
+    eprintln!(
+        "stand-in kubelet pid {}: {message}; exiting with code {EXIT_REFUSED}",
+        getpid()
+    );
+    let code = EXIT_REFUSED.to_string();
+    if let Err(err) = events.record(
+        "crash",
+        now_ns(),
+        &[("code", code.as_str()), ("reason", reason)],
+    ) {
+        eprintln!("stand-in kubelet pid {}: {err}", getpid());
+    }
+    exit(EXIT_REFUSED);
+}
+
+/// The fields of the `--config` KubeletConfiguration the stand-in acts on.
+#[derive(Debug)]
+struct KubeletConfig {
+    cpu_manager_policy: String,
+    memory_manager_policy: String,
+    healthz_bind_address: String,
+    /// 0: no healthz server.
+    healthz_port: u16,
+}
+
+impl KubeletConfig {
+    /// The fields from a JSON object; defaults for absent fields and when `text` is not a JSON
+    /// object (or there is no config). A present field of the wrong type is an error.
+    fn parse(text: Option<&str>) -> Result<Self, Error> {
+        use serde_json::Value;
+        let value = text.and_then(|text| serde_json::from_str::<Value>(text).ok());
+        let fields = value.as_ref().and_then(Value::as_object);
+        let field = |name: &str| fields.and_then(|fields| fields.get(name));
+        // Empty strings get the default too, as in the kubelet's defaulting.
+        let string = |name: &'static str, default: &str| match field(name) {
+            None | Some(Value::Null) => Ok(default.to_owned()),
+            Some(Value::String(value)) if value.is_empty() => Ok(default.to_owned()),
+            Some(Value::String(value)) => Ok(value.clone()),
+            Some(other) => Err(Error::Config {
+                field: name,
+                why: format!("expected a string, got {other}"),
+            }),
+        };
+        let healthz_port = match field("healthzPort") {
+            None | Some(Value::Null) => DEFAULT_HEALTHZ_PORT,
+            Some(other) => other
+                .as_u64()
+                .and_then(|port| u16::try_from(port).ok())
+                .ok_or_else(|| Error::Config {
+                    field: "healthzPort",
+                    why: format!("expected a port 0-65535, got {other}"),
+                })?,
+        };
+        Ok(KubeletConfig {
+            cpu_manager_policy: string("cpuManagerPolicy", DEFAULT_CPU_MANAGER_POLICY)?,
+            memory_manager_policy: string("memoryManagerPolicy", DEFAULT_MEMORY_MANAGER_POLICY)?,
+            healthz_bind_address: string("healthzBindAddress", DEFAULT_HEALTHZ_BIND_ADDRESS)?,
+            healthz_port,
+        })
+    }
+}
+
+/// One of the kubelet's resource-manager checkpoints in the root dir.
+struct Checkpoint {
+    file_name: &'static str,
+    /// As in the kubelet's advice to "delete the <manager> checkpoint file".
+    manager: &'static str,
+    /// The kubelet's container manager wraps the manager's start error in this.
+    start_error: &'static str,
+    /// Prefix of the policy-mismatch error (the memory manager tags its own errors).
+    mismatch_prefix: &'static str,
+    /// `reason` of the `crash` line when the start is refused.
+    reason: &'static str,
+}
+
+const CPU_CHECKPOINT: Checkpoint = Checkpoint {
+    file_name: CPU_MANAGER_STATE,
+    manager: "CPU manager",
+    start_error: "start cpu manager error",
+    mismatch_prefix: "",
+    reason: "cpu-manager-state",
+};
+
+const MEMORY_CHECKPOINT: Checkpoint = Checkpoint {
+    file_name: MEMORY_MANAGER_STATE,
+    manager: "memory manager",
+    start_error: "start memory manager error",
+    mismatch_prefix: "[memorymanager] ",
+    reason: "memory-manager-state",
+};
+
+/// Restores (or creates) the CPU, then the memory manager checkpoint in `root`; refuses to
+/// start (exit 1) on a policy mismatch or a corrupted checkpoint, as the kubelet does.
+fn restore_checkpoints(root: &Path, config: &KubeletConfig, events: &Events) -> Result<(), Error> {
+    let cpu_policy = config.cpu_manager_policy.as_str();
+    restore_checkpoint(root, &CPU_CHECKPOINT, cpu_policy, events, || {
+        // The static policy starts with every CPU in the shared pool; `none` keeps no set.
+        let cpu_set = if cpu_policy == "static" {
+            online_cpus()
+        } else {
+            String::new()
+        };
+        format!(
+            "{{\"policyName\":{},\"defaultCpuSet\":{}",
+            json_string(cpu_policy),
+            json_string(&cpu_set)
+        )
+    })?;
+    let memory_policy = config.memory_manager_policy.as_str();
+    restore_checkpoint(root, &MEMORY_CHECKPOINT, memory_policy, events, || {
+        format!(
+            "{{\"policyName\":{},\"machineState\":{{}}",
+            json_string(memory_policy)
+        )
+    })
+}
+
+/// `fresh` gives the content of a new checkpoint without its checksum and closing brace.
+fn restore_checkpoint(
+    root: &Path,
+    checkpoint: &Checkpoint,
+    policy: &str,
+    events: &Events,
+    fresh: impl FnOnce() -> String,
+) -> Result<(), Error> {
+    let path = root.join(checkpoint.file_name);
+    let problem = match std::fs::read(&path) {
+        Ok(content) => match checkpoint_policy(&content) {
+            Some(found) if found == policy => return Ok(()),
+            Some(found) => format!(
+                "{}configured policy {policy:?} differs from state checkpoint policy {found:?}",
+                checkpoint.mismatch_prefix
+            ),
+            None => "checkpoint is corrupted".to_owned(),
+        },
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            let body = fresh();
+            let content = format!("{body},\"checksum\":{}}}", fnv1a(body.as_bytes()));
+            write_checkpoint(root, &path, &content)?;
+            eprintln!(
+                "stand-in kubelet pid {} created {} with policy {policy:?}",
+                getpid(),
+                path.display()
+            );
+            return Ok(());
+        }
+        Err(source) => {
+            return Err(Error::Io {
+                what: "read the checkpoint",
+                path,
+                source,
+            })
+        }
+    };
+    let message = format!(
+        "could not restore state from checkpoint: {problem}, please drain this node and delete \
+         the {} checkpoint file {:?} before restarting Kubelet",
+        checkpoint.manager,
+        path.display().to_string()
+    );
+    refuse(
+        events,
+        checkpoint.reason,
+        &format!(
+            "Failed to start ContainerManager: {}: {message}",
+            checkpoint.start_error
+        ),
+    )
+}
+
+/// The `policyName` of a checkpoint; `None` if it is not a JSON object with a string one.
+fn checkpoint_policy(content: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(content).ok()?;
+    value.get("policyName")?.as_str().map(str::to_owned)
+}
+
+/// Writes a new checkpoint atomically (temp file, fsync, rename), mode 0644, creating `root`
+/// (mode 0750, as the kubelet creates its root dir) if needed.
+fn write_checkpoint(root: &Path, path: &Path, content: &str) -> Result<(), Error> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o750)
+        .create(root)
+        .map_err(|source| Error::Io {
+            what: "create --root-dir",
+            path: root.to_owned(),
+            source,
+        })?;
+    let file_name = path.file_name().map_or_else(
+        || "checkpoint".into(),
+        |name| name.to_string_lossy().into_owned(),
+    );
+    let tmp = root.join(format!(".{file_name}.stand-in-{}.tmp", getpid()));
+    let io_err = |what, path: &Path| {
+        let path = path.to_owned();
+        move |source| Error::Io { what, path, source }
+    };
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(&tmp)
+        .map_err(io_err("create the checkpoint", &tmp))?;
+    file.write_all(content.as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(io_err("write the checkpoint", &tmp))?;
+    drop(file);
+    std::fs::rename(&tmp, path).map_err(io_err("rename the checkpoint into", path))
+}
+
+/// The online CPUs in the kernel's list format (`0-3`), from sysfs, else from the CPU count.
+fn online_cpus() -> String {
+    if let Ok(list) = std::fs::read_to_string(ONLINE_CPUS) {
+        let list = list.trim();
+        if !list.is_empty() {
+            return list.to_owned();
+        }
+    }
+    match std::thread::available_parallelism().map_or(1, usize::from) {
+        1 => "0".to_owned(),
+        count => format!("0-{}", count - 1),
+    }
+}
+
+fn json_string(value: &str) -> String {
+    serde_json::Value::from(value).to_string()
+}
+
+/// 32-bit FNV-1a (widened to u64), as the checkpoint checksum; the kubelet's own checksum hashes
+/// Go's dump of its checkpoint struct, which the stand-in does not reproduce.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let hash = bytes.iter().fold(0x811c_9dc5_u32, |hash, byte| {
+        (hash ^ u32::from(*byte)).wrapping_mul(0x0100_0193)
+    });
+    u64::from(hash)
+}
+
+/// Binds `healthzBindAddress:healthzPort` (exit 1 if it cannot), logs `healthz addr=..` and
+/// serves `/healthz` on a thread of its own: 500 until `ready_at`, then 200.
+fn start_healthz(config: &KubeletConfig, ready_at: Instant, events: &Events) -> Result<(), Error> {
+    if config.healthz_port == 0 {
+        return Ok(());
+    }
+    let Ok(ip) = config.healthz_bind_address.parse::<IpAddr>() else {
+        refuse(
+            events,
+            "healthz-bind",
+            &format!(
+                "Failed to start healthz server: healthzBindAddress {:?} is not an IP address",
+                config.healthz_bind_address
+            ),
+        );
+    };
+    let addr = SocketAddr::new(ip, config.healthz_port);
+    let listener = match TcpListener::bind(addr) {
+        Ok(listener) => listener,
+        Err(err) => refuse(
+            events,
+            "healthz-bind",
+            &format!("Failed to start healthz server: listen tcp {addr}: {err}"),
+        ),
+    };
+    let addr_field = listener.local_addr().unwrap_or(addr).to_string();
+    std::thread::Builder::new()
+        .name("healthz".to_owned())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                let result = stream.and_then(|stream| answer_healthz(stream, ready_at));
+                if let Err(err) = result {
+                    eprintln!("stand-in kubelet pid {}: healthz: {err}", getpid());
+                    // Do not spin if accept itself keeps failing (EMFILE and the like).
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        })
+        .map_err(|source| Error::Os {
+            what: "start the healthz thread",
+            source,
+        })?;
+    events.record("healthz", now_ns(), &[("addr", addr_field.as_str())])?;
+    eprintln!(
+        "stand-in kubelet pid {} serving healthz on {addr_field}",
+        getpid()
+    );
+    Ok(())
+}
+
+/// Reads one request head and answers it with `Connection: close`.
+fn answer_healthz(mut stream: TcpStream, ready_at: Instant) -> io::Result<()> {
+    stream.set_read_timeout(Some(HEALTHZ_READ_TIMEOUT))?;
+    stream.set_write_timeout(Some(HEALTHZ_READ_TIMEOUT))?;
+    let mut head = Vec::new();
+    let mut buf = [0_u8; 1024];
+    while !head.windows(4).any(|window| window == b"\r\n\r\n") && head.len() < HEALTHZ_MAX_REQUEST {
+        let read = stream.read(&mut buf)?;
+        if read == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..read]);
+    }
+    let request_line = head.split(|byte| *byte == b'\n').next().unwrap_or_default();
+    let request_line = String::from_utf8_lossy(request_line);
+    let mut parts = request_line.split_whitespace();
+    let method = parts.next().unwrap_or_default();
+    let path = parts
+        .next()
+        .unwrap_or_default()
+        .split('?')
+        .next()
+        .unwrap_or_default();
+    let (status, body) = if matches!(method, "GET" | "HEAD") && path == "/healthz" {
+        if Instant::now() < ready_at {
+            ("500 Internal Server Error", "not ready")
+        } else {
+            ("200 OK", "ok")
+        }
+    } else {
+        ("404 Not Found", "404 page not found\n")
+    };
+    let sent_body = if method == "HEAD" { "" } else { body };
+    let response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         X-Content-Type-Options: nosniff\r\nContent-Length: {}\r\nConnection: close\r\n\r\n\
+         {sent_body}",
+        body.len()
+    );
+    stream.write_all(response.as_bytes())?;
+    stream.flush()?;
+    // Errors are irrelevant here: the client may be gone already.
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    Ok(())
 }
 
 /// Takes `--lock-file` the way the real kubelet does: blocking exclusive flock, fd kept for life.
