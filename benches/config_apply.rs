@@ -122,11 +122,11 @@ fn opts() -> Opts {
     }
 }
 
-/// ConfigMap data: key `kubelet` = a KubeletConfiguration with `maxPods`.
-fn kubelet_config(max_pods: u32) -> BTreeMap<String, String> {
+/// ConfigMap data: key `kubelet` = a KubeletConfiguration with `eventBurst`.
+fn kubelet_config(event_burst: u32) -> BTreeMap<String, String> {
     BTreeMap::from([(
         "kubelet".to_owned(),
-        support::kubelet_config(&format!("maxPods: {max_pods}\n")),
+        support::kubelet_config(&format!("eventBurst: {event_burst}\n")),
     )])
 }
 
@@ -183,7 +183,7 @@ struct ApplyNode {
     scene: Scene,
     server: ApiServer,
     kubeconfig: PathBuf,
-    /// (name, uid, maxPods)
+    /// (name, uid, eventBurst)
     configmaps: Vec<(String, String, u32)>,
 }
 
@@ -198,9 +198,9 @@ impl ApplyNode {
         let configmaps = (0..CONFIGMAPS)
             .map(|i| {
                 let name = format!("bench-config-{i}");
-                let max_pods = 100 + u32::try_from(i).unwrap_or(0);
-                let cm = server.create_configmap(NS, &name, kubelet_config(max_pods), true);
-                (name, uid_of(&cm), max_pods)
+                let event_burst = 100 + u32::try_from(i).unwrap_or(0);
+                let cm = server.create_configmap(NS, &name, kubelet_config(event_burst), true);
+                (name, uid_of(&cm), event_burst)
             })
             .collect();
         let kubeconfig = server.kubeconfig_in(scene.path());
@@ -240,14 +240,14 @@ impl ApplyNode {
         })
     }
 
-    /// Checks that the kubelet of `start` got `max_pods` (the effective config file is
+    /// Checks that the kubelet of `start` got `event_burst` (the effective config file is
     /// rewritten only before a start, and no other start followed).
-    fn check_config(&self, start: &LogLine, max_pods: u32) {
+    fn check_config(&self, start: &LogLine, event_burst: u32) {
         let path = start.field("config").unwrap_or_default();
         let content = fs::read_to_string(path).unwrap_or_default();
-        if !content.contains(&format!("\"maxPods\":{max_pods}")) {
+        if !content.contains(&format!("\"eventBurst\":{event_burst}")) {
             fail(&format!(
-                "kubelet pid {} started without maxPods {max_pods}: {content}\n{}",
+                "kubelet pid {} started without eventBurst {event_burst}: {content}\n{}",
                 start.pid,
                 self.scene.output()
             ));
@@ -275,7 +275,7 @@ fn bench_sync_path(changes: usize) -> Vec<f64> {
     });
     let mut samples = Vec::with_capacity(changes);
     for i in 0..changes {
-        let (name, uid, max_pods) = &node.configmaps[i % CONFIGMAPS];
+        let (name, uid, event_burst) = &node.configmaps[i % CONFIGMAPS];
         let starts = node.starts().len();
         let events = node.server.events().len();
         let sent_at = http_patch_annotation(&node.server, APPLY_NODE, &format!("{NS}/{name}"));
@@ -283,7 +283,7 @@ fn bench_sync_path(changes: usize) -> Vec<f64> {
         if start.num("ppid") != i128::from(holder.pid()) {
             fail(&format!("kubelet {} not started by the holder", start.pid));
         }
-        node.check_config(&start, *max_pods);
+        node.check_config(&start, *event_burst);
         samples.push(ms_between(sent_at, start.t_ns));
         // Quiet again: the status names the new config and its Event (posted last) is there.
         wait_until(DEADLINE, "the status report of the change", || {
@@ -329,7 +329,7 @@ fn bench_seed_path(changes: usize) -> (Vec<f64>, Vec<f64>, usize) {
     let mut samples = Vec::with_capacity(changes);
     let mut checkpointed = Vec::with_capacity(changes);
     let mut early_restarts = 0;
-    for (i, (name, _, max_pods)) in node.configmaps.iter().cycle().take(changes).enumerate() {
+    for (i, (name, _, event_burst)) in node.configmaps.iter().cycle().take(changes).enumerate() {
         while assigned.try_recv().is_ok() {}
         let starts = node.starts().len();
         let sent_at = http_patch_annotation(&node.server, APPLY_NODE, &format!("{NS}/{name}"));
@@ -356,7 +356,7 @@ fn bench_seed_path(changes: usize) -> (Vec<f64>, Vec<f64>, usize) {
             .skip(starts)
             .filter(|line| line.num("ppid") != pid)
             .count();
-        node.check_config(&start, *max_pods);
+        node.check_config(&start, *event_burst);
         samples.push(ms_between(sent_at, start.t_ns));
         // Quiet again: the new holder's syncer has listed the node and watches it.
         wait_until(DEADLINE, "the restarted holder's node watch", || {

@@ -76,9 +76,10 @@
 //! - `STANDIN_HEALTHZ=1`: after `start`, serve HTTP on `healthzBindAddress:healthzPort` from the
 //!   config (nothing when `healthzPort` is 0), one connection at a time, each answered with
 //!   `Connection: close`: `GET`/`HEAD /healthz` → `200` `ok` (`Content-Type: text/plain;
-//!   charset=utf-8`), anything else → `404`. If the address cannot be bound the stand-in exits 1
-//!   (`crash code=1 reason=healthz-bind`). Unlike the stand-in, the real kubelet only logs
-//!   `"Failed to start healthz server"` then and retries every 5 s, running on.
+//!   charset=utf-8`), anything else → `404`. If the address cannot be bound, it logs
+//!   `healthz-bind-failed addr=IP:PORT error=..` and retries every 5 s, running on (unhealthy),
+//!   as the real kubelet does (`"Failed to start healthz server"`). A bind address that is not
+//!   an IP exits 1 (`crash code=1 reason=healthz-bind`).
 //! - `STANDIN_HEALTHZ_DELAY_MS=N`: `/healthz` answers `500` `not ready` until N ms after `start`.
 //!
 //! Log lines, each written with one `write()` on an `O_APPEND` fd:
@@ -149,6 +150,8 @@ const DEFAULT_MEMORY_MANAGER_POLICY: &str = "None";
 const DEFAULT_HEALTHZ_BIND_ADDRESS: &str = "127.0.0.1";
 const DEFAULT_HEALTHZ_PORT: u16 = 10248;
 /// How long a healthz connection may take to send its request head, and its maximum size.
+/// Retry cadence of a healthz bind that failed (the kubelet's).
+const HEALTHZ_BIND_RETRY: Duration = Duration::from_secs(5);
 const HEALTHZ_READ_TIMEOUT: Duration = Duration::from_secs(2);
 const HEALTHZ_MAX_REQUEST: usize = 8 * 1024;
 
@@ -816,18 +819,41 @@ fn start_healthz(config: &KubeletConfig, ready_at: Instant, events: &Events) -> 
         );
     };
     let addr = SocketAddr::new(ip, config.healthz_port);
-    let listener = match TcpListener::bind(addr) {
-        Ok(listener) => listener,
-        Err(err) => refuse(
-            events,
-            "healthz-bind",
-            &format!("Failed to start healthz server: listen tcp {addr}: {err}"),
-        ),
-    };
-    let addr_field = listener.local_addr().unwrap_or(addr).to_string();
+    // Like the real kubelet: a bind failure is logged and retried every 5 s; the kubelet
+    // runs on (unhealthy) meanwhile.
+    let first = TcpListener::bind(addr);
+    if let Err(err) = &first {
+        let error = err.to_string();
+        events.record(
+            "healthz-bind-failed",
+            now_ns(),
+            &[
+                ("addr", addr.to_string().as_str()),
+                ("error", error.as_str()),
+            ],
+        )?;
+        eprintln!(
+            "stand-in kubelet pid {}: Failed to start healthz server: listen tcp {addr}: {err}; retrying every {HEALTHZ_BIND_RETRY:?}",
+            getpid()
+        );
+    }
+    let bound = first.is_ok();
     std::thread::Builder::new()
         .name("healthz".to_owned())
         .spawn(move || {
+            let listener = match first {
+                Ok(listener) => listener,
+                Err(_) => loop {
+                    std::thread::sleep(HEALTHZ_BIND_RETRY);
+                    if let Ok(listener) = TcpListener::bind(addr) {
+                        eprintln!(
+                            "stand-in kubelet pid {} serving healthz on {addr} (after retries)",
+                            getpid()
+                        );
+                        break listener;
+                    }
+                },
+            };
             for stream in listener.incoming() {
                 let result = stream.and_then(|stream| answer_healthz(stream, ready_at));
                 if let Err(err) = result {
@@ -841,11 +867,13 @@ fn start_healthz(config: &KubeletConfig, ready_at: Instant, events: &Events) -> 
             what: "start the healthz thread",
             source,
         })?;
-    events.record("healthz", now_ns(), &[("addr", addr_field.as_str())])?;
-    eprintln!(
-        "stand-in kubelet pid {} serving healthz on {addr_field}",
-        getpid()
-    );
+    if bound {
+        events.record("healthz", now_ns(), &[("addr", addr.to_string().as_str())])?;
+        eprintln!(
+            "stand-in kubelet pid {} serving healthz on {addr}",
+            getpid()
+        );
+    }
     Ok(())
 }
 

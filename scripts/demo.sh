@@ -130,7 +130,7 @@ show_kubelet() {
     printf '  kubelet pid %s runs with: %s\n' "$(kubelet_pid)" "$(python3 -c '
 import json,sys
 c=json.load(open(sys.argv[1]))
-print(" ".join("%s=%s" % (k, c[k]) for k in ("maxPods","port","providerID") if k in c))' "$(kubelet_config)")"
+print(" ".join("%s=%s" % (k, c[k]) for k in ("eventBurst","port","staticPodURL") if k in c))' "$(kubelet_config)")"
 }
 # Creates ConfigMap NAME in kubelet-config from FILE (key kubelet), makes it immutable; prints its UID.
 publish() {
@@ -146,14 +146,14 @@ kc get nodes
 holder; show_kubelet
 
 say "publish an immutable ConfigMap from a file and assign it to the node: the kubelet restarts with it"
-kubelet_yaml 'maxPods: 55
+kubelet_yaml 'eventBurst: 55
 configTrialDuration: 2s
 ' good.yaml
 GOOD=$(publish demo-good "$DIR/good.yaml")
 BEFORE=$(kubelet_pid)
 assign demo-good
 wait_for "KubeletConfigOK True for demo-good" condition_is True message "$GOOD"
-wait_for "a kubelet running demo-good" kubelet_runs_with '"maxPods":55'
+wait_for "a kubelet running demo-good" kubelet_runs_with '"eventBurst":55'
 show_condition
 show_kubelet
 [ "$(kubelet_pid)" != "$BEFORE" ] || { echo "demo: the kubelet was not restarted" >&2; exit 1; }
@@ -161,7 +161,7 @@ wait_for "demo-good to survive its 2 s trial and become last-known-good" lkg_is 
 echo "  demo-good survived its trial: it is the last-known-good config now"
 
 say "assign a broken config (port: 70000): refused, KubeletConfigOK False, last-known-good keeps running"
-kubelet_yaml 'maxPods: 77
+kubelet_yaml 'eventBurst: 77
 port: 70000
 ' broken.yaml
 publish demo-broken "$DIR/broken.yaml" >/dev/null
@@ -174,8 +174,8 @@ show_kubelet
 echo "  same kubelet pid $BEFORE: the broken config never reached a kubelet"
 
 say "assign a config that crash-loops the kubelet (crashLoopThreshold: 1): it is rolled back to last-known-good"
-kubelet_yaml "maxPods: 66
-providerID: $CRASH_MARK
+kubelet_yaml "eventBurst: 66
+staticPodURL: http://$CRASH_MARK/
 crashLoopThreshold: 1
 configTrialDuration: 1m
 " crash.yaml
@@ -183,7 +183,7 @@ publish demo-crash "$DIR/crash.yaml" >/dev/null
 CRASHES=$(grep -c '^crash ' "$STANDIN_LOG" || true)
 assign demo-crash
 wait_for "KubeletConfigOK False after the crash loop" condition_is False reason "crash loop"
-wait_for "a kubelet running last-known-good again" kubelet_runs_with '"maxPods":55'
+wait_for "a kubelet running last-known-good again" kubelet_runs_with '"eventBurst":55'
 show_condition
 echo "  the stand-in kubelet crashed $(( $(grep -c '^crash ' "$STANDIN_LOG") - CRASHES )) times on demo-crash"
 show_kubelet

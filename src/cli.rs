@@ -139,6 +139,27 @@ pub struct CommonArgs {
     /// Log format. Plain lines get a syslog priority prefix and no timestamp when stderr is the journal.
     #[arg(long, env = "KUBELET_PIVOT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     pub log_format: LogFormat,
+    /// What a config change of each class does, overriding the defaults (in-place=restart, allocatable=drain, state-bound=drain, node-replacing=hold), e.g. "allocatable=restart,node-replacing=drain". The Node annotation kubelet-pivot.io/disruption-actions overrides this per node.
+    #[arg(
+        long,
+        env = "KUBELET_PIVOT_DISRUPTION_ACTION",
+        value_name = "CLASS=ACTION,...",
+        default_value = ""
+    )]
+    pub disruption_action: crate::config::disruption::Overrides,
+    /// How long a drain waits for the pods bound to the node to leave (PodDisruptionBudgets may hold them) before it gives up, uncordons and tries again later. Nothing is ever forced.
+    #[arg(long, env = "KUBELET_PIVOT_DRAIN_TIMEOUT", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub drain_timeout: Duration,
+    /// First wait after a drain timed out before the next try (doubles per failed try, up to 32 times this).
+    #[arg(long, env = "KUBELET_PIVOT_DRAIN_RETRY", default_value = "1m", value_parser = humantime::parse_duration)]
+    pub drain_retry: Duration,
+    /// The kubelet's root directory (its --root-dir), where cpu_manager_state and memory_manager_state live.
+    #[arg(
+        long,
+        env = "KUBELET_PIVOT_KUBELET_ROOT_DIR",
+        default_value = "/var/lib/kubelet"
+    )]
+    pub kubelet_root_dir: PathBuf,
     /// The kubelet command and its arguments.
     #[arg(last = true, required = true, value_name = "KUBELET [ARGS]")]
     pub kubelet: Vec<OsString>,

@@ -53,6 +53,13 @@ fn options(rank: Rank, common: CommonArgs, terminate: TerminateFlag) -> Result<O
         force_poll: common.watch_mode == WatchModeArg::Poll,
         kubelet,
         metrics_address: common.metrics_address,
+        disruption: kubelet_pivot::supervisor::DisruptionOptions {
+            policy: kubelet_pivot::config::disruption::Policy::defaults()
+                .with(&common.disruption_action),
+            drain_timeout: common.drain_timeout,
+            drain_retry: common.drain_retry,
+            kubelet_root_dir: common.kubelet_root_dir,
+        },
         terminate,
     })
 }

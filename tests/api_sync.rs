@@ -238,9 +238,9 @@ fn field(cond: &Value, key: &str) -> String {
     cond[key].as_str().unwrap_or_default().to_owned()
 }
 
-/// `"maxPods":N` as it appears in the effective (JSON) config file.
-fn max_pods(n: u32) -> String {
-    format!("\"maxPods\":{n}")
+/// `"eventBurst":N` as it appears in the effective (JSON) config file.
+fn event_burst(n: u32) -> String {
+    format!("\"eventBurst\":{n}")
 }
 
 /// Names in a directory, sorted.
@@ -271,13 +271,13 @@ fn read_json(path: &Path) -> Option<Value> {
 #[test]
 fn assignment_restarts_kubelet_and_reports_condition_annotation_and_event() {
     let c = Cluster::new();
-    let uid = c.configmap("cfg-a", "maxPods: 42\n", true);
+    let uid = c.configmap("cfg-a", "eventBurst: 42\n", true);
     let _p = c.bootstrap();
     let (first, content) = c.running_config();
-    assert!(!content.contains(&max_pods(42)), "{content}");
+    assert!(!content.contains(&event_burst(42)), "{content}");
 
     c.assign(Some("cfg-a"));
-    let second = c.wait_kubelet_with(&max_pods(42), Some(first));
+    let second = c.wait_kubelet_with(&event_burst(42), Some(first));
 
     let cond = c.wait_true_with("KubeletConfigOK True naming the ConfigMap's UID", &uid);
     assert_eq!(cond["reason"], "passing all checks", "{cond}");
@@ -343,12 +343,12 @@ fn crash_looping_config_is_marked_bad_and_rolled_back_within_the_trial() {
     let c = Cluster::new();
     let good = c.configmap(
         "cfg-good",
-        "maxPods: 55\nconfigTrialDuration: 500ms\n",
+        "eventBurst: 55\nconfigTrialDuration: 500ms\n",
         true,
     );
     let bad = c.configmap(
         "cfg-crash",
-        &format!("maxPods: 66\nproviderID: {CRASH_MARK}\ncrashLoopThreshold: 1\nconfigTrialDuration: {TRIAL_SECS}s\n"),
+        &format!("eventBurst: 66\nstaticPodURL: http://{CRASH_MARK}/\ncrashLoopThreshold: 1\nconfigTrialDuration: {TRIAL_SECS}s\n"),
         true,
     );
     // With --metrics-address, so that the metrics of a rollback are checked too.
@@ -356,7 +356,7 @@ fn crash_looping_config_is_marked_bad_and_rolled_back_within_the_trial() {
     let _p = c.supervisor(&["bootstrap"], &["--metrics-address", &metrics.to_string()]);
     let (first, _) = c.running_config();
     c.assign(Some("cfg-good"));
-    c.wait_kubelet_with(&max_pods(55), Some(first));
+    c.wait_kubelet_with(&event_burst(55), Some(first));
     wait_until(
         DEADLINE,
         "the good config to become last-known-good",
@@ -388,7 +388,7 @@ fn crash_looping_config_is_marked_bad_and_rolled_back_within_the_trial() {
         crashes >= 2,
         "expected > crashLoopThreshold (1) crashes, saw {crashes}"
     );
-    let lkg = c.wait_kubelet_with(&max_pods(55), None);
+    let lkg = c.wait_kubelet_with(&event_burst(55), None);
     let annotation = c.wait_annotation("the status annotation of the rollback", |a| {
         !a["error"].is_null()
     });
@@ -425,8 +425,8 @@ fn crash_looping_config_is_marked_bad_and_rolled_back_within_the_trial() {
 #[test]
 fn immutable_configmap_is_fetched_once_and_never_watched() {
     let c = Cluster::new();
-    let uid = c.configmap("cfg-imm", "maxPods: 43\n", true);
-    let (_p, _) = c.bootstrap_then_assign("cfg-imm", &max_pods(43));
+    let uid = c.configmap("cfg-imm", "eventBurst: 43\n", true);
+    let (_p, _) = c.bootstrap_then_assign("cfg-imm", &event_burst(43));
     c.wait_true_with("KubeletConfigOK True", &uid);
     // Bounded sleep: a watch or re-fetch would be issued right after the first GET.
     std::thread::sleep(QUIET_WINDOW);
@@ -451,8 +451,8 @@ fn immutable_configmap_is_fetched_once_and_never_watched() {
 #[test]
 fn mutable_configmap_is_watched_and_a_change_is_a_new_checkpoint() {
     let c = Cluster::new();
-    let uid = c.configmap("cfg-mut", "maxPods: 44\n", false);
-    let (_p, second) = c.bootstrap_then_assign("cfg-mut", &max_pods(44));
+    let uid = c.configmap("cfg-mut", "eventBurst: 44\n", false);
+    let (_p, second) = c.bootstrap_then_assign("cfg-mut", &event_burst(44));
     wait_until(DEADLINE, "a watch on the assigned ConfigMap", || {
         c.requests_to("configmaps")
             .iter()
@@ -466,11 +466,11 @@ fn mutable_configmap_is_watched_and_a_change_is_a_new_checkpoint() {
 
     let updated = c
         .server
-        .update_configmap_data(NS, "cfg-mut", payload("maxPods: 45\n"))
+        .update_configmap_data(NS, "cfg-mut", payload("eventBurst: 45\n"))
         .expect("update a mutable ConfigMap");
     let rv2 = string_at(&updated, &["metadata", "resourceVersion"]);
     assert_ne!(rv1, rv2);
-    c.wait_kubelet_with(&max_pods(45), Some(second));
+    c.wait_kubelet_with(&event_burst(45), Some(second));
     let checkpoints = c.scene.config_dir().join("checkpoints").join(&uid);
     assert!(checkpoints.join(&rv1).is_dir(), "old checkpoint kept");
     assert!(checkpoints.join(&rv2).is_dir(), "new checkpoint written");
@@ -484,13 +484,13 @@ fn mutable_configmap_is_watched_and_a_change_is_a_new_checkpoint() {
     c.scene.assert_no_overlap();
 }
 
-/// Runs a bootstrap with the server up until `cfg-a` (maxPods 42) runs and is reported, then
+/// Runs a bootstrap with the server up until `cfg-a` (eventBurst 42) runs and is reported, then
 /// stops it. Returns the ConfigMap's uid.
 fn checkpoint_in_a_previous_run(c: &Cluster) -> String {
-    let uid = c.configmap("cfg-a", "maxPods: 42\n", true);
+    let uid = c.configmap("cfg-a", "eventBurst: 42\n", true);
     c.assign(Some("cfg-a"));
     let mut p = c.bootstrap();
-    c.wait_kubelet_with(&max_pods(42), None);
+    c.wait_kubelet_with(&event_burst(42), None);
     c.wait_true_with("KubeletConfigOK True in the first run", &uid);
     p.signal(Signal::SIGTERM);
     assert!(p.wait_exit(DEADLINE).success(), "{}", c.scene.output());
@@ -506,7 +506,7 @@ fn api_server_down_at_start_runs_from_checkpoints() {
     c.server.stop();
     let started = Instant::now();
     let _p = c.bootstrap();
-    c.wait_kubelet_with(&max_pods(42), None);
+    c.wait_kubelet_with(&event_burst(42), None);
     let took = started.elapsed();
     assert!(
         took < Duration::from_secs(3),
@@ -532,7 +532,7 @@ fn api_server_back_after_an_outage_at_start_gets_the_status() {
         .expect("reset the conditions");
     c.server.set_node_annotation(NODE, STATUS_ANNOTATION, None);
     let _p = c.bootstrap();
-    c.wait_kubelet_with(&max_pods(42), None);
+    c.wait_kubelet_with(&event_burst(42), None);
     let back_at = SystemTime::now();
     c.server.clear_requests();
     c.server.restart_on_same_port();
@@ -563,9 +563,9 @@ fn api_server_back_after_an_outage_at_start_gets_the_status() {
 #[test]
 fn api_server_outage_mid_run_leaves_the_kubelet_alone() {
     let c = Cluster::new();
-    let uid = c.configmap("cfg-a", "maxPods: 42\n", true);
-    c.configmap("cfg-b", "maxPods: 46\n", true);
-    let (_p, running) = c.bootstrap_then_assign("cfg-a", &max_pods(42));
+    let uid = c.configmap("cfg-a", "eventBurst: 42\n", true);
+    c.configmap("cfg-b", "eventBurst: 46\n", true);
+    let (_p, running) = c.bootstrap_then_assign("cfg-a", &event_burst(42));
     c.wait_true_with("KubeletConfigOK True", &uid);
     c.server.stop();
     c.assert_kubelet_untouched(running, "the API server is down");
@@ -574,7 +574,7 @@ fn api_server_outage_mid_run_leaves_the_kubelet_alone() {
     // The node watch resumes (from its resourceVersion, the history is kept) and a later
     // assignment is applied.
     c.assign(Some("cfg-b"));
-    c.wait_kubelet_with(&max_pods(46), Some(running));
+    c.wait_kubelet_with(&event_burst(46), Some(running));
     eprintln!(
         "after an outage of {QUIET_WINDOW:?} and a restart with history kept: change applied after {:?}",
         back.elapsed()
@@ -587,8 +587,8 @@ fn api_server_outage_mid_run_leaves_the_kubelet_alone() {
 #[test]
 fn status_change_during_an_outage_is_reported_when_the_server_is_back() {
     let c = Cluster::new();
-    let uid = c.configmap("cfg-a", "maxPods: 42\nconfigTrialDuration: 2s\n", true);
-    let (_p, running) = c.bootstrap_then_assign("cfg-a", &max_pods(42));
+    let uid = c.configmap("cfg-a", "eventBurst: 42\nconfigTrialDuration: 2s\n", true);
+    let (_p, running) = c.bootstrap_then_assign("cfg-a", &event_burst(42));
     c.wait_annotation("the status annotation of cfg-a on trial", |a| {
         a["active"]["configMap"]["uid"] == uid.as_str() && a["lastKnownGood"].is_null()
     });
@@ -615,9 +615,9 @@ fn status_change_during_an_outage_is_reported_when_the_server_is_back() {
 #[test]
 fn dropped_watch_is_resumed_and_a_later_change_is_applied() {
     let c = Cluster::new();
-    c.configmap("cfg-a", "maxPods: 42\n", true);
-    c.configmap("cfg-b", "maxPods: 47\n", true);
-    let (_p, running) = c.bootstrap_then_assign("cfg-a", &max_pods(42));
+    c.configmap("cfg-a", "eventBurst: 42\n", true);
+    c.configmap("cfg-b", "eventBurst: 47\n", true);
+    let (_p, running) = c.bootstrap_then_assign("cfg-a", &event_burst(42));
     let node_watches = || {
         c.requests_to("/api/v1/nodes")
             .iter()
@@ -633,7 +633,7 @@ fn dropped_watch_is_resumed_and_a_later_change_is_applied() {
         (node_watches() > before && c.server.open_watches("/api/v1/nodes") > 0).then_some(())
     });
     c.assign(Some("cfg-b"));
-    c.wait_kubelet_with(&max_pods(47), Some(running));
+    c.wait_kubelet_with(&event_burst(47), Some(running));
     c.scene.assert_no_overlap();
 }
 
@@ -641,16 +641,16 @@ fn dropped_watch_is_resumed_and_a_later_change_is_applied() {
 #[test]
 fn removing_the_annotation_resets_to_the_local_config() {
     let c = Cluster::new();
-    let init = c.scene.kubelet_config_file("init.yaml", "maxPods: 77\n");
-    c.configmap("cfg-a", "maxPods: 42\n", true);
+    let init = c.scene.kubelet_config_file("init.yaml", "eventBurst: 77\n");
+    c.configmap("cfg-a", "eventBurst: 42\n", true);
     let _p = c.supervisor(&["bootstrap"], &["--init-config", init.to_str().unwrap()]);
     let (first, content) = c.running_config();
-    assert!(content.contains(&max_pods(77)), "{content}");
+    assert!(content.contains(&event_burst(77)), "{content}");
     c.assign(Some("cfg-a"));
-    let assigned = c.wait_kubelet_with(&max_pods(42), Some(first));
+    let assigned = c.wait_kubelet_with(&event_burst(42), Some(first));
 
     c.assign(None);
-    c.wait_kubelet_with(&max_pods(77), Some(assigned));
+    c.wait_kubelet_with(&event_burst(77), Some(assigned));
     wait_until(DEADLINE, "meta/assigned to be cleared", || {
         (!c.scene.config_dir().join("meta/assigned").exists()).then_some(())
     });
@@ -668,8 +668,8 @@ fn removing_the_annotation_resets_to_the_local_config() {
 #[test]
 fn invalid_reference_is_reported_unknown_and_the_kubelet_is_untouched() {
     let c = Cluster::new();
-    let uid = c.configmap("cfg-a", "maxPods: 42\n", true);
-    let (_p, running) = c.bootstrap_then_assign("cfg-a", &max_pods(42));
+    let uid = c.configmap("cfg-a", "eventBurst: 42\n", true);
+    let (_p, running) = c.bootstrap_then_assign("cfg-a", &event_burst(42));
 
     c.server
         .set_node_annotation(NODE, SOURCE_ANNOTATION, Some("nonsense"));
@@ -688,7 +688,7 @@ fn invalid_reference_is_reported_unknown_and_the_kubelet_is_untouched() {
 #[test]
 fn rbac_forbidden_is_reported_as_such() {
     let c = Cluster::new();
-    c.configmap("cfg-a", "maxPods: 42\n", true);
+    c.configmap("cfg-a", "eventBurst: 42\n", true);
     c.server.deny("get", "configmaps", Some(NS));
     let _p = c.bootstrap();
     let (first, _) = c.running_config();
@@ -712,14 +712,14 @@ fn rbac_forbidden_is_reported_as_such() {
 #[test]
 fn pivot_in_the_middle_of_a_config_change_keeps_one_consistent_assignment() {
     let c = Cluster::new();
-    let uid = c.configmap("cfg-b", "maxPods: 48\n", true);
+    let uid = c.configmap("cfg-b", "eventBurst: 48\n", true);
     let _boot = c.bootstrap();
     let (first, _) = c.running_config();
     c.wait_condition("the bootstrap's sync to be up", |c| c["status"] == "True");
 
     c.assign(Some("cfg-b"));
     let hosted = c.supervisor(&["self-hosted", "--generation", "1"], &[]);
-    let pid = c.wait_kubelet_of(&hosted, &max_pods(48));
+    let pid = c.wait_kubelet_of(&hosted, &event_burst(48));
     assert_ne!(pid, first);
     let st = c.status();
     assert_eq!(st["lock"]["holder"]["role"], "self-hosted", "{st}");
@@ -744,7 +744,7 @@ fn pivot_in_the_middle_of_a_config_change_keeps_one_consistent_assignment() {
 #[test]
 fn new_holder_after_a_pivot_reports_the_config_it_runs() {
     let c = Cluster::new();
-    let uid = c.configmap("cfg-b", "maxPods: 48\n", true);
+    let uid = c.configmap("cfg-b", "eventBurst: 48\n", true);
     // The bootstrap's status reports are refused (an RBAC gap or an outage while it applies).
     c.server.deny("patch", "nodes/status", None);
     let refused = || {
@@ -759,14 +759,14 @@ fn new_holder_after_a_pivot_reports_the_config_it_runs() {
         (refused() >= 1).then_some(())
     });
     c.assign(Some("cfg-b"));
-    c.wait_kubelet_with(&max_pods(48), Some(first));
+    c.wait_kubelet_with(&event_burst(48), Some(first));
     wait_until(DEADLINE, "the refused report of cfg-b", || {
         (refused() >= 2).then_some(())
     });
     c.server.allow_all();
 
     let hosted = c.supervisor(&["self-hosted", "--generation", "1"], &[]);
-    c.wait_kubelet_of(&hosted, &max_pods(48));
+    c.wait_kubelet_of(&hosted, &event_burst(48));
     c.wait_true_with("KubeletConfigOK True for cfg-b from the new holder", &uid);
     c.scene.assert_no_overlap();
 }
@@ -784,7 +784,7 @@ fn kubectl_workflow_assigns_a_config_and_shows_the_condition() {
     };
     let _p = c.bootstrap();
     let (first, _) = c.running_config();
-    let file = c.scene.kubelet_config_file("kubelet", "maxPods: 50\n");
+    let file = c.scene.kubelet_config_file("kubelet", "eventBurst: 50\n");
     let from_file = format!("--from-file=kubelet={}", file.display());
     kubectl.ok(&[
         "create",
@@ -806,7 +806,7 @@ fn kubectl_workflow_assigns_a_config_and_shows_the_condition() {
         NODE,
         &format!("{SOURCE_ANNOTATION}={NS}/my-node-config"),
     ]);
-    c.wait_kubelet_with(&max_pods(50), Some(first));
+    c.wait_kubelet_with(&event_burst(50), Some(first));
     let node = wait_until(DEADLINE, "kubectl to show KubeletConfigOK True", || {
         let text = kubectl.ok(&["get", "node", NODE, "-o", "json"]);
         let node: Value = serde_json::from_str(&text).expect("kubectl get -o json prints JSON");
@@ -900,10 +900,14 @@ fn node_patches(c: &Cluster) -> Vec<RequestRecord> {
 #[test]
 fn restart_with_unchanged_status_keeps_the_transition_time_and_posts_no_event() {
     let c = Cluster::new();
-    let uid = c.configmap("cfg-a", "maxPods: 42\nconfigTrialDuration: 500ms\n", true);
+    let uid = c.configmap(
+        "cfg-a",
+        "eventBurst: 42\nconfigTrialDuration: 500ms\n",
+        true,
+    );
     c.assign(Some("cfg-a"));
     let mut p = c.bootstrap();
-    c.wait_kubelet_with(&max_pods(42), None);
+    c.wait_kubelet_with(&event_burst(42), None);
     // Settled: cfg-a ran through its trial and is last-known-good on the Node.
     c.wait_annotation("cfg-a reported as last-known-good", |a| {
         a["lastKnownGood"]["configMap"]["uid"] == uid.as_str()
@@ -927,7 +931,7 @@ fn restart_with_unchanged_status_keeps_the_transition_time_and_posts_no_event() 
     c.server.clear_requests();
 
     let _p = c.bootstrap();
-    c.wait_kubelet_with(&max_pods(42), None);
+    c.wait_kubelet_with(&event_burst(42), None);
     // The new syncer has listed the Node (and made its first report decision) once its watch
     // is open.
     wait_until(DEADLINE, "the new holder's watch on the Node", || {
@@ -956,8 +960,8 @@ fn restart_with_unchanged_status_keeps_the_transition_time_and_posts_no_event() 
 #[test]
 fn recreated_node_gets_the_condition_and_annotation_back_within_a_second() {
     let c = Cluster::new();
-    let uid = c.configmap("cfg-a", "maxPods: 42\n", true);
-    let (_p, running) = c.bootstrap_then_assign("cfg-a", &max_pods(42));
+    let uid = c.configmap("cfg-a", "eventBurst: 42\n", true);
+    let (_p, running) = c.bootstrap_then_assign("cfg-a", &event_burst(42));
     c.wait_true_with("KubeletConfigOK True for cfg-a", &uid);
     c.wait_annotation("the status annotation of cfg-a", |a| {
         a["active"]["configMap"]["uid"] == uid.as_str()
@@ -1012,9 +1016,9 @@ fn change_right_after_a_server_restart_with_history_lost_is_applied_within_2s() 
     /// the connection failures builds up over it). A bounded sleep: the outage itself.
     const OUTAGE: Duration = Duration::from_secs(10);
     let c = Cluster::new();
-    c.configmap("cfg-a", "maxPods: 42\n", true);
-    let uid_b = c.configmap("cfg-b", "maxPods: 49\n", true);
-    let (_p, running) = c.bootstrap_then_assign("cfg-a", &max_pods(42));
+    c.configmap("cfg-a", "eventBurst: 42\n", true);
+    let uid_b = c.configmap("cfg-b", "eventBurst: 49\n", true);
+    let (_p, running) = c.bootstrap_then_assign("cfg-a", &event_burst(42));
     c.wait_condition("KubeletConfigOK True for cfg-a", |c| c["status"] == "True");
     wait_until(DEADLINE, "an open watch on the node", || {
         (c.server.open_watches("/api/v1/nodes") > 0).then_some(())
@@ -1024,7 +1028,7 @@ fn change_right_after_a_server_restart_with_history_lost_is_applied_within_2s() 
     c.server.restart_losing_history();
     let back = Instant::now();
     c.assign(Some("cfg-b"));
-    c.wait_kubelet_with(&max_pods(49), Some(running));
+    c.wait_kubelet_with(&event_burst(49), Some(running));
     let applied = back.elapsed();
     let cond = wait_until(DEADLINE, "KubeletConfigOK True for cfg-b", || {
         c.condition()
@@ -1077,8 +1081,8 @@ fn first_start_on_a_fresh_node_reports_once() {
 #[test]
 fn refused_annotation_patch_is_retried_without_a_second_event() {
     let c = Cluster::new();
-    let uid = c.configmap("cfg-a", "maxPods: 42\n", true);
-    let (_p, _) = c.bootstrap_then_assign("cfg-a", &max_pods(42));
+    let uid = c.configmap("cfg-a", "eventBurst: 42\n", true);
+    let (_p, _) = c.bootstrap_then_assign("cfg-a", &event_burst(42));
     c.wait_annotation("the status annotation of cfg-a", |a| {
         a["active"]["configMap"]["uid"] == uid.as_str()
     });

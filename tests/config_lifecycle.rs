@@ -129,7 +129,7 @@ fn assignment_restarts_kubelet_only_when_effective_config_changes() {
     assert!(st["config"]["error"].is_null(), "{st}");
     assert_eq!(
         st["config"]["active"]["hashAlgorithm"],
-        "sha256-canonical-json-v1"
+        "sha256-normalized-json-v2"
     );
 
     // Same content under another UID: the effective config is identical, so
@@ -201,7 +201,7 @@ fn crash_loop_is_marked_bad_and_last_known_good_runs_within_the_trial() {
     let crashing = scene.kubelet_config_file(
         "crash.yaml",
         &format!(
-            "maxPods: 66\nproviderID: {CRASH_MARK}\ncrashLoopThreshold: 2\nconfigTrialDuration: 5m\n"
+            "maxPods: 66\nstaticPodURL: http://{CRASH_MARK}/\ncrashLoopThreshold: 2\nconfigTrialDuration: 5m\n"
         ),
     );
     let bad_uid = assign(&scene, &crashing, &[]);
@@ -253,7 +253,7 @@ fn restart_of_kubelet_pivot_keeps_bad_configs_and_last_known_good() {
     });
     let crashing = scene.kubelet_config_file(
         "crash.yaml",
-        &format!("providerID: {CRASH_MARK}\ncrashLoopThreshold: 0\n"),
+        &format!("staticPodURL: http://{CRASH_MARK}/\ncrashLoopThreshold: 0\n"),
     );
     let bad_uid = assign(&scene, &crashing, &[]);
     wait_until(Duration::from_secs(10), "crash loop detected", || {

@@ -798,6 +798,9 @@ fn rbac_problems(docs: &[Value]) -> Vec<String> {
             ("patch", "nodes", None),
             ("patch", "nodes/status", None),
             ("create", "events", Some("default")),
+            // The drain of a disruptive config change (src/cluster/drain).
+            ("list", "pods", None),
+            ("create", "pods/eviction", Some("default")),
         ];
         for verb in ["get", "list", "watch"] {
             needs.push((verb, "configmaps", Some(config_ns.as_str())));
@@ -825,6 +828,8 @@ fn rbac_problems(docs: &[Value]) -> Vec<String> {
             ("get", "secrets", Some(config_ns.as_str())),
             ("delete", "nodes", None),
             ("create", "nodes", None),
+            // A drain evicts; it never deletes a pod outright.
+            ("delete", "pods", Some("default")),
         ] {
             if allowed(docs, who, verb, "", resource, ns) {
                 problems.push(format!("{who_name} may {verb} {resource} in {ns:?}"));

@@ -1,9 +1,13 @@
 //! Everything that talks to the Kubernetes API server: follow the own
 //! Node's assignment, download and checkpoint ConfigMaps, report status
-//! ([`sync`]), and the pure Node ↔ config translations ([`nodeconfig`]).
+//! ([`sync`]), drain the node for a disruptive change ([`drain`]), post
+//! Events ([`events`]), and the pure Node ↔ config translations
+//! ([`nodeconfig`]).
 //!
 //! May call: `config` (store, bounds checks), `safefs`. Runs only while its
 //! supervisor holds the lock; never touches the lock or the kubelet.
 
+pub mod drain;
+pub mod events;
 pub mod nodeconfig;
 pub mod sync;

@@ -195,6 +195,41 @@ pub struct ConfigReport {
     pub error: Option<String>,
     pub assigned: Option<ConfigSource>,
     pub last_known_good: Option<ConfigSource>,
+    /// A disruptive change waiting (drain, timeout, hold), if any.
+    pub disruption: Option<DisruptionReport>,
+}
+
+/// Label a node-replacing controller (Gardener's machine controller, Cluster
+/// API) can select on: set while a change is held because it needs a new node.
+pub const ROLL_REQUIRED_LABEL: &str = "kubelet-pivot.io/roll-required";
+
+/// Why the assigned config is not running yet although it is good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisruptionReason {
+    /// The node is being drained for the change.
+    Draining,
+    /// The change needs a new node; it is held.
+    RollRequired,
+    /// The last drain did not finish within --drain-timeout; retried later.
+    DrainTimeout,
+}
+
+impl DisruptionReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisruptionReason::Draining => "Draining",
+            DisruptionReason::RollRequired => "RollRequired",
+            DisruptionReason::DrainTimeout => "DrainTimeout",
+        }
+    }
+}
+
+/// A disruptive change as the Node shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DisruptionReport {
+    pub reason: DisruptionReason,
+    /// What changed and what the change waits for.
+    pub message: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,6 +255,16 @@ pub struct Condition {
     pub status: ConditionStatus,
     pub reason: String,
     pub message: String,
+    /// Set when the condition reports a disruptive change.
+    pub disruption: Option<DisruptionReason>,
+}
+
+impl Condition {
+    /// The Event reason of a disruptive change's condition (`Draining`,
+    /// `RollRequired`, `DrainTimeout`); `None` for the DKC conditions.
+    pub fn event_reason(&self) -> Option<&'static str> {
+        self.disruption.map(DisruptionReason::as_str)
+    }
 }
 
 fn describe(src: &ConfigSource) -> String {
@@ -245,10 +290,21 @@ pub fn condition(report: &ConfigReport, sync_error: Option<&str>) -> Condition {
         (None, Some(err)) => (ConditionStatus::False, err.clone()),
         (None, None) => (ConditionStatus::True, "passing all checks".to_string()),
     };
+    // A disruptive change waiting is what the operator must see, unless the
+    // config cannot even be synced or the running one failed.
+    if let (Some(d), ConditionStatus::True) = (&report.disruption, status) {
+        return Condition {
+            status: ConditionStatus::False,
+            reason: d.reason.as_str().to_string(),
+            message: bounded(&format!("{message}; {}", d.message), MAX_MESSAGE_BYTES * 4),
+            disruption: Some(d.reason),
+        };
+    }
     Condition {
         status,
         reason: bounded(&reason, MAX_REASON_BYTES),
         message: bounded(&message, MAX_MESSAGE_BYTES),
+        disruption: None,
     }
 }
 
@@ -306,13 +362,21 @@ pub fn shows_condition(node: &Node, cond: &Condition) -> bool {
     })
 }
 
-/// Whether the node's status annotation already holds `config`.
-pub fn shows_annotation(node: &Node, config: &Value) -> bool {
-    node.metadata
-        .annotations
+/// Whether the node's status annotation already holds `config`, and the
+/// roll-required label is there exactly when `roll_required`.
+pub fn shows_annotation(node: &Node, config: &Value, roll_required: bool) -> bool {
+    let labelled = node
+        .metadata
+        .labels
         .as_ref()
-        .and_then(|a| a.get(STATUS_ANNOTATION))
-        .is_some_and(|text| serde_json::from_str::<Value>(text).ok().as_ref() == Some(config))
+        .is_some_and(|l| l.contains_key(ROLL_REQUIRED_LABEL));
+    labelled == roll_required
+        && node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(STATUS_ANNOTATION))
+            .is_some_and(|text| serde_json::from_str::<Value>(text).ok().as_ref() == Some(config))
 }
 
 /// The strategic-merge patch for nodes/status: our condition (merged by
@@ -341,9 +405,26 @@ pub fn status_patch(node: Option<&Node>, cond: &Condition, config: &Value, now: 
     }})
 }
 
-/// The merge patch for the node's status annotation.
-pub fn annotation_patch(config: &Value) -> Value {
-    json!({"metadata": {"annotations": {STATUS_ANNOTATION: config.to_string()}}})
+/// The merge patch for the node's status annotation and the roll-required
+/// label (set while a change is held, removed otherwise).
+pub fn annotation_patch(config: &Value, roll_required: bool) -> Value {
+    let label = if roll_required {
+        Value::from("true")
+    } else {
+        Value::Null
+    };
+    json!({"metadata": {
+        "annotations": {STATUS_ANNOTATION: config.to_string()},
+        "labels": {ROLL_REQUIRED_LABEL: label},
+    }})
+}
+
+/// Whether `report` holds a change that needs a new node.
+pub fn roll_required(report: &ConfigReport) -> bool {
+    report
+        .disruption
+        .as_ref()
+        .is_some_and(|d| d.reason == DisruptionReason::RollRequired)
 }
 
 #[cfg(test)]
@@ -447,6 +528,7 @@ mod tests {
             error: None,
             assigned: Some(src("u1")),
             last_known_good: None,
+            disruption: None,
         };
         let c = condition(&r, None);
         assert_eq!(c.status, ConditionStatus::True);
@@ -491,6 +573,7 @@ mod tests {
             error: None,
             assigned: None,
             last_known_good: None,
+            disruption: None,
         };
         let cause = format!("{why}{}", "x".repeat(5000));
         let c = condition(&report, Some(&cause));
@@ -528,6 +611,7 @@ mod tests {
             status: ConditionStatus::True,
             reason: "passing all checks".into(),
             message: "m".into(),
+            disruption: None,
         };
         let p = status_patch(Some(&n), &same, &Value::Null, "2026-01-01T00:00:00Z");
         assert_eq!(

@@ -352,11 +352,17 @@ pub fn on_applied(store: &Store, r: &Resolved) -> Result<(), StoreError> {
             }
         }
     }
+    // The document itself, so that a later build re-derives this config
+    // under its own decoding and defaults (see `running`).
+    let input = serde_json::to_vec(r.config.document()).unwrap_or_default();
+    store.set_applied_input(&input)?;
     let record = EffectiveRecord {
         source: r.source.clone(),
         origin: r.origin.to_string(),
         hash_algorithm: HASH_ALGORITHM.to_string(),
         hash: r.hash(),
+        class_hashes: Some(r.config.class_hashes()),
+        input_sha256: Some(crate::config::running::sha256_hex(&input)),
         error: r.error.as_ref().map(|e| e.to_string()),
         since: now_rfc3339(),
     };

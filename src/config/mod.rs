@@ -8,8 +8,10 @@
 //! May call: `safefs`. Fed by `cluster` (downloads) and the operator; read by
 //! the supervisor, `observe`. Never calls the supervisor or the kubelet.
 
+pub mod disruption;
 pub mod kubeconfig;
 pub mod lifecycle;
 pub mod operator;
 pub mod prepared;
+pub mod running;
 pub mod store;

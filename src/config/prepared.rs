@@ -10,7 +10,9 @@
 //! mark bad, an effective file to rewrite) takes the full path, so no check
 //! is skipped.
 
+use crate::config::disruption::Policy;
 use crate::config::lifecycle::{self, Access, LocalConfig, Resolved};
+use crate::config::running::{self, StartChoice};
 use crate::config::store::{FileStamp, Store};
 
 #[derive(Debug, Clone)]
@@ -27,12 +29,22 @@ impl Prepared {
     /// loop). `None` when the result cannot be used at start as it is: the
     /// resolution reported an error (the holder must record it), or the
     /// effective file does not hold this config yet (the holder must write
-    /// it).
-    pub fn prepare(store: &Store, local: &LocalConfig) -> Option<Prepared> {
+    /// it), or the start is not a plain start of the resolved config (a
+    /// disruptive change waits, or state files must be moved aside).
+    pub fn prepare(
+        store: &Store,
+        local: &LocalConfig,
+        policy: &Policy,
+        api: bool,
+    ) -> Option<Prepared> {
         let inputs = store.input_stamp();
         let resolved = lifecycle::resolve(store, local, Access::ReadOnly);
         if resolved.error.is_some() {
             return None;
+        }
+        match running::choose_start(store, &resolved, policy, api, false) {
+            StartChoice::Target { state_files, .. } if state_files.is_empty() => {}
+            _ => return None,
         }
         let effective = store.effective_stamp()?;
         if !store.effective_config_matches(&resolved.config.effective_bytes()) {
@@ -69,12 +81,12 @@ mod tests {
     /// waiter can prepare the same start.
     fn hold_then_prepare(store: &Store, local: &LocalConfig) -> (Resolved, Prepared) {
         // Until the holder wrote the effective file, nothing is prepared.
-        assert!(Prepared::prepare(store, local).is_none());
+        assert!(Prepared::prepare(store, local, &Policy::defaults(), false).is_none());
         let r = lifecycle::resolve(store, local, Access::Holder);
         store
             .write_effective_config(&r.config.effective_bytes())
             .unwrap();
-        let p = Prepared::prepare(store, local).unwrap();
+        let p = Prepared::prepare(store, local, &Policy::defaults(), false).unwrap();
         (r, p)
     }
 

@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::cluster::nodeconfig::{self, ConfigReport};
 use crate::config::lifecycle::Origin;
+use crate::observe::disruption_metrics::DisruptionMetrics;
 use crate::pivot::contention::Contender;
 use crate::pivot::holder::HolderRecord;
 use crate::pivot::machine::{Input, Run, State, StopPurpose};
@@ -196,6 +197,8 @@ pub struct Metrics {
     state: StateDir,
     store_dir: PathBuf,
     counters: Mutex<Counters>,
+    /// Drains, evictions, state files moved, held changes.
+    pub disruption: DisruptionMetrics,
 }
 
 impl Metrics {
@@ -205,6 +208,7 @@ impl Metrics {
             state,
             store_dir,
             counters: Mutex::new(Counters::default()),
+            disruption: DisruptionMetrics::default(),
         }
     }
 
@@ -410,6 +414,7 @@ impl Metrics {
             "1 while the syncer cannot follow the node's config assignment.",
         )
         .value(u64::from(c.sync_error.is_some()));
+        self.disruption.render(&mut x.out);
         x.out
     }
 }
@@ -654,6 +659,7 @@ mod tests {
             error: None,
             assigned: None,
             last_known_good: None,
+            disruption: None,
         });
         m.synced(UNIX_EPOCH + Duration::from_millis(1_500));
         let node = NodeView {

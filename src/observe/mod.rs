@@ -1,11 +1,13 @@
 //! What kubelet-pivot tells the outside: the `status` command ([`status`]),
-//! metrics and their HTTP endpoint ([`metrics`], [`metrics_http`]), log
+//! metrics and their HTTP endpoint ([`metrics`], [`metrics_http`],
+//! [`disruption_metrics`]), log
 //! lines ([`logging`]), sd_notify ([`notify`]), man pages and completions
 //! ([`manpage`]).
 //!
 //! May read: `pivot` (holder record, claims, machine states), `config`
 //! (store views). Only reads: nothing here changes the node's state.
 
+pub mod disruption_metrics;
 pub mod logging;
 pub mod manpage;
 pub mod metrics;

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::config::store::{BadConfigs, ConfigSource, EffectiveRecord, Store, StoreError};
+use crate::config::store::{
+    BadConfigs, ConfigSource, DisruptionRecord, EffectiveRecord, Store, StoreError,
+};
 use crate::pivot::claims::{self, Claim, Cleanup};
 use crate::pivot::holder::{HolderError, HolderRecord};
 use crate::pivot::procfs::{self, FileKey};
@@ -88,6 +90,8 @@ pub struct ConfigView {
     pub last_known_good: Option<ConfigSource>,
     pub error: Option<String>,
     pub bad_configs: BadConfigs,
+    /// A disruptive change in progress (drain) or held, and what it waits for.
+    pub pending_change: Option<DisruptionRecord>,
 }
 
 impl ConfigView {
@@ -100,7 +104,9 @@ impl ConfigView {
         let last_known_good = store.last_known_good().map_err(&mut warn).ok().flatten();
         let active = store.effective_record().map_err(&mut warn).ok().flatten();
         let bad_configs = store.bad_configs().map_err(&mut warn).unwrap_or_default();
+        let pending_change = store.disruption().map_err(&mut warn).ok().flatten();
         let view = ConfigView {
+            pending_change,
             error: active.as_ref().and_then(|e| e.error.clone()),
             active,
             assigned,
@@ -315,20 +321,61 @@ pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         writeln!(out, "       BAD       none")?;
     }
     for (i, (uid, entry)) in r.config.bad_configs.iter().enumerate() {
+        write_bad(out, i, uid, entry)?;
+    }
+    write_pending(out, r.config.pending_change.as_ref())
+}
+
+/// The pending disruptive change: class, action, phase, fields and what it
+/// waits for.
+fn write_pending(out: &mut impl Write, pending: Option<&DisruptionRecord>) -> std::io::Result<()> {
+    let Some(p) = pending else {
+        return writeln!(out, "PENDING CHANGE   none");
+    };
+    writeln!(
+        out,
+        "PENDING CHANGE   {} change, action {}, {} since {} (attempt {})",
+        p.class,
+        p.action,
+        p.phase.as_str(),
+        p.since,
+        p.attempts
+    )?;
+    writeln!(out, "       FIELDS    {}", p.fields.join(", "))?;
+    writeln!(out, "       WAITS FOR {}", p.waiting_for)?;
+    if p.cordoned_by_us {
         writeln!(
             out,
-            "{}UID {uid} (ResourceVersion: {}) since {}: {}",
-            if i == 0 {
-                "       BAD       "
-            } else {
-                "                 "
-            },
-            entry.resource_version,
-            entry.time,
-            entry.reason
+            "       CORDONED  by kubelet-pivot (uncordoned when the change is done)"
         )?;
     }
+    if let Some(e) = &p.last_error {
+        writeln!(out, "       LAST TRY  {e}")?;
+    }
+    if let Some(t) = &p.retry_at {
+        writeln!(out, "       RETRY AT  {t}")?;
+    }
     Ok(())
+}
+
+fn write_bad(
+    out: &mut impl Write,
+    i: usize,
+    uid: &str,
+    entry: &crate::config::store::BadEntry,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{}UID {uid} (ResourceVersion: {}) since {}: {}",
+        if i == 0 {
+            "       BAD       "
+        } else {
+            "                 "
+        },
+        entry.resource_version,
+        entry.time,
+        entry.reason
+    )
 }
 
 #[cfg(test)]
@@ -371,9 +418,12 @@ mod tests {
                     origin: "last-known-good".into(),
                     hash_algorithm: "sha256-canonical-json-v1".into(),
                     hash: "0123456789abcdef".into(),
+                    class_hashes: None,
+                    input_sha256: None,
                     error: None,
                     since: "T1".into(),
                 }),
+                pending_change: None,
                 assigned: Some(source("cfg-b", "u-2", "9")),
                 last_known_good: Some(src),
                 error: Some("failed to validate config".into()),

@@ -4,6 +4,11 @@
 
 use super::*;
 
+use super::disrupt::Pending;
+use crate::config::disruption::{Change, StateFile};
+use crate::config::running::{self, StartChoice};
+use crate::kubelet::state_files;
+
 /// How often a wait for config work looks at the termination flag.
 pub(super) const TERMINATE_POLL: Duration = Duration::from_millis(10);
 
@@ -45,6 +50,11 @@ pub(super) async fn join_opt<T>(
         None => std::future::pending().await,
     }
 }
+
+/// A config kept running while a disruptive change waits is given up after
+/// this many kubelet exits in a row without a config check in between: a
+/// crash-looping kubelet protects no pod, so the new config starts.
+const PINNED_CRASH_LIMIT: u32 = 3;
 
 /// How often a waiting supervisor may prepare its next start anew.
 pub(super) const PREPARE_INTERVAL: Duration = Duration::from_secs(1);
@@ -98,6 +108,7 @@ impl Driver {
             error: r.error.as_ref().map(|e| e.to_string()),
             assigned: r.assigned.clone(),
             last_known_good: r.last_known_good.clone(),
+            disruption: self.disruption_report(),
         };
         self.metrics.config(&report);
         self.reports.send_if_modified(|cur| {
@@ -128,8 +139,10 @@ impl Driver {
             _ => {}
         }
     }
-    /// On a store change (or the safety tick): restart the kubelet when the
-    /// effective config changed; promote a config that survived its trial.
+    /// On a store change (or the safety tick): when the effective config
+    /// changed, classify the change and carry out its class's action
+    /// (restart, drain, hold); finish a drain whose restart is done;
+    /// promote a config that survived its trial.
     pub(super) async fn check_config(&mut self) -> Vec<Input> {
         if !matches!(self.pivot.state, State::Holding(Run::Running(_))) {
             return vec![];
@@ -137,20 +150,35 @@ impl Driver {
         let Some(applied) = self.applied.clone() else {
             return vec![];
         };
+        self.crashes_in_a_row = 0;
         let store = self.store.clone();
         let local = self.opts.local.clone();
-        let Some((resolved, promoted)) =
+        let base = self.opts.disruption.policy.clone();
+        let Some((resolved, pending, promoted)) =
             blocking_unless_terminated(&self.opts.terminate, move || {
                 let promoted = lifecycle::maybe_promote(&store, &applied);
                 let resolved = lifecycle::resolve(&store, &local, Access::Holder);
                 // Same effective config: nothing restarts, but what runs (origin,
                 // error, trial) is recorded.
-                let recorded = if resolved.hash() == applied.hash() {
+                let same = resolved.hash() == applied.hash();
+                let recorded = if same {
                     lifecycle::on_applied(&store, &resolved)
                 } else {
                     Ok(())
                 };
-                (resolved, promoted.and(recorded))
+                let pending = Pending {
+                    change: if same {
+                        Default::default()
+                    } else {
+                        crate::config::disruption::classify(&applied.config, &resolved.config)
+                    },
+                    policy: running::node_policy(&base, &store),
+                    record: store.disruption().unwrap_or_else(|err| {
+                        error!(%err, "cannot read the disruption record; treating it as absent");
+                        None
+                    }),
+                };
+                (resolved, pending, promoted.and(recorded))
             })
             .await
         else {
@@ -161,10 +189,22 @@ impl Driver {
         }
         let old_hash = self.applied.as_ref().map(Resolved::hash);
         if Some(resolved.hash()) != old_hash {
-            info!(from = ?old_hash, to = %resolved.hash(), config = %resolved.describe(), "effective kubelet config changed; restarting the kubelet with it");
-            self.metrics.restart_for_config();
-            return vec![Input::Reload];
+            let known = pending
+                .record
+                .as_ref()
+                .is_some_and(|r| r.target_hash == resolved.hash());
+            if known {
+                debug!(to = %resolved.hash(), "config change still pending");
+            } else {
+                info!(from = ?old_hash, to = %resolved.hash(), config = %resolved.describe(), change = %running::describe(&pending.change), "effective kubelet config changed");
+            }
+            let inputs = self.on_disruptive(&resolved, pending).await;
+            if let Some(applied) = self.applied.clone() {
+                self.publish_report(&applied);
+            }
+            return inputs;
         }
+        self.settle(pending.record).await;
         self.publish_report(&resolved);
         self.applied = Some(resolved);
         vec![]
@@ -197,8 +237,11 @@ impl Driver {
         self.prepared = None;
         let store = self.store.clone();
         let local = self.opts.local.clone();
+        let base = self.opts.disruption.policy.clone();
+        let api = self.client.is_some();
         self.preparing = Some(tokio::task::spawn_blocking(move || {
-            Prepared::prepare(&store, &local)
+            let policy = running::node_policy(&base, &store);
+            Prepared::prepare(&store, &local, &policy, api)
         }));
     }
     /// The prepared start, if nothing it rests on changed: the kubelet
@@ -233,20 +276,47 @@ impl Driver {
         }
     }
     /// Resolves the config for the next kubelet start and writes the file
-    /// the kubelet reads. Returns the kubelet command to run.
+    /// the kubelet reads: the resolved config, or the one that ran last
+    /// while a change to the resolved one waits for a drain or a new node.
+    /// Kubelet state files the started config contradicts are moved aside
+    /// first. Returns the kubelet command to run.
     pub(super) async fn prepare_config(&mut self) -> Option<KubeletCommand> {
         let store = self.store.clone();
         let local = self.opts.local.clone();
+        let base = self.opts.disruption.policy.clone();
+        let api = self.client.is_some();
+        let root_dir = self.opts.disruption.kubelet_root_dir.clone();
+        let crashing = self.crashes_in_a_row >= PINNED_CRASH_LIMIT;
         let result = blocking_unless_terminated(&self.opts.terminate, move || {
             let resolved = lifecycle::resolve(&store, &local, Access::Holder);
-            lifecycle::on_applied(&store, &resolved)?;
-            let path = store.write_effective_config(&resolved.config.effective_bytes())?;
-            Ok::<_, StoreError>((resolved, path))
+            let policy = running::node_policy(&base, &store);
+            let (start, moved, waiting) =
+                match running::choose_start(&store, &resolved, &policy, api, crashing) {
+                    StartChoice::Target {
+                        state_files,
+                        change,
+                    } => {
+                        let moved = move_state_files(&store, &root_dir, &state_files, &change);
+                        (resolved, moved, None)
+                    }
+                    StartChoice::Previous {
+                        running,
+                        change,
+                        action,
+                    } => (*running, Vec::new(), Some((change, action))),
+                };
+            lifecycle::on_applied(&store, &start)?;
+            let path = store.write_effective_config(&start.config.effective_bytes())?;
+            Ok::<_, StoreError>((start, path, moved, waiting))
         })
         .await?;
         match result {
-            Ok((resolved, path)) => {
+            Ok((resolved, path, moved, waiting)) => {
                 info!(config = %resolved.describe(), hash = %resolved.hash(), error = ?resolved.error.as_ref().map(|e| e.to_string()), "kubelet config resolved");
+                if let Some((change, action)) = waiting {
+                    info!(change = %running::describe(&change), %action, "starting the config that ran last; the change to the assigned one waits for its action");
+                }
+                self.report_moved(moved);
                 let cmd = KubeletCommand {
                     program: self.opts.kubelet.program.clone(),
                     args: lifecycle::kubelet_args(&self.opts.kubelet.args, &path),
@@ -259,6 +329,68 @@ impl Driver {
                 error!(%err, "cannot write the effective kubelet config; not starting the kubelet (will retry with backoff)");
                 None
             }
+        }
+    }
+
+    /// Counts and announces kubelet state files moved aside.
+    fn report_moved(&self, moved: Vec<state_files::Moved>) {
+        for m in &moved {
+            self.metrics.disruption.state_file_moved(&m.name);
+        }
+        let (Some(drainer), false) = (self.drainer_for_events(), moved.is_empty()) else {
+            return;
+        };
+        let text = moved
+            .iter()
+            .map(|m| format!("{} moved to {}", m.from.display(), m.to.display()))
+            .collect::<Vec<_>>()
+            .join("; ");
+        tokio::spawn(async move {
+            drainer
+                .event(
+                    crate::cluster::events::EventType::Normal,
+                    "StateFileMoved",
+                    &format!(
+                        "{text} (the kubelet refuses to start with a checkpoint of another policy)"
+                    ),
+                )
+                .await;
+        });
+    }
+}
+
+/// Moves the kubelet state files `change` invalidates aside (the kubelet
+/// is stopped). A failure is logged: the kubelet then refuses to start and
+/// the crash-loop detection takes over.
+fn move_state_files(
+    store: &Store,
+    root_dir: &std::path::Path,
+    files: &[StateFile],
+    change: &Change,
+) -> Vec<state_files::Moved> {
+    if files.is_empty() {
+        return Vec::new();
+    }
+    let names: Vec<&str> = files.iter().map(|f| f.file_name()).collect();
+    let stamp = humantime::format_rfc3339_millis(std::time::SystemTime::now())
+        .to_string()
+        .replace([':', '-'], "");
+    let result = store
+        .state_files_dir()
+        .map_err(|e| e.to_string())
+        .and_then(|dir| {
+            state_files::move_aside(root_dir, &dir, &names, &stamp).map_err(|e| e.to_string())
+        });
+    match result {
+        Ok(moved) => {
+            for m in &moved {
+                info!(from = %m.from.display(), to = %m.to.display(), change = %running::describe(change), "moved the kubelet state file aside: the new config contradicts it");
+            }
+            moved
+        }
+        Err(err) => {
+            error!(%err, "cannot move the kubelet state files aside; the kubelet will refuse to start with them");
+            Vec::new()
         }
     }
 }

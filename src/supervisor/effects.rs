@@ -45,6 +45,7 @@ impl Driver {
         match effect {
             Effect::Acquire => return self.start_acquire(),
             Effect::Release => {
+                self.stop_disruption_task().await;
                 self.stop_syncer().await;
                 if let Err(err) = self.lock.release() {
                     error!(%err, "failed to release the lock");

@@ -16,6 +16,7 @@ impl Driver {
                     info!(pid, %how, "kubelet exited");
                 } else {
                     warn!(pid, %how, "kubelet exited unexpectedly");
+                    self.crashes_in_a_row += 1;
                     self.count_crash().await;
                 }
                 out.push(Input::KubeletExited { pid, how });

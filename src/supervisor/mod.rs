@@ -5,12 +5,16 @@
 
 mod acquire;
 mod config;
+mod disrupt;
 mod effects;
 mod fencing;
 mod status;
 
+pub use disrupt::DisruptionOptions;
+
 use acquire::{begin_acquire, AcquireRx};
 use config::join_opt;
+use disrupt::TaskDone;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -141,6 +145,8 @@ pub struct Options {
     pub node_name: String,
     /// `--metrics-address`: serve Prometheus metrics there.
     pub metrics_address: Option<SocketAddr>,
+    /// What config changes of each class do; drain knobs; the kubelet's root dir.
+    pub disruption: DisruptionOptions,
     /// Set by SIGTERM/SIGINT from the first instant of the process on.
     pub terminate: TerminateFlag,
 }
@@ -155,6 +161,7 @@ enum Wake {
     Recheck,
     ReloadDue,
     Prepared(Option<Box<Prepared>>),
+    Disruption(Option<TaskDone>),
     Watchdog,
 }
 
@@ -198,6 +205,13 @@ struct Driver {
     last_prepare: Option<Instant>,
     /// Contenders not yielded to for a while (they did not take the lock).
     skips: Skips,
+    /// The drain or health-gate task of a disruptive change.
+    disrupt_task: Option<tokio::task::JoinHandle<Option<TaskDone>>>,
+    /// The disruptive change waiting or in progress, as last read.
+    disruption: Option<crate::config::store::DisruptionRecord>,
+    /// Unexpected kubelet exits since a kubelet last ran through a config
+    /// check (about a second).
+    crashes_in_a_row: u32,
 }
 
 /// Runs blocking store I/O off the async loop.
@@ -340,6 +354,9 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         prepared: None,
         preparing: None,
         last_prepare: None,
+        disrupt_task: None,
+        disruption: None,
+        crashes_in_a_row: 0,
     };
     let mut watchdog = Notifier::watchdog_interval().map(tokio::time::interval);
     let mut inputs = match acquiring {
@@ -386,6 +403,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
             _ = sleep_opt(recheck) => Wake::Recheck,
             _ = sleep_opt(reload_due) => Wake::ReloadDue,
             res = join_opt(&mut d.preparing) => Wake::Prepared(res.map(Box::new)),
+            res = join_opt(&mut d.disrupt_task) => Wake::Disruption(res),
             _ = tick_opt(&mut watchdog) => Wake::Watchdog,
         };
         inputs = d.wake(wake).await?;
@@ -454,6 +472,7 @@ impl Driver {
                     vec![]
                 }
             }
+            Wake::Disruption(done) => self.on_disruption_done(done).await,
             Wake::Watchdog => {
                 self.notifier.watchdog();
                 vec![]

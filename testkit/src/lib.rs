@@ -6,13 +6,14 @@
 //! kubectl by hand and for `scripts/demo.sh`. It speaks HTTP/1.1 on `127.0.0.1` (port 0 unless
 //! [`ApiServer::start_on`] is given one; a thread per connection, keep-alive, `Content-Length` bodies, chunked watch
 //! streams) and serves Nodes (with the `status` subresource), ConfigMaps, Events (core/v1 and
-//! events.k8s.io/v1) and Namespaces with the real API server's semantics, as far as kube-rs and
-//! kubectl can observe them:
+//! events.k8s.io/v1), Namespaces, Pods (with `status` and the policy/v1 `eviction`
+//! subresource) and PodDisruptionBudgets (policy/v1, with `status`) with the real API
+//! server's semantics, as far as kube-rs and kubectl can observe them:
 //!
 //! - one global, monotonically increasing resourceVersion; uid (UUID v4), resourceVersion and
-//!   creationTimestamp on every object (Nodes, ConfigMaps, Events and Namespaces carry no
-//!   `metadata.generation` on a real server either); an update that changes nothing is not
-//!   written (no new resourceVersion, no watch event), as etcd3's GuaranteedUpdate does;
+//!   creationTimestamp on every object (only PodDisruptionBudgets carry `metadata.generation`,
+//!   as on a v1.32 server); an update that changes nothing is not written (no new
+//!   resourceVersion, no watch event), as etcd3's GuaranteedUpdate does;
 //! - errors are `Status` objects with the real messages, reasons, details and causes;
 //! - watches replay from a bounded per-resource history (the watch cache), answer a too-old
 //!   resourceVersion with a single `ERROR` event carrying a 410 `Expired` Status, send BOOKMARKs
@@ -25,7 +26,25 @@
 //!   (RFC 6902, all six operations); server-side apply (`application/apply-patch+yaml`) is NOT
 //!   implemented and answered with 415 listing what is;
 //! - `nodes/NAME` cannot change status and `nodes/NAME/status` cannot change spec (metadata
-//!   changes through the status subresource are kept, as on the real server);
+//!   changes through the status subresource are kept, as on the real server); likewise for
+//!   pods and PodDisruptionBudgets;
+//! - Pods (module `pods`): validated (containers with names and images, ...) and defaulted
+//!   like the real server's (no ServiceAccount admission: no token volume), created
+//!   `Pending` whatever status is sent (use [`ApiServer::create_pod`] for a running pod, or
+//!   `pods/NAME/status`), spec immutable but for images and the like; field selectors
+//!   `spec.nodeName`, `status.phase`, ...; a delete returns the deleted pod. There is no
+//!   kubelet: a graceful delete removes a pod at once, unless
+//!   [`ApiServer::set_pod_termination_delay`] makes it terminate (deletionTimestamp, then
+//!   gone after the delay);
+//! - evictions (`POST pods/NAME/eviction`, policy/v1 or v1beta1 Eviction) as
+//!   pkg/registry/core/pod/storage/eviction.go: terminal, pending and terminating pods are
+//!   deleted directly; else the one PodDisruptionBudget selecting the pod must allow a
+//!   disruption (429 TooManyRequests with the DisruptionBudget cause if not, 429 "still being
+//!   processed" while its observedGeneration lags, 500 for more than one PDB), which is
+//!   decremented and records the pod in `disruptedPods`; the pod gets the `DisruptionTarget`
+//!   condition and is deleted; the answer is 201 with a Success Status. There is no
+//!   disruption controller: a PDB's status is what [`ApiServer::create_pdb`],
+//!   [`ApiServer::set_pdb_disruptions_allowed`] or a client wrote to `/status`;
 //! - like servers since v1.24 (DynamicKubeletConfig removed), `spec.configSource` and
 //!   `status.config` are dropped from Nodes unless the stored node already has them (a node
 //!   that keeps one gets the real "spec.configSource: the feature is removed" warning);
@@ -38,15 +57,35 @@
 //! - bearer-token authentication: a wrong token is 401; a request without credentials is the
 //!   old insecure port's `system:unsecured` (client-go never sends credentials over plain HTTP,
 //!   so kubectl could not work otherwise), or with [`ApiServer::require_token`] the anonymous
-//!   user (may read /version and the health endpoints only, 403 elsewhere).
+//!   user (may read /version and the health endpoints only, 403 elsewhere). The default token
+//!   ([`DEFAULT_USER`]) may do anything but what [`ApiServer::deny`] forbids;
+//! - node credentials (module `nodeauth`; [`ApiServer::node_token`],
+//!   [`ApiServer::write_node_kubeconfig`], [`ApiServer::node_kubeconfig_in`]): the user
+//!   `system:node:NODE` (groups `system:nodes`, `system:authenticated`), authorized by the Node
+//!   authorizer of v1.32 (AuthorizeNodeWithSelectors on: a node reads only pods bound to it, and
+//!   lists or watches pods only with `fieldSelector=spec.nodeName=NODE`; see
+//!   [`ApiServer::authorize_node_with_selectors`]) plus the RBAC of the project's
+//!   `manifests/10-rbac.yaml` (ConfigMaps in `kubelet-config`, Nodes get/list/watch/patch,
+//!   `nodes/status` patch, Events create/patch), then restricted by the NodeRestriction
+//!   admission plugin (only its own Node, not its taints or restricted labels; delete, evict and
+//!   update the status only of pods bound to it; create only its mirror pods). Everything else
+//!   (PodDisruptionBudgets, DaemonSets, ReplicaSets, other namespaces' ConfigMaps, ...) is 403
+//!   with the real message and the Node authorizer's reason; [`ApiServer::deny`] applies on
+//!   top.
 //!
 //! Deviations worth knowing: answers are always JSON (whatever the Accept header prefers);
-//! protobuf request bodies are decoded for ConfigMap and Namespace only (what kubectl's
-//! generators send), others get 415; no Table output (kubectl falls back to client-side printing), aggregated discovery requests get
+//! protobuf request bodies are decoded for ConfigMap, Namespace, PodDisruptionBudget and
+//! Eviction only (what `kubectl create` and `kubectl drain` send), others (`kubectl run`) get
+//! 415; over plain HTTP kubectl sends no token, so a node kubeconfig gives kubectl the
+//! insecure port's user, not the node's (kube-rs and curl do send it); no Table output (kubectl falls back to client-side printing), aggregated discovery requests get
 //! the legacy documents with `Content-Type: application/json` (kubectl falls back), no OpenAPI
 //! documents (404; kubectl's generators, annotate, patch and get do not need them), no
 //! managedFields, no `limit`/`continue` paging (full lists), no deletecollection, and injected
 //! 429s carry a Status body (the real priority-and-fairness filter answers text/plain).
+//!
+//! Kube-rs 5's client retries 429s itself by default (15 times, backing off up to 1000 s), so an
+//! eviction refused by a PodDisruptionBudget only reaches the caller that way if
+//! `Config::default_retry` is false.
 //!
 //! Fault injection and observation: [`ApiServer::fail_next`], [`ApiServer::set_delay`],
 //! [`ApiServer::drop_watches`], [`ApiServer::stop`], [`ApiServer::restart_on_same_port`],
@@ -65,6 +104,9 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
+
+mod nodeauth;
+mod pods;
 
 /// Watch events kept per resource (the watch cache); older resourceVersions get 410 Expired.
 pub const DEFAULT_HISTORY_LIMIT: usize = 1000;
@@ -145,6 +187,8 @@ pub struct ApiServer {
     shared: Arc<Shared>,
     port: u16,
     acceptor: Mutex<Option<Acceptor>>,
+    /// The thread that finishes pod terminations (started by the first termination delay).
+    reaper: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl ApiServer {
@@ -169,12 +213,14 @@ impl ApiServer {
             changed: Condvar::new(),
             conns: Mutex::new(ConnRegistry::default()),
             next_conn: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
         });
         let acceptor = Acceptor::spawn(listener, Arc::clone(&shared));
         Ok(ApiServer {
             shared,
             port,
             acceptor: Mutex::new(Some(acceptor)),
+            reaper: Mutex::new(None),
         })
     }
 
@@ -195,6 +241,11 @@ impl ApiServer {
     /// Writes a kubeconfig for this server (static token, TLS verification off, namespace
     /// `default`) to `path`.
     pub fn write_kubeconfig(&self, path: &Path) {
+        self.write_kubeconfig_with(path, &self.token());
+    }
+
+    /// A kubeconfig like [`ApiServer::write_kubeconfig`]'s, with another bearer token.
+    fn write_kubeconfig_with(&self, path: &Path, token: &str) {
         let text = format!(
             "apiVersion: v1\n\
              kind: Config\n\
@@ -206,7 +257,6 @@ impl ApiServer {
              - name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\n\
              current-context: fake\n",
             url = self.url(),
-            token = self.token()
         );
         std::fs::write(path, text)
             .unwrap_or_else(|err| panic!("failed to write kubeconfig {}: {err}", path.display()));
@@ -574,6 +624,16 @@ impl ApiServer {
 impl Drop for ApiServer {
     fn drop(&mut self) {
         self.stop();
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.changed.notify_all();
+        let reaper = self
+            .reaper
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .take();
+        if let Some(reaper) = reaper {
+            let _ = reaper.join();
+        }
     }
 }
 
@@ -587,6 +647,8 @@ struct Shared {
     changed: Condvar,
     conns: Mutex<ConnRegistry>,
     next_conn: AtomicU64,
+    /// Set when the ApiServer is dropped (ends the pod termination thread).
+    closed: AtomicBool,
 }
 
 impl Shared {
@@ -963,7 +1025,19 @@ enum Resource {
     ConfigMaps,
     Events,
     Namespaces,
+    Pods,
+    PodDisruptionBudgets,
 }
+
+/// Every served resource.
+const RESOURCES: [Resource; 6] = [
+    Resource::Nodes,
+    Resource::ConfigMaps,
+    Resource::Events,
+    Resource::Namespaces,
+    Resource::Pods,
+    Resource::PodDisruptionBudgets,
+];
 
 impl Resource {
     fn plural(self) -> &'static str {
@@ -972,6 +1046,8 @@ impl Resource {
             Resource::ConfigMaps => "configmaps",
             Resource::Events => "events",
             Resource::Namespaces => "namespaces",
+            Resource::Pods => "pods",
+            Resource::PodDisruptionBudgets => "poddisruptionbudgets",
         }
     }
 
@@ -981,11 +1057,19 @@ impl Resource {
             Resource::ConfigMaps => "ConfigMap",
             Resource::Events => "Event",
             Resource::Namespaces => "Namespace",
+            Resource::Pods => "Pod",
+            Resource::PodDisruptionBudgets => "PodDisruptionBudget",
         }
     }
 
     fn namespaced(self) -> bool {
-        matches!(self, Resource::ConfigMaps | Resource::Events)
+        matches!(
+            self,
+            Resource::ConfigMaps
+                | Resource::Events
+                | Resource::Pods
+                | Resource::PodDisruptionBudgets
+        )
     }
 
     fn short_name(self) -> &'static str {
@@ -994,26 +1078,41 @@ impl Resource {
             Resource::ConfigMaps => "cm",
             Resource::Events => "ev",
             Resource::Namespaces => "ns",
+            Resource::Pods => "po",
+            Resource::PodDisruptionBudgets => "pdb",
+        }
+    }
+
+    /// The subresources served below an object (`nodes/NAME/status`, ...).
+    fn subresources(self) -> &'static [&'static str] {
+        match self {
+            Resource::Nodes | Resource::PodDisruptionBudgets => &["status"],
+            Resource::Pods => &["status", "eviction"],
+            Resource::ConfigMaps | Resource::Events | Resource::Namespaces => &[],
+        }
+    }
+
+    /// The group whose version the object is stored in (Events: core/v1).
+    fn home_group(self) -> ApiGroup {
+        match self {
+            Resource::PodDisruptionBudgets => ApiGroup::PolicyV1,
+            _ => ApiGroup::Core,
         }
     }
 
     fn from_plural(plural: &str) -> Option<Resource> {
-        [
-            Resource::Nodes,
-            Resource::ConfigMaps,
-            Resource::Events,
-            Resource::Namespaces,
-        ]
-        .into_iter()
-        .find(|resource| resource.plural() == plural)
+        RESOURCES
+            .into_iter()
+            .find(|resource| resource.plural() == plural)
     }
 }
 
-/// The API group a request came through; Events are served by both.
+/// The API group a request came through; Events are served by both core and events.k8s.io.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ApiGroup {
     Core,
     EventsV1,
+    PolicyV1,
 }
 
 impl ApiGroup {
@@ -1021,6 +1120,7 @@ impl ApiGroup {
         match self {
             ApiGroup::Core => "",
             ApiGroup::EventsV1 => "events.k8s.io",
+            ApiGroup::PolicyV1 => "policy",
         }
     }
 
@@ -1028,6 +1128,16 @@ impl ApiGroup {
         match self {
             ApiGroup::Core => "v1",
             ApiGroup::EventsV1 => "events.k8s.io/v1",
+            ApiGroup::PolicyV1 => "policy/v1",
+        }
+    }
+
+    /// Whether `resource` is served through this group.
+    fn serves(self, resource: Resource) -> bool {
+        match self {
+            ApiGroup::Core => resource != Resource::PodDisruptionBudgets,
+            ApiGroup::EventsV1 => resource == Resource::Events,
+            ApiGroup::PolicyV1 => resource == Resource::PodDisruptionBudgets,
         }
     }
 }
@@ -1048,7 +1158,7 @@ impl Target {
 
     fn collection(resource: Resource, namespace: Option<&str>) -> Target {
         Target {
-            group: ApiGroup::Core,
+            group: resource.home_group(),
             resource,
             namespace: namespace.map(str::to_string),
             name: None,
@@ -1093,14 +1203,20 @@ impl Target {
     fn is_status(&self) -> bool {
         self.subresource.as_deref() == Some("status")
     }
+
+    fn is_eviction(&self) -> bool {
+        self.subresource.as_deref() == Some("eviction")
+    }
 }
 
-/// Parses `/api/v1/...` and `/apis/events.k8s.io/v1/...` resource paths.
+/// Parses `/api/v1/...`, `/apis/events.k8s.io/v1/...` and `/apis/policy/v1/...` resource
+/// paths.
 fn parse_target(path: &str) -> Option<Target> {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let (group, rest) = match segments.as_slice() {
         ["api", "v1", rest @ ..] => (ApiGroup::Core, rest),
         ["apis", "events.k8s.io", "v1", rest @ ..] => (ApiGroup::EventsV1, rest),
+        ["apis", "policy", "v1", rest @ ..] => (ApiGroup::PolicyV1, rest),
         _ => return None,
     };
     let (namespace, resource, tail) = match rest {
@@ -1114,14 +1230,14 @@ fn parse_target(path: &str) -> Option<Target> {
         [plural, tail @ ..] => (None, Resource::from_plural(plural)?, tail),
         [] => return None,
     };
-    if group == ApiGroup::EventsV1 && resource != Resource::Events {
+    if !group.serves(resource) {
         return None;
     }
     let (name, subresource) = match tail {
         [] => (None, None),
         [name] => (Some(name.to_string()), None),
-        [name, "status"] if resource == Resource::Nodes => {
-            (Some(name.to_string()), Some("status".to_string()))
+        [name, sub] if resource.subresources().contains(sub) => {
+            (Some(name.to_string()), Some(sub.to_string()))
         }
         _ => return None,
     };
@@ -1434,6 +1550,9 @@ enum FieldErrorKind {
     Invalid(Value),
     Forbidden,
     TooLong,
+    Duplicate(Value),
+    /// The value and the supported values.
+    NotSupported(Value, Vec<String>),
 }
 
 impl FieldError {
@@ -1469,12 +1588,33 @@ impl FieldError {
         }
     }
 
+    fn duplicate(field: &str, value: Value) -> FieldError {
+        FieldError {
+            field: field.to_string(),
+            kind: FieldErrorKind::Duplicate(value),
+            detail: String::new(),
+        }
+    }
+
+    fn not_supported(field: &str, value: Value, supported: &[&str]) -> FieldError {
+        FieldError {
+            field: field.to_string(),
+            kind: FieldErrorKind::NotSupported(
+                value,
+                supported.iter().map(|s| s.to_string()).collect(),
+            ),
+            detail: String::new(),
+        }
+    }
+
     fn reason(&self) -> &'static str {
         match self.kind {
             FieldErrorKind::Required => "FieldValueRequired",
             FieldErrorKind::Invalid(_) => "FieldValueInvalid",
             FieldErrorKind::Forbidden => "FieldValueForbidden",
             FieldErrorKind::TooLong => "FieldValueTooLong",
+            FieldErrorKind::Duplicate(_) => "FieldValueDuplicate",
+            FieldErrorKind::NotSupported(..) => "FieldValueNotSupported",
         }
     }
 
@@ -1485,6 +1625,14 @@ impl FieldError {
             FieldErrorKind::Invalid(value) => format!("Invalid value: {value}"),
             FieldErrorKind::Forbidden => "Forbidden".to_string(),
             FieldErrorKind::TooLong => "Too long".to_string(),
+            FieldErrorKind::Duplicate(value) => format!("Duplicate value: {value}"),
+            FieldErrorKind::NotSupported(value, supported) => {
+                let quoted: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+                format!(
+                    "Unsupported value: {value}: supported values: {}",
+                    quoted.join(", ")
+                )
+            }
         };
         if !self.detail.is_empty() {
             body.push_str(": ");
@@ -1599,6 +1747,14 @@ struct State {
     bookmark_epoch: u64,
     stop_epoch: u64,
     bookmark_interval: Duration,
+    /// Node credentials: bearer token -> node name.
+    node_tokens: BTreeMap<String, String>,
+    /// The AuthorizeNodeWithSelectors feature gate (on by default since v1.32).
+    node_selectors: bool,
+    /// How long a bound pod takes to terminate after a graceful delete (zero: at once).
+    pod_termination_delay: Duration,
+    /// Pods being terminated, to be removed when due.
+    terminations: Vec<pods::Termination>,
 }
 
 /// Options of a write request.
@@ -1606,6 +1762,8 @@ struct State {
 struct Opts {
     dry_run: bool,
     validation: FieldValidation,
+    /// The node whose credentials made the request (NodeRestriction admission applies).
+    node: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1654,13 +1812,12 @@ impl State {
             bookmark_epoch: 0,
             stop_epoch: 0,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
+            node_tokens: BTreeMap::new(),
+            node_selectors: true,
+            pod_termination_delay: Duration::ZERO,
+            terminations: Vec::new(),
         };
-        for resource in [
-            Resource::Nodes,
-            Resource::ConfigMaps,
-            Resource::Events,
-            Resource::Namespaces,
-        ] {
+        for resource in RESOURCES {
             state.store.insert(resource, BTreeMap::new());
             state
                 .histories
@@ -1791,6 +1948,9 @@ impl State {
             return Err(ApiError::bad_request(
                 "resourceVersion should not be set on objects to be created",
             ));
+        }
+        if let Some(node) = &opts.node {
+            nodeauth::admit_create(self, node, target, &obj)?;
         }
         // System fields (FillObjectMetaSystemFields): set by the server, whatever was sent.
         if let Some(map) = obj["metadata"].as_object_mut() {
@@ -1931,6 +2091,9 @@ impl State {
             }
             _ => {}
         }
+        if let Some(node) = &opts.node {
+            nodeauth::admit_update(node, target, &obj, &old)?;
+        }
         // Fields the client cannot change (BeforeUpdate).
         if let Some(map) = obj["metadata"].as_object_mut() {
             map.insert("name".to_string(), json!(name));
@@ -1997,6 +2160,9 @@ impl State {
     ) -> Result<Outcome, ApiError> {
         let name = target.name().to_string();
         let old = self.existing(target)?;
+        if let Some(node) = &opts.node {
+            nodeauth::admit_delete(node, target, &old)?;
+        }
         let uid = old["metadata"]["uid"].as_str().unwrap_or("").to_string();
         let rv = old["metadata"]["resourceVersion"]
             .as_str()
@@ -2023,6 +2189,10 @@ impl State {
                     ));
                 }
             }
+        }
+        if target.resource == Resource::Pods {
+            // Graceful deletion; the deleted object is returned (ReturnDeletedObject).
+            return Ok(self.delete_pod(target, old, options, opts));
         }
         if opts.dry_run {
             return Ok(Outcome::ok(deleted_status(target, &name, &uid)));
@@ -2051,7 +2221,12 @@ impl State {
         }
         if target.resource == Resource::Namespaces {
             // The namespace controller's job, done at once: delete what the namespace holds.
-            for resource in [Resource::ConfigMaps, Resource::Events] {
+            for resource in [
+                Resource::ConfigMaps,
+                Resource::Events,
+                Resource::Pods,
+                Resource::PodDisruptionBudgets,
+            ] {
                 let keys: Vec<Key> = self
                     .objects(resource)
                     .keys()
@@ -2122,6 +2297,8 @@ impl State {
                     copy_field(obj, old, "status");
                 }
             }
+            Resource::Pods => pods::prepare_pod(target, obj, old),
+            Resource::PodDisruptionBudgets => pods::prepare_pdb(target, obj, old),
             Resource::ConfigMaps | Resource::Events => {}
         }
         warnings
@@ -2169,6 +2346,8 @@ impl State {
                 }
             }
             Resource::Events => validate_event(obj, target.group, old, &mut errors),
+            Resource::Pods => pods::validate_pod(obj, old, &mut errors),
+            Resource::PodDisruptionBudgets => pods::validate_pdb(obj, old, &mut errors),
             Resource::Namespaces => {}
         }
         errors
@@ -2411,8 +2590,10 @@ fn shape_for(target: &Target) -> &'static Shape {
         (Resource::Nodes, _) => &NODE,
         (Resource::ConfigMaps, _) => &CONFIGMAP,
         (Resource::Namespaces, _) => &NAMESPACE,
-        (Resource::Events, ApiGroup::Core) => &EVENT_CORE,
         (Resource::Events, ApiGroup::EventsV1) => &EVENT_V1,
+        (Resource::Events, _) => &EVENT_CORE,
+        (Resource::Pods, _) => &pods::POD,
+        (Resource::PodDisruptionBudgets, _) => &pods::PDB,
     }
 }
 
@@ -2563,6 +2744,7 @@ fn check_types(obj: &Value, kind: &str) -> Result<(), String> {
                 }
             }
         }
+        "Pod" | "PodDisruptionBudget" => pods::check_types(obj, kind)?,
         _ => {}
     }
     Ok(())
@@ -2651,7 +2833,10 @@ fn decode_body(
         obj = rename_event_fields(obj, false);
     }
     if let Some(map) = obj.as_object_mut() {
-        map.insert("apiVersion".to_string(), json!("v1"));
+        map.insert(
+            "apiVersion".to_string(),
+            json!(target.resource.home_group().api_version()),
+        );
         map.insert("kind".to_string(), json!(kind));
         if !map.get("metadata").is_some_and(Value::is_object) {
             map.insert("metadata".to_string(), json!({}));
@@ -3354,6 +3539,7 @@ const EVENT_FIELD_LABELS: [&str; 10] = [
 fn field_label_supported(resource: Resource, key: &str) -> bool {
     match key {
         "metadata.name" | "metadata.namespace" => true,
+        _ if resource == Resource::Pods => pods::POD_FIELD_LABELS.contains(&key),
         "spec.unschedulable" => resource == Resource::Nodes,
         "status.phase" => resource == Resource::Namespaces,
         "source" => resource == Resource::Events,
@@ -3373,6 +3559,7 @@ fn field_value(obj: &Value, resource: Resource, key: &str) -> Option<String> {
                 .to_string(),
         ),
         "status.phase" => text(&obj["status"]["phase"]),
+        _ if resource == Resource::Pods => pods::pod_field_value(obj, key),
         "source" => text(&obj["source"]["component"]),
         other if resource == Resource::Events => {
             let pointer = format!("/{}", other.replace('.', "/"));
@@ -3429,6 +3616,8 @@ fn list_strategy(resource: Resource, path: &str) -> ListStrategy {
         (Resource::Nodes, "spec.podCIDRs") => ListStrategy::MergePrimitives,
         (Resource::Nodes, "status.conditions") => ListStrategy::MergeKey("type"),
         (Resource::Nodes, "status.addresses") => ListStrategy::MergeKey("type"),
+        (Resource::Pods, _) => pods::pod_list_strategy(path),
+        (Resource::PodDisruptionBudgets, "status.conditions") => ListStrategy::MergeKey("type"),
         _ => ListStrategy::Replace,
     }
 }
@@ -3860,15 +4049,10 @@ fn route_inner(
     watch: bool,
 ) -> Result<Routed, ApiError> {
     // Authentication: a wrong token is 401; no credentials is the insecure port's user
-    // (client-go sends no credentials over plain HTTP) or, with `require_token`, anonymous.
-    let user = match request.header("authorization") {
-        None if state.require_token => None,
-        None => Some(INSECURE_PORT_USER.to_string()),
-        Some(value) => match value.strip_prefix("Bearer ") {
-            Some(token) if token.trim() == state.token => Some(state.user.clone()),
-            _ => return Err(ApiError::unauthorized()),
-        },
-    };
+    // (client-go sends no credentials over plain HTTP) or, with `require_token`, anonymous;
+    // a node token is the node's identity (system:node:NAME).
+    let identity = nodeauth::authenticate(state, request.header("authorization"))?;
+    let user = identity.user();
     let path = match request.path.trim_end_matches('/') {
         "" => "/",
         trimmed => trimmed,
@@ -3890,6 +4074,12 @@ fn route_inner(
         if user.is_none() {
             return Err(ApiError::forbidden_path(ANONYMOUS_USER, path));
         }
+        if let Some(node) = identity.node() {
+            // A resource this server does not serve: nothing lets a node at it.
+            if let Some(attrs) = nodeauth::Attrs::from_path(&request.method, path, query, watch) {
+                return Err(attrs.forbidden(&nodeauth::node_user(node), ""));
+            }
+        }
         if request.method != "GET" {
             return Err(ApiError::method_not_allowed());
         }
@@ -3903,7 +4093,11 @@ fn route_inner(
     if user == ANONYMOUS_USER || state.denies.iter().any(|deny| deny.matches(verb, &target)) {
         return Err(ApiError::forbidden(&user, verb, &target));
     }
-    let opts = write_options(query)?;
+    if let Some(node) = identity.node() {
+        nodeauth::authorize(state, node, &nodeauth::Attrs::new(verb, &target, query))?;
+    }
+    let mut opts = write_options(query)?;
+    opts.node = identity.node().map(str::to_string);
     match verb {
         "get" => state
             .get_served(&target)
@@ -3914,6 +4108,10 @@ fn route_inner(
             Ok(Routed::ok(state.list(&target, &selector)))
         }
         "watch" => watch_spec(target, query).map(Routed::Watch),
+        "create" if target.is_eviction() => {
+            let body = request_body(request, &target)?;
+            respond(state.evict(&target, body, &opts))
+        }
         "create" => {
             let body = request_body(request, &target)?;
             respond(state.create(&target, body, &opts))
@@ -3945,6 +4143,10 @@ fn route_inner(
 /// The RBAC verb of a request, `None` if the method is not served on that path.
 fn verb_for(method: &str, target: &Target, watch: bool) -> Option<&'static str> {
     let object = target.name.is_some();
+    if target.is_eviction() {
+        // pods/eviction is create-only.
+        return (method == "POST").then_some("create");
+    }
     match (method, object) {
         ("GET", _) if watch => Some("watch"),
         ("GET", true) => Some("get"),
@@ -3985,7 +4187,10 @@ fn inject_fault(
     if state.faults[position].remaining == 0 {
         state.faults.remove(position);
     }
-    let user = state.user.clone();
+    let user = nodeauth::authenticate(state, request.header("authorization"))
+        .ok()
+        .and_then(|identity| identity.user())
+        .unwrap_or_else(|| ANONYMOUS_USER.to_string());
     Err(ApiError::injected(
         code,
         &user,
@@ -4017,6 +4222,7 @@ fn write_options(query: &HashMap<String, String>) -> Result<Opts, ApiError> {
     Ok(Opts {
         dry_run,
         validation,
+        node: None,
     })
 }
 
@@ -4043,17 +4249,21 @@ fn request_body(request: &HttpRequest, target: &Target) -> Result<Value, ApiErro
         }
         "application/yaml" => serde_yaml_ng::from_slice(&request.body)
             .map_err(|err| ApiError::bad_request(format!("error converting YAML to JSON: {err}"))),
-        "application/vnd.kubernetes.protobuf" => protobuf::decode(&request.body, target.resource)
-            .map_err(|err| match err {
-                protobuf::Error::UnsupportedKind(kind) => ApiError::unsupported_media_type(&format!(
-                    "{BODY_TYPES} (this fake server decodes protobuf for ConfigMap and Namespace only, not {kind})"
+        "application/vnd.kubernetes.protobuf" => {
+            let kind = if target.is_eviction() {
+                "Eviction"
+            } else {
+                target.resource.kind()
+            };
+            protobuf::decode(&request.body, kind).map_err(|err| match err {
+                protobuf::Error::UnsupportedKind(found) => ApiError::unsupported_media_type(&format!(
+                    "{BODY_TYPES} (this fake server decodes protobuf for ConfigMap, Namespace, PodDisruptionBudget and Eviction only, not {found})"
                 )),
                 protobuf::Error::Malformed(why) => ApiError::bad_request(format!(
-                    "{} in version \"v1\" cannot be handled as a {}: {why}",
-                    target.resource.kind(),
-                    target.resource.kind()
+                    "{kind} in version \"v1\" cannot be handled as a {kind}: {why}"
                 )),
-            }),
+            })
+        }
         _ => Err(ApiError::unsupported_media_type(BODY_TYPES)),
     }
 }
@@ -4371,20 +4581,38 @@ fn version_info() -> Value {
 }
 
 fn resource_entry(resource: Resource) -> Value {
-    json!({
+    let mut entry = json!({
         "name": resource.plural(),
         "singularName": resource.kind().to_lowercase(),
         "namespaced": resource.namespaced(),
         "kind": resource.kind(),
         "verbs": VERBS,
         "shortNames": [resource.short_name()],
+    });
+    if resource == Resource::Pods {
+        entry["categories"] = json!(["all"]);
+    }
+    entry
+}
+
+/// The discovery entry of a `status` subresource.
+fn status_entry(resource: Resource) -> Value {
+    json!({
+        "name": format!("{}/status", resource.plural()),
+        "singularName": "",
+        "namespaced": resource.namespaced(),
+        "kind": resource.kind(),
+        "verbs": ["get", "patch", "update"],
     })
 }
 
-fn events_group() -> Value {
-    let version = json!({"groupVersion": "events.k8s.io/v1", "version": "v1"});
-    json!({"name": "events.k8s.io", "versions": [version], "preferredVersion": version})
+fn group_entry(group: ApiGroup) -> Value {
+    let version = json!({"groupVersion": group.api_version(), "version": "v1"});
+    json!({"name": group.group(), "versions": [version], "preferredVersion": version})
 }
+
+/// The groups besides the core one.
+const GROUPS: [ApiGroup; 2] = [ApiGroup::EventsV1, ApiGroup::PolicyV1];
 
 /// The legacy discovery documents (also the answer to aggregated-discovery requests, which
 /// clients then parse as legacy because of the plain `application/json` content type).
@@ -4403,29 +4631,55 @@ fn discovery(path: &str, host: &str) -> Option<Value> {
                 resource_entry(Resource::Events),
                 resource_entry(Resource::Namespaces),
                 resource_entry(Resource::Nodes),
+                status_entry(Resource::Nodes),
+                resource_entry(Resource::Pods),
                 {
-                    "name": "nodes/status",
+                    "name": "pods/eviction",
                     "singularName": "",
-                    "namespaced": false,
-                    "kind": "Node",
-                    "verbs": ["get", "patch", "update"],
+                    "namespaced": true,
+                    "group": "policy",
+                    "version": "v1",
+                    "kind": "Eviction",
+                    "verbs": ["create"],
                 },
+                status_entry(Resource::Pods),
             ],
         }),
-        "/apis" => json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [events_group()]}),
-        "/apis/events.k8s.io" => {
-            let mut group = events_group();
-            group["kind"] = json!("APIGroup");
-            group["apiVersion"] = json!("v1");
-            group
-        }
-        "/apis/events.k8s.io/v1" => json!({
-            "kind": "APIResourceList",
+        "/apis" => json!({
+            "kind": "APIGroupList",
             "apiVersion": "v1",
-            "groupVersion": "events.k8s.io/v1",
-            "resources": [resource_entry(Resource::Events)],
+            "groups": GROUPS.map(group_entry),
         }),
-        _ => return None,
+        _ => {
+            let group = GROUPS
+                .into_iter()
+                .find(|g| path.strip_prefix("/apis/") == Some(g.group()))
+                .map(|g| {
+                    let mut entry = group_entry(g);
+                    entry["kind"] = json!("APIGroup");
+                    entry["apiVersion"] = json!("v1");
+                    entry
+                });
+            if group.is_some() {
+                return group;
+            }
+            let group = GROUPS
+                .into_iter()
+                .find(|g| path.strip_prefix("/apis/") == Some(g.api_version()))?;
+            let resources: Vec<Value> = match group {
+                ApiGroup::PolicyV1 => vec![
+                    resource_entry(Resource::PodDisruptionBudgets),
+                    status_entry(Resource::PodDisruptionBudgets),
+                ],
+                _ => vec![resource_entry(Resource::Events)],
+            };
+            json!({
+                "kind": "APIResourceList",
+                "apiVersion": "v1",
+                "groupVersion": group.api_version(),
+                "resources": resources,
+            })
+        }
     })
 }
 
@@ -4455,7 +4709,12 @@ fn unix_seconds(time: SystemTime) -> i64 {
 
 /// `2006-01-02T15:04:05Z`, the form of metav1.Time.
 fn now_rfc3339() -> String {
-    let secs = unix_seconds(SystemTime::now());
+    rfc3339(SystemTime::now())
+}
+
+/// `time` as metav1.Time serialises it (whole seconds, UTC).
+fn rfc3339(time: SystemTime) -> String {
+    let secs = unix_seconds(time);
     let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
     let rem = secs.rem_euclid(86_400);
     format!(
@@ -4516,12 +4775,11 @@ fn random_suffix() -> String {
 // Protobuf request bodies (kubectl's typed clients send them since 1.2x)
 // ------------------------------------------------------------------------------------------
 
-/// Decodes the `k8s\0` protobuf envelope (runtime.Unknown) of a ConfigMap or Namespace into
-/// its JSON form; enough for `kubectl create configmap` and `kubectl create namespace`.
+/// Decodes the `k8s\0` protobuf envelope (runtime.Unknown) of a ConfigMap, Namespace,
+/// PodDisruptionBudget or Eviction into its JSON form; enough for `kubectl create configmap`,
+/// `kubectl create namespace`, `kubectl create pdb` and `kubectl drain`'s evictions.
 mod protobuf {
     use serde_json::{json, Map, Value};
-
-    use super::Resource;
 
     const MAGIC: &[u8] = b"k8s\0";
 
@@ -4647,6 +4905,8 @@ mod protobuf {
         let mut meta = json!({});
         for (field, wire) in fields(bytes)? {
             match (field, wire) {
+                // Go marshals empty strings too; JSON would omit them.
+                (_, Wire::Bytes([])) => {}
                 (1, Wire::Bytes(b)) => meta["name"] = json!(text(b)?),
                 (2, Wire::Bytes(b)) => meta["generateName"] = json!(text(b)?),
                 (3, Wire::Bytes(b)) => meta["namespace"] = json!(text(b)?),
@@ -4704,7 +4964,121 @@ mod protobuf {
         Ok(obj)
     }
 
-    pub(super) fn decode(body: &[u8], resource: Resource) -> Result<Value, Error> {
+    /// intstr.IntOrString.
+    fn int_or_string(bytes: &[u8]) -> Result<Value, Error> {
+        let (mut is_string, mut int, mut string) = (false, 0i64, String::new());
+        for (field, wire) in fields(bytes)? {
+            match (field, wire) {
+                (1, Wire::Varint(v)) => is_string = v == 1,
+                (2, Wire::Varint(v)) => int = i64::from(v as i32),
+                (3, Wire::Bytes(b)) => string = text(b)?,
+                _ => {}
+            }
+        }
+        Ok(if is_string { json!(string) } else { json!(int) })
+    }
+
+    /// metav1.LabelSelector.
+    fn label_selector(bytes: &[u8]) -> Result<Value, Error> {
+        let mut selector = json!({});
+        for (field, wire) in fields(bytes)? {
+            match (field, wire) {
+                (1, Wire::Bytes(b)) => insert_map_entry(&mut selector, "matchLabels", b, false)?,
+                (2, Wire::Bytes(b)) => {
+                    let mut expr = json!({});
+                    for (field, wire) in fields(b)? {
+                        match (field, wire) {
+                            (1, Wire::Bytes(k)) => expr["key"] = json!(text(k)?),
+                            (2, Wire::Bytes(o)) => expr["operator"] = json!(text(o)?),
+                            (3, Wire::Bytes(v)) => push_string(&mut expr, "values", v)?,
+                            _ => {}
+                        }
+                    }
+                    if !selector
+                        .get("matchExpressions")
+                        .is_some_and(Value::is_array)
+                    {
+                        selector["matchExpressions"] = json!([]);
+                    }
+                    if let Some(items) = selector["matchExpressions"].as_array_mut() {
+                        items.push(expr);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(selector)
+    }
+
+    /// policy/v1 PodDisruptionBudget (`kubectl create pdb`); the status is dropped (a create
+    /// resets it).
+    fn pod_disruption_budget(bytes: &[u8]) -> Result<Value, Error> {
+        let mut obj = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget"});
+        for (field, wire) in fields(bytes)? {
+            match (field, wire) {
+                (1, Wire::Bytes(b)) => obj["metadata"] = object_meta(b)?,
+                (2, Wire::Bytes(b)) => {
+                    let mut spec = json!({});
+                    for (field, wire) in fields(b)? {
+                        match (field, wire) {
+                            (1, Wire::Bytes(v)) => spec["minAvailable"] = int_or_string(v)?,
+                            (2, Wire::Bytes(v)) => spec["selector"] = label_selector(v)?,
+                            (3, Wire::Bytes(v)) => spec["maxUnavailable"] = int_or_string(v)?,
+                            (4, Wire::Bytes(v)) => {
+                                spec["unhealthyPodEvictionPolicy"] = json!(text(v)?)
+                            }
+                            _ => {}
+                        }
+                    }
+                    obj["spec"] = spec;
+                }
+                _ => {}
+            }
+        }
+        Ok(obj)
+    }
+
+    /// policy/v1 Eviction: metadata and deleteOptions.
+    fn eviction(bytes: &[u8]) -> Result<Value, Error> {
+        let mut obj = json!({"apiVersion": "policy/v1", "kind": "Eviction"});
+        for (field, wire) in fields(bytes)? {
+            match (field, wire) {
+                (1, Wire::Bytes(b)) => obj["metadata"] = object_meta(b)?,
+                (2, Wire::Bytes(b)) => obj["deleteOptions"] = delete_options(b)?,
+                _ => {}
+            }
+        }
+        Ok(obj)
+    }
+
+    fn delete_options(bytes: &[u8]) -> Result<Value, Error> {
+        let mut options = json!({});
+        for (field, wire) in fields(bytes)? {
+            match (field, wire) {
+                // int64 in two's complement.
+                (1, Wire::Varint(v)) => options["gracePeriodSeconds"] = json!(v as i64),
+                (2, Wire::Bytes(b)) => {
+                    let mut pre = json!({});
+                    for (field, wire) in fields(b)? {
+                        match (field, wire) {
+                            (1, Wire::Bytes(u)) => pre["uid"] = json!(text(u)?),
+                            (2, Wire::Bytes(r)) => pre["resourceVersion"] = json!(text(r)?),
+                            _ => {}
+                        }
+                    }
+                    options["preconditions"] = pre;
+                }
+                (3, Wire::Varint(v)) => options["orphanDependents"] = json!(v != 0),
+                (4, Wire::Bytes(b)) => options["propagationPolicy"] = json!(text(b)?),
+                (5, Wire::Bytes(b)) => push_string(&mut options, "dryRun", b)?,
+                _ => {}
+            }
+        }
+        Ok(options)
+    }
+
+    /// Decodes a body whose kind must be `expected` (ConfigMap, Namespace or Eviction).
+    pub(super) fn decode(body: &[u8], expected: &str) -> Result<Value, Error> {
         let envelope = body
             .strip_prefix(MAGIC)
             .ok_or_else(|| Error::Malformed("provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]".to_string()))?;
@@ -4723,9 +5097,11 @@ mod protobuf {
                 _ => {}
             }
         }
-        match (kind.as_str(), resource) {
-            ("ConfigMap", Resource::ConfigMaps) => configmap(raw),
-            ("Namespace", Resource::Namespaces) => namespace(raw),
+        match (kind.as_str(), expected) {
+            ("ConfigMap", "ConfigMap") => configmap(raw),
+            ("Namespace", "Namespace") => namespace(raw),
+            ("Eviction", "Eviction") => eviction(raw),
+            ("PodDisruptionBudget", "PodDisruptionBudget") => pod_disruption_budget(raw),
             _ => Err(Error::UnsupportedKind(kind)),
         }
     }

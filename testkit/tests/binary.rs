@@ -23,8 +23,8 @@ impl Drop for Server {
     }
 }
 
-/// Reads the banner up to the `kubeconfig` line; returns (`serving` URL, `node`, `kubeconfig`).
-fn banner(stdout: ChildStdout) -> (String, String, String) {
+/// Reads the banner up to the `try` line, as `key -> value`.
+fn banner_fields(stdout: ChildStdout) -> std::collections::BTreeMap<String, String> {
     let mut fields = std::collections::BTreeMap::new();
     for line in BufReader::new(stdout).lines() {
         let line = line.expect("read the server's stdout");
@@ -34,6 +34,12 @@ fn banner(stdout: ChildStdout) -> (String, String, String) {
             break;
         }
     }
+    fields
+}
+
+/// Reads the banner up to the `kubeconfig` line; returns (`serving` URL, `node`, `kubeconfig`).
+fn banner(stdout: ChildStdout) -> (String, String, String) {
+    let fields = banner_fields(stdout);
     let get = |key: &str| {
         fields
             .get(key)
@@ -120,6 +126,54 @@ fn serves_the_node_writes_a_kubeconfig_and_stops_on_sigterm() {
     assert!(status.success());
     assert!(wait_exit(&mut server.0).success());
     assert!(!kubeconfig.exists(), "the kubeconfig is removed on exit");
+}
+
+fn token_of(kubeconfig: &Path) -> String {
+    let text = std::fs::read_to_string(kubeconfig).expect("the kubeconfig is written");
+    text.lines()
+        .find_map(|line| line.trim().strip_prefix("token: "))
+        .expect("a token in the kubeconfig")
+        .to_string()
+}
+
+#[test]
+fn node_kubeconfig_has_the_node_credentials() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("kc");
+    let node_kubeconfig = dir.path().join("node-kc");
+    let mut server = Server(
+        Command::new(BIN)
+            .args(["--node", "node-x", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .arg("--node-kubeconfig")
+            .arg(&node_kubeconfig)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the server"),
+    );
+    let fields = banner_fields(server.0.stdout.take().expect("piped stdout"));
+    assert_eq!(
+        fields.get("nodeconfig").map(Path::new),
+        Some(node_kubeconfig.as_path())
+    );
+    let url = &fields["serving"];
+    let token = token_of(&node_kubeconfig);
+    assert_ne!(token, token_of(&kubeconfig));
+    let answer = get(url, &token, "/api/v1/nodes/node-x");
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    let answer = get(url, &token, "/apis/policy/v1/poddisruptionbudgets");
+    assert!(answer.starts_with("HTTP/1.1 403 "), "{answer}");
+    assert!(
+        answer.contains("User \\\"system:node:node-x\\\" cannot list resource"),
+        "{answer}"
+    );
+    let status = Command::new("kill")
+        .args(["-TERM", &server.0.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+    assert!(wait_exit(&mut server.0).success());
+    assert!(!node_kubeconfig.exists(), "removed on exit");
 }
 
 #[test]

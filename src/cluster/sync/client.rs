@@ -54,6 +54,12 @@ pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Option<Client>, Clie
             Err(_) => return Ok(None),
         },
     };
+    // kube's own retry layer (429/503/504, up to 15 times, up to 1000 s
+    // apart) is off: every caller here has a bounded backoff of its own, and
+    // a drain must see a PodDisruptionBudget's 429 to report it and to ask
+    // again on its own schedule.
+    let mut config = config;
+    config.default_retry = false;
     Client::try_from(config)
         .map(Some)
         .map_err(ClientError::Client)

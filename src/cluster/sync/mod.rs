@@ -28,6 +28,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::cluster::nodeconfig::{self, Assignment, ConfigReport};
+use crate::config::disruption::{Overrides, NODE_OVERRIDE_ANNOTATION};
 use crate::config::store::{ConfigSource, Store};
 use crate::observe::metrics::Metrics;
 use backoff::WatchBackoff;
@@ -59,6 +60,9 @@ pub struct Syncer {
     report_retry_at: Option<tokio::time::Instant>,
     report_retry_delay: Duration,
     metrics: Arc<Metrics>,
+    /// The Node's override annotation as last copied (`Some(None)`: absent;
+    /// `None`: not copied yet in this tenure).
+    overrides_seen: Option<Option<String>>,
 }
 
 impl Syncer {
@@ -84,6 +88,7 @@ impl Syncer {
             report_retry_at: None,
             report_retry_delay: DOWNLOAD_BACKOFF,
             metrics,
+            overrides_seen: None,
         }
     }
 
@@ -113,6 +118,7 @@ impl Syncer {
                     Some(Ok(Event::Apply(node) | Event::InitApply(node))) => {
                         node_backoff.ok();
                         let assignment = nodeconfig::assignment_of(&node);
+                        self.sync_overrides(&node).await;
                         self.observe_node(node);
                         if self.acted_on.as_ref() != Some(&assignment) {
                             cm_events = self.reconcile(assignment).await;
@@ -187,6 +193,47 @@ impl Syncer {
                     }
                 }
             }
+        }
+    }
+}
+
+impl Syncer {
+    /// Copies the Node's per-class action override (annotation
+    /// [`NODE_OVERRIDE_ANNOTATION`]) into the store, where the supervisor
+    /// reads it (also before the Node can be read, after a restart). An
+    /// invalid annotation is logged once per value and ignored.
+    async fn sync_overrides(&mut self, node: &Node) {
+        let text = node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(NODE_OVERRIDE_ANNOTATION))
+            .cloned();
+        if self.overrides_seen.as_ref() == Some(&text) {
+            return;
+        }
+        self.overrides_seen = Some(text.clone());
+        let valid = match &text {
+            Some(t) => match t.parse::<Overrides>() {
+                Ok(o) => {
+                    info!(overrides = %o, "this node overrides the actions of config change classes");
+                    Some(t.clone())
+                }
+                Err(err) => {
+                    warn!(annotation = NODE_OVERRIDE_ANNOTATION, %err, "ignoring the node's disruption-action annotation");
+                    None
+                }
+            },
+            None => None,
+        };
+        let store = self.store.clone();
+        let res = tokio::task::spawn_blocking(move || {
+            let _g = store.lock()?;
+            store.set_node_overrides(valid.as_deref())
+        })
+        .await;
+        if let Ok(Err(err)) = res {
+            warn!(%err, "cannot record the node's disruption-action override in the store");
         }
     }
 }

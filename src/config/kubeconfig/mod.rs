@@ -20,9 +20,11 @@
 //!   fields (`crashLoopThreshold`, `configTrialDuration`, from the Dynamic
 //!   Kubelet Configuration proposal) removed, because the kubelet does not
 //!   know them;
-//! - [`KubeletConfig::hash`] is the SHA-256 of the canonical JSON of the
-//!   effective config ([`HASH_ALGORITHM`]): independent of key order,
-//!   whitespace and of JSON versus YAML.
+//! - [`KubeletConfig::hash`] is the versioned hash of the effective config
+//!   ([`HASH_ALGORITHM`], see [`HashAlgorithm`]): independent of key order,
+//!   whitespace and of JSON versus YAML, and since V2 of how values are
+//!   spelled (`"1Gi"` is `"1024Mi"`); [`KubeletConfig::class_hashes`] has
+//!   one per disruption class.
 //!
 //! When in doubt this module is stricter than the kubelet, never more
 //! lenient: refusing a config the kubelet would accept leaves the node on its
@@ -41,10 +43,10 @@
 //! - `validate`: the kubelet's range checks; `eviction`: eviction signals,
 //!   thresholds and their rules;
 //! - `duration`: Go durations; `quantity`: Kubernetes quantities;
-//! - `hash`: canonical JSON and the versioned hash; `error`: why a document
-//!   was refused.
+//! - `hash`: canonical JSON and the versioned hashes; `error`: why a
+//!   document was refused.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -67,11 +69,12 @@ pub use duration::{DurationError, GoDuration};
 pub use error::{ConfigError, FieldError, Format};
 pub use eviction::{EvictionThreshold, EVICTION_SIGNALS};
 pub use fields::FieldValue;
-pub use hash::HASH_ALGORITHM;
+pub use hash::{HashAlgorithm, HASH_ALGORITHM};
 pub use nesting::MAX_NESTING_DEPTH;
 pub use quantity::{Quantity, QuantityError, QuantitySuffix};
 pub use schema::is_known_field;
 
+use crate::config::disruption::{self, Class};
 use fields::{check_object, check_type_meta, Views};
 use schema::TOP_FIELDS;
 
@@ -185,10 +188,34 @@ impl KubeletConfig {
         out.into_bytes()
     }
 
-    /// Lower-case hex SHA-256 of [`effective_bytes`](KubeletConfig::effective_bytes),
-    /// computed with [`HASH_ALGORITHM`].
+    /// [`effective`](KubeletConfig::effective) with every duration in Go's
+    /// canonical form (`"60s"` is `"1m0s"`): where the normalization of the
+    /// V2 hash and of `disruption::classify` starts.
+    pub(crate) fn effective_canonical(&self) -> Map<String, Value> {
+        let mut effective = self.effective_map();
+        hash::canonical_durations(&mut effective, TOP_FIELDS);
+        effective
+    }
+
+    /// Lower-case hex hash of the effective config with
+    /// [`HashAlgorithm::CURRENT`] (named by [`HASH_ALGORITHM`]).
     pub fn hash(&self) -> String {
-        hash::sha256_hex(&self.effective_bytes())
+        self.hash_with(HashAlgorithm::CURRENT)
+    }
+
+    /// Lower-case hex hash of the effective config with `algorithm`: V1 of
+    /// [`effective_bytes`](KubeletConfig::effective_bytes), V2 of the
+    /// normalized effective config (equal exactly when
+    /// [`disruption::classify`] finds no change).
+    pub fn hash_with(&self, algorithm: HashAlgorithm) -> String {
+        hash::config_hash(self, algorithm)
+    }
+
+    /// One V2 hash per disruption class, over the normalized fields of that
+    /// class (every class present). Two configs' class hashes differ exactly
+    /// for the classes of [`disruption::classify`]'s changes between them.
+    pub fn class_hashes(&self) -> BTreeMap<Class, String> {
+        hash::class_hashes(self)
     }
 
     /// `crashLoopThreshold`, or its default. Out-of-range values (only in an
@@ -209,17 +236,18 @@ impl KubeletConfig {
             .unwrap_or(DEFAULT_CONFIG_TRIAL_DURATION)
     }
 
-    /// Top-level field names whose effective values differ between the two
-    /// configs, sorted; `crashLoopThreshold` and `configTrialDuration` are
-    /// compared by their resolved values.
+    /// Top-level names of the fields whose normalized effective values
+    /// differ between the two configs ([`disruption::classify`]), sorted;
+    /// `crashLoopThreshold` and `configTrialDuration` are compared by their
+    /// resolved values.
     pub fn changed_fields(&self, other: &KubeletConfig) -> Vec<String> {
-        let ours = self.effective_map();
-        let theirs = other.effective_map();
-        let names: BTreeSet<&String> = ours.keys().chain(theirs.keys()).collect();
-        let mut changed: Vec<String> = names
+        let mut changed: Vec<String> = disruption::classify(self, other)
+            .field_names()
             .into_iter()
-            .filter(|name| ours.get(*name) != theirs.get(*name))
-            .cloned()
+            .map(|name| match name.split_once('.') {
+                Some((top, _)) => top.to_owned(),
+                None => name,
+            })
             .collect();
         if self.crash_loop_threshold() != other.crash_loop_threshold() {
             changed.push(CRASH_LOOP_THRESHOLD_FIELD.to_owned());
@@ -228,6 +256,7 @@ impl KubeletConfig {
             changed.push(CONFIG_TRIAL_DURATION_FIELD.to_owned());
         }
         changed.sort();
+        changed.dedup();
         changed
     }
 }

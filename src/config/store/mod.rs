@@ -9,7 +9,11 @@
 //! v1/startups.json           [RFC 3339, ...] kubelet restarts after crashes in the trial
 //! v1/trial.json              {source, since}: the stored trial clock
 //! v1/effective.json          what runs: source, hash + algorithm, error
+//! v1/applied-input.json     the document of the config that runs
+//! v1/disruption.json        a drain in progress / backing off, or a held change
+//! meta/node-overrides       the Node's per-class action override (from its annotation)
 //! effective/kubelet-config.json   the file the kubelet is started with
+//! state-files/NAME.STAMP    kubelet state files moved aside (newest 16 each)
 //! ```
 //!
 //! Every file is written with `fsutil::write_atomic`; a checkpoint directory
@@ -30,17 +34,20 @@
 //! (`error`), opening, paths, trust and the writer lock (`open`), bounded
 //! reads and atomic writes of JSON files (`json`), the small records
 //! (assignment, last-known-good, bad configs, startups, trial, effective
-//! config: `records`) and checkpoints (`checkpoints`).
+//! config: `records`), the records of a disruptive change (`pending`) and
+//! checkpoints (`checkpoints`).
 
 mod checkpoints;
 mod error;
 mod json;
 mod open;
+mod pending;
 mod records;
 mod types;
 
 pub use error::StoreError;
 pub use open::FileStamp;
+pub use pending::{DisruptionRecord, DrainPhase};
 pub use types::{validate_key, BadConfigs, BadEntry, ConfigSource, EffectiveRecord, Trial};
 
 use std::fs::File;

@@ -33,6 +33,8 @@ impl Store {
             self.meta_dir().join("assigned"),
             self.meta_dir().join("last-known-good"),
             self.v1_dir().join("bad-configs.json"),
+            self.meta_dir().join("node-overrides"),
+            self.v1_dir().join("disruption.json"),
         ]
         .iter()
         .map(|p| FileStamp::of(p))

@@ -59,6 +59,12 @@ pub struct EffectiveRecord {
     pub origin: String,
     pub hash_algorithm: String,
     pub hash: String,
+    /// One hash per disruption class (algorithms that have them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class_hashes: Option<std::collections::BTreeMap<crate::config::disruption::Class, String>>,
+    /// SHA-256 of `v1/applied-input.json` when it holds this config's document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_sha256: Option<String>,
     pub error: Option<String>,
     pub since: String,
 }

@@ -3,9 +3,10 @@
 //!
 //! It serves on `127.0.0.1` (a free port, or `--port`), creates the Node (`--node`, default the
 //! hostname; the `kubelet-config` namespace exists from the start), writes a kubeconfig for it
-//! (`--kubeconfig`), prints the address and the kubeconfig path, and runs until SIGTERM or
-//! SIGINT. The kubeconfig is written to a temp file and renamed into place, so a script may use
-//! it as soon as it exists; it is removed on exit.
+//! (`--kubeconfig`) and, with `--node-kubeconfig`, one with the node's credentials (user
+//! `system:node:NODE`, authorized like a kubelet), prints the address and the kubeconfig paths,
+//! and runs until SIGTERM or SIGINT. Each kubeconfig is written to a temp file and renamed into
+//! place, so a script may use it as soon as it exists; it is removed on exit.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -19,6 +20,7 @@ const NAME: &str = "kubelet-pivot-test-apiserver";
 
 const USAGE: &str = "\
 Usage: kubelet-pivot-test-apiserver [--port PORT] [--node NAME] [--kubeconfig FILE]
+                                    [--node-kubeconfig FILE]
 
 Serves the strict fake Kubernetes API server of kubelet-pivot's tests on 127.0.0.1 until
 SIGTERM or SIGINT (Ctrl-C).
@@ -28,6 +30,9 @@ Options:
   --node NAME        the Node to create (default: the hostname)
   --kubeconfig FILE  where to write a kubeconfig for the server (default:
                      $TMPDIR/kubelet-pivot-test-apiserver-PID.kubeconfig); removed on exit
+  --node-kubeconfig FILE
+                     also write a kubeconfig with the node's credentials (system:node:NAME,
+                     as a kubelet's); removed on exit
   -h, --help         this text
 
 Then: kubectl --kubeconfig FILE get nodes";
@@ -36,6 +41,7 @@ struct Args {
     port: u16,
     node: Option<String>,
     kubeconfig: Option<PathBuf>,
+    node_kubeconfig: Option<PathBuf>,
 }
 
 fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
@@ -43,6 +49,7 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Option<Args>, St
         port: 0,
         node: None,
         kubeconfig: None,
+        node_kubeconfig: None,
     };
     while let Some(arg) = argv.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -71,6 +78,9 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Option<Args>, St
                 args.node = Some(node);
             }
             "--kubeconfig" => args.kubeconfig = Some(PathBuf::from(value("--kubeconfig")?)),
+            "--node-kubeconfig" => {
+                args.node_kubeconfig = Some(PathBuf::from(value("--node-kubeconfig")?))
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -83,12 +93,12 @@ fn hostname() -> io::Result<String> {
     Ok(name.trim().to_lowercase())
 }
 
-/// Writes the kubeconfig to a temp file beside `path` and renames it into place.
-fn write_kubeconfig(server: &ApiServer, path: &Path) -> io::Result<()> {
+/// Writes a kubeconfig (with `write`) to a temp file beside `path` and renames it into place.
+fn write_kubeconfig(path: &Path, write: impl FnOnce(&Path)) -> io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp.{}", std::process::id()));
     let tmp = PathBuf::from(tmp);
-    server.write_kubeconfig(&tmp);
+    write(&tmp);
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
@@ -107,13 +117,22 @@ fn run(args: Args) -> Result<(), String> {
         Signals::new([SIGTERM, SIGINT]).map_err(|err| format!("cannot catch signals: {err}"))?;
     let server = ApiServer::start_on(args.port).map_err(|err| err.to_string())?;
     server.create_node(&node, std::iter::empty::<(&str, &str)>());
-    write_kubeconfig(&server, &kubeconfig)
+    write_kubeconfig(&kubeconfig, |tmp| server.write_kubeconfig(tmp))
         .map_err(|err| format!("cannot write {}: {err}", kubeconfig.display()))?;
+    if let Some(path) = &args.node_kubeconfig {
+        if let Err(err) = write_kubeconfig(path, |tmp| server.write_node_kubeconfig(tmp, &node)) {
+            let _ = std::fs::remove_file(&kubeconfig);
+            return Err(format!("cannot write {}: {err}", path.display()));
+        }
+    }
 
     let mut out = io::stdout().lock();
     let _ = writeln!(out, "serving    {}", server.url());
     let _ = writeln!(out, "node       {node}");
     let _ = writeln!(out, "kubeconfig {}", kubeconfig.display());
+    if let Some(path) = &args.node_kubeconfig {
+        let _ = writeln!(out, "nodeconfig {}", path.display());
+    }
     let _ = writeln!(
         out,
         "try        kubectl --kubeconfig {} get nodes",
@@ -124,6 +143,9 @@ fn run(args: Args) -> Result<(), String> {
 
     let signal = signals.forever().next();
     let _ = std::fs::remove_file(&kubeconfig);
+    if let Some(path) = &args.node_kubeconfig {
+        let _ = std::fs::remove_file(path);
+    }
     server.stop();
     eprintln!("{NAME}: stopped (signal {})", signal.unwrap_or_default());
     Ok(())

@@ -1,0 +1,157 @@
+//! The records of a disruptive config change: `v1/disruption.json` (a
+//! drain in progress, a drain backing off, or a held change: what
+//! survives a kill -9 mid-drain, and what `status` shows), the node's
+//! override of the per-class actions (`meta/node-overrides`, copied from the
+//! Node's annotation by the syncer) and the document of the config that runs
+//! (`v1/applied-input.json`, re-decoded under the current build to compare
+//! with a new one).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::json::policy;
+use super::{ConfigSource, Store, StoreError, DIR_MODE, FILE_MODE, MAX_META_BYTES, MAX_PAYLOAD};
+use crate::config::disruption::{Action, Class};
+use crate::safefs::fsutil;
+
+/// Where a disruptive change stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DrainPhase {
+    /// Not applied: the change needs a new node (action `hold`).
+    Held,
+    /// Evicting the pods bound to the node (cordoned first).
+    Evicting,
+    /// Drained: the kubelet restarts with the new config.
+    Restarting,
+    /// Restarted: waiting for the kubelet's healthz before uncordoning.
+    HealthGate,
+    /// The last drain timed out (or failed); uncordoned, tried again at `retry_at`.
+    BackingOff,
+}
+
+impl DrainPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DrainPhase::Held => "held",
+            DrainPhase::Evicting => "evicting",
+            DrainPhase::Restarting => "restarting",
+            DrainPhase::HealthGate => "health-gate",
+            DrainPhase::BackingOff => "backing-off",
+        }
+    }
+
+    /// The node is drained: any config may start now.
+    pub fn drained(self) -> bool {
+        matches!(self, DrainPhase::Restarting | DrainPhase::HealthGate)
+    }
+}
+
+/// A disruptive change in progress or held.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisruptionRecord {
+    /// Hash of the config the change brings ([`hash_algorithm`](Self::hash_algorithm)).
+    pub target_hash: String,
+    pub hash_algorithm: String,
+    /// Its source (`None`: the local config).
+    pub target: Option<ConfigSource>,
+    pub class: Class,
+    pub action: Action,
+    /// The changed fields, e.g. `kubeReserved.memory`.
+    pub fields: Vec<String>,
+    pub phase: DrainPhase,
+    /// Whether we cordoned the node (only then is it ours to uncordon).
+    pub cordoned_by_us: bool,
+    /// RFC 3339: when this change was first seen.
+    pub since: String,
+    /// Drains tried for it.
+    pub attempts: u32,
+    /// RFC 3339: when a backing-off drain is tried again.
+    pub retry_at: Option<String>,
+    /// What the change waits for, in words.
+    pub waiting_for: String,
+    pub last_error: Option<String>,
+}
+
+impl Store {
+    fn disruption_path(&self) -> PathBuf {
+        self.v1_dir().join("disruption.json")
+    }
+    fn node_overrides_path(&self) -> PathBuf {
+        self.meta_dir().join("node-overrides")
+    }
+    fn applied_input_path(&self) -> PathBuf {
+        self.v1_dir().join("applied-input.json")
+    }
+
+    pub fn disruption(&self) -> Result<Option<DisruptionRecord>, StoreError> {
+        self.read_json(&self.disruption_path(), "disruption record", MAX_META_BYTES)
+    }
+
+    pub fn set_disruption(&self, record: Option<&DisruptionRecord>) -> Result<(), StoreError> {
+        let path = self.disruption_path();
+        match record {
+            Some(r) => self.write_json(&path, r),
+            None => {
+                self.check_no_symlink(&path)?;
+                Ok(fsutil::remove_durable(&path)?)
+            }
+        }
+    }
+
+    /// The Node's override of the per-class actions, as last copied from its
+    /// annotation (the text; parsed by the caller).
+    pub fn node_overrides(&self) -> Result<Option<String>, StoreError> {
+        let bytes = self.read_file(
+            &self.node_overrides_path(),
+            "node override record",
+            MAX_META_BYTES,
+        )?;
+        Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    /// Writes (or removes) the node override; unchanged text is not rewritten.
+    pub fn set_node_overrides(&self, text: Option<&str>) -> Result<(), StoreError> {
+        if self.node_overrides()?.as_deref() == text {
+            return Ok(());
+        }
+        let path = self.node_overrides_path();
+        self.check_no_symlink(&path)?;
+        match text {
+            Some(t) => Ok(fsutil::write_atomic(&path, t.as_bytes(), FILE_MODE)?),
+            None => Ok(fsutil::remove_durable(&path)?),
+        }
+    }
+
+    /// The document of the config that runs, as last recorded.
+    pub fn applied_input(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        self.read_file(
+            &self.applied_input_path(),
+            "applied config document",
+            MAX_PAYLOAD as u64,
+        )
+    }
+
+    pub fn set_applied_input(&self, bytes: &[u8]) -> Result<(), StoreError> {
+        let path = self.applied_input_path();
+        self.check_no_symlink(&path)?;
+        let current = fsutil::read_bounded(
+            &path,
+            &policy("applied config document", MAX_PAYLOAD as u64),
+        );
+        if current.ok().flatten().as_deref() != Some(bytes) {
+            fsutil::write_atomic(&path, bytes, FILE_MODE)?;
+        }
+        Ok(())
+    }
+
+    /// The directory kubelet state files are moved into (created 0700).
+    pub fn state_files_dir(&self) -> Result<PathBuf, StoreError> {
+        let dir = self.root().join("state-files");
+        self.check_no_symlink(&dir)?;
+        fsutil::ensure_dir(&dir, DIR_MODE)?;
+        Ok(dir)
+    }
+}

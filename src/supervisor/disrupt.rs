@@ -1,0 +1,468 @@
+//! Disruptive config changes while the kubelet runs: what a change of each
+//! class does (restart, drain, hold), the drain and health-gate tasks, the
+//! store record that lets another supervisor (or this one after a kill -9)
+//! resume a drain, and what the Node shows meanwhile.
+//!
+//! The drain runs as one task beside the loop (cordon, evict until the pods
+//! are gone or `--drain-timeout`); its end feeds `Input::Reload` (the
+//! restart goes through the state machine like any other), and once the new
+//! kubelet runs the gate task waits for its healthz and uncordons. Both
+//! tasks are aborted before the lock is released; the record stays for the
+//! next holder.
+
+use super::*;
+
+use crate::cluster::drain::{Drainer, EvictState, Round, POLL};
+use crate::cluster::events::EventType;
+use crate::cluster::nodeconfig::{DisruptionReason, DisruptionReport};
+use crate::config::disruption::{Action, Change, Policy};
+use crate::config::kubeconfig::HASH_ALGORITHM;
+use crate::config::running;
+use crate::config::store::{DisruptionRecord, DrainPhase};
+use crate::kubelet::health;
+use crate::observe::disruption_metrics::DrainResult;
+
+/// Knobs of disruptive changes (command line).
+#[derive(Debug, Clone)]
+pub struct DisruptionOptions {
+    /// Action per class (defaults and `--disruption-action`).
+    pub policy: Policy,
+    pub drain_timeout: Duration,
+    /// First wait after a drain gave up (doubles per try, up to 32×).
+    pub drain_retry: Duration,
+    /// The kubelet's root dir (state files).
+    pub kubelet_root_dir: PathBuf,
+}
+
+/// Longest wait between retries: 32 × `--drain-retry`.
+const RETRY_DOUBLINGS: u32 = 5;
+/// healthz probes while gating.
+const GATE_POLL: Duration = Duration::from_millis(500);
+/// Wait after a failed uncordon before the next try.
+const UNCORDON_RETRY: Duration = Duration::from_secs(2);
+
+/// How a disruption task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TaskDone {
+    /// Every pod left: restart the kubelet with the new config.
+    Drained,
+    /// Timed out or refused: uncordoned, retried later.
+    GaveUp,
+    /// The kubelet is healthy and the node uncordoned (if it was ours).
+    Settled,
+}
+
+/// What the loop learned from the store in one config check.
+pub(super) struct Pending {
+    pub change: Change,
+    pub policy: Policy,
+    pub record: Option<DisruptionRecord>,
+}
+
+fn save(store: &Store, record: Option<&DisruptionRecord>) {
+    if let Err(err) = store.lock().and_then(|_g| store.set_disruption(record)) {
+        error!(%err, "cannot write the disruption record to the checkpoint store");
+    }
+}
+
+async fn save_async(store: &Store, record: Option<DisruptionRecord>) {
+    let store = store.clone();
+    let _ = blocking(move || save(&store, record.as_ref())).await;
+}
+
+fn retry_delay(base: Duration, attempts: u32) -> Duration {
+    base * 2u32.pow(attempts.saturating_sub(1).min(RETRY_DOUBLINGS))
+}
+
+fn time_after(d: Duration) -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now() + d).to_string()
+}
+
+fn due(retry_at: Option<&str>) -> bool {
+    retry_at
+        .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+        .is_none_or(|t| t <= std::time::SystemTime::now())
+}
+
+/// The Node's view of a record: reason and a message that does not change
+/// with drain progress (one condition update and Event per step).
+pub(super) fn report_of(record: &DisruptionRecord) -> DisruptionReport {
+    let what = format!(
+        "{} change ({}) needs action {}",
+        record.class,
+        record.fields.join(", "),
+        record.action
+    );
+    match record.phase {
+        DrainPhase::Held => DisruptionReport {
+            reason: DisruptionReason::RollRequired,
+            message: format!(
+                "{what}: held, the node must be replaced (label {})",
+                crate::cluster::nodeconfig::ROLL_REQUIRED_LABEL
+            ),
+        },
+        DrainPhase::BackingOff => DisruptionReport {
+            reason: DisruptionReason::DrainTimeout,
+            message: format!(
+                "{what}: the drain did not finish ({}); next try at {}",
+                record.last_error.as_deref().unwrap_or("timeout"),
+                record.retry_at.as_deref().unwrap_or("soon")
+            ),
+        },
+        _ => DisruptionReport {
+            reason: DisruptionReason::Draining,
+            message: format!("{what}: draining the node"),
+        },
+    }
+}
+
+fn new_record(
+    target: &Resolved,
+    change: &Change,
+    action: Action,
+    phase: DrainPhase,
+) -> Option<DisruptionRecord> {
+    let class = change.class()?;
+    Some(DisruptionRecord {
+        target_hash: target.hash(),
+        hash_algorithm: HASH_ALGORITHM.to_string(),
+        target: target.source.clone(),
+        class,
+        action,
+        fields: change.fields_of(class),
+        phase,
+        cordoned_by_us: false,
+        since: now_rfc3339(),
+        attempts: 0,
+        retry_at: None,
+        waiting_for: String::new(),
+        last_error: None,
+    })
+}
+
+impl Driver {
+    /// The API side of a drain (also posts Events), if an API server is configured.
+    pub(super) fn drainer_for_events(&self) -> Option<Drainer> {
+        self.drainer()
+    }
+
+    fn drainer(&self) -> Option<Drainer> {
+        self.client
+            .as_ref()
+            .map(|c| Drainer::new(c.clone(), self.opts.node_name.clone(), self.metrics.clone()))
+    }
+
+    /// Aborts a running drain or gate task (before the lock is released,
+    /// and when the plan changes). Its record stays.
+    pub(super) async fn stop_disruption_task(&mut self) {
+        if let Some(task) = self.disrupt_task.take() {
+            task.abort();
+            let _ = task.await;
+            self.metrics.disruption.set_draining(false);
+        }
+    }
+
+    /// The running kubelet's config equals the resolved one: a record left
+    /// from a drain (ours, or of a supervisor that died) is finished: gate
+    /// on the kubelet's health and uncordon what we cordoned.
+    pub(super) async fn settle(&mut self, record: Option<DisruptionRecord>) {
+        let Some(record) = record else {
+            self.disruption = None;
+            self.metrics.disruption.set_held(false, false);
+            return;
+        };
+        if self.disrupt_task.is_some() && !matches!(record.phase, DrainPhase::Evicting) {
+            self.disruption = Some(record);
+            return;
+        }
+        // A drain for a target that is no longer wanted ends here too.
+        self.stop_disruption_task().await;
+        self.metrics.disruption.set_held(false, false);
+        if !record.cordoned_by_us && !record.phase.drained() {
+            info!(
+                phase = record.phase.as_str(),
+                "the pending config change is gone; clearing its record"
+            );
+            save_async(&self.store, None).await;
+            self.disruption = None;
+            return;
+        }
+        self.start_gate(record, None);
+    }
+
+    /// Starts the health gate: wait for healthz, uncordon if ours, then
+    /// write `then` (or clear the record).
+    fn start_gate(&mut self, mut record: DisruptionRecord, then: Option<DisruptionRecord>) {
+        let addr = self.applied.as_ref().and_then(|a| {
+            let eff = a.config.effective();
+            let bind = eff
+                .get("healthzBindAddress")
+                .and_then(|v| v.as_str())
+                .unwrap_or("127.0.0.1")
+                .to_string();
+            let port = eff
+                .get("healthzPort")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(10248);
+            health::probe_address(&bind, u16::try_from(port).unwrap_or(0))
+        });
+        let drainer = self.drainer();
+        let store = self.store.clone();
+        let metrics = self.metrics.clone();
+        let was_drain = record.phase.drained();
+        record.phase = DrainPhase::HealthGate;
+        record.waiting_for = match addr {
+            Some(a) => format!("kubelet healthz at http://{a}/healthz, then uncordon"),
+            None => "uncordon (healthz disabled)".to_string(),
+        };
+        self.disruption = Some(record.clone());
+        self.disrupt_task = Some(tokio::spawn(async move {
+            save_async(&store, Some(record.clone())).await;
+            if let Some(a) = addr {
+                while !health::healthy(a).await {
+                    tokio::time::sleep(GATE_POLL).await;
+                }
+                info!(addr = %a, "kubelet is healthy");
+            }
+            if record.cordoned_by_us {
+                if let Some(d) = &drainer {
+                    while let Err(err) = d.uncordon().await {
+                        warn!(%err, "cannot uncordon the node; trying again");
+                        tokio::time::sleep(UNCORDON_RETRY).await;
+                    }
+                    d.event(EventType::Normal, "Uncordoned", &format!("kubelet healthy with the new config; uncordoned after the {} change ({})", record.class, record.fields.join(", "))).await;
+                }
+            }
+            if was_drain {
+                metrics.disruption.drain(DrainResult::Completed);
+            }
+            save_async(&store, then).await;
+            Some(TaskDone::Settled)
+        }));
+    }
+
+    /// A change of the running config needs `action`: carry it out (or keep
+    /// waiting). Returns the inputs to feed (a restart).
+    pub(super) async fn on_disruptive(
+        &mut self,
+        resolved: &Resolved,
+        pending: Pending,
+    ) -> Vec<Input> {
+        let Pending {
+            change,
+            policy,
+            record,
+        } = pending;
+        let Some(class) = change.class() else {
+            self.metrics.restart_for_config();
+            return vec![Input::Reload];
+        };
+        let mut action = policy.action(class);
+        if action == Action::Drain && self.client.is_none() {
+            action = Action::Restart;
+        }
+        let same_target = record
+            .as_ref()
+            .is_some_and(|r| r.target_hash == resolved.hash());
+        match action {
+            Action::Restart => {
+                info!(change = %running::describe(&change), "config change: restarting the kubelet in place");
+                self.metrics.restart_for_config();
+                vec![Input::Reload]
+            }
+            Action::Hold => {
+                if same_target && record.as_ref().is_some_and(|r| r.phase == DrainPhase::Held) {
+                    self.disruption = record;
+                    return vec![];
+                }
+                self.stop_disruption_task().await;
+                let Some(mut held) = new_record(resolved, &change, action, DrainPhase::Held) else {
+                    return vec![];
+                };
+                held.waiting_for = "a new node (this change is not applied in place)".into();
+                warn!(change = %running::describe(&change), "config change needs a new node: holding it; the running kubelet and its config stay");
+                self.metrics.disruption.set_held(true, true);
+                match record.filter(|r| r.cordoned_by_us) {
+                    // Cordoned by an earlier drain: uncordon, then hold.
+                    Some(old) => self.start_gate(old, Some(held)),
+                    None => {
+                        save_async(&self.store, Some(held.clone())).await;
+                        self.disruption = Some(held);
+                    }
+                }
+                vec![]
+            }
+            Action::Drain => {
+                self.metrics.disruption.set_held(false, false);
+                if self.disrupt_task.is_some() {
+                    return vec![];
+                }
+                let mut rec = match record {
+                    Some(r)
+                        if r.phase == DrainPhase::BackingOff
+                            && same_target
+                            && !due(r.retry_at.as_deref()) =>
+                    {
+                        self.disruption = Some(r);
+                        return vec![];
+                    }
+                    // Resume (ours after a restart, or another supervisor's):
+                    // keep whether we cordoned the node.
+                    Some(mut r) => {
+                        if !same_target {
+                            if let Some(class) = change.class() {
+                                r.target_hash = resolved.hash();
+                                r.target = resolved.source.clone();
+                                r.class = class;
+                                r.fields = change.fields_of(class);
+                                r.action = action;
+                            }
+                        }
+                        r
+                    }
+                    None => match new_record(resolved, &change, action, DrainPhase::Evicting) {
+                        Some(r) => r,
+                        None => return vec![],
+                    },
+                };
+                if rec.phase.drained() {
+                    // Drained already (a restart was cut short): restart now.
+                    self.disruption = Some(rec);
+                    self.metrics.restart_for_config();
+                    return vec![Input::Reload];
+                }
+                rec.phase = DrainPhase::Evicting;
+                self.start_drain(rec);
+                vec![]
+            }
+        }
+    }
+
+    fn start_drain(&mut self, mut rec: DisruptionRecord) {
+        let Some(drainer) = self.drainer() else {
+            return;
+        };
+        let store = self.store.clone();
+        let metrics = self.metrics.clone();
+        let timeout = self.opts.disruption.drain_timeout;
+        let retry = self.opts.disruption.drain_retry;
+        rec.attempts += 1;
+        rec.waiting_for = "cordon".into();
+        info!(class = %rec.class, fields = %rec.fields.join(", "), attempt = rec.attempts, timeout = ?timeout, "draining the node for a config change");
+        self.disruption = Some(rec.clone());
+        metrics.disruption.set_draining(true);
+        self.disrupt_task = Some(tokio::spawn(async move {
+            save_async(&store, Some(rec.clone())).await;
+            let what = format!("{} change ({})", rec.class, rec.fields.join(", "));
+            drainer
+                .event(
+                    EventType::Normal,
+                    "DrainStarted",
+                    &format!("draining the node for a {what}; attempt {}", rec.attempts),
+                )
+                .await;
+            let deadline = tokio::time::Instant::now() + timeout;
+            let mut failure: Option<String> = None;
+            if !rec.cordoned_by_us {
+                match drainer.cordon().await {
+                    Ok(true) => {
+                        rec.cordoned_by_us = true;
+                        save_async(&store, Some(rec.clone())).await;
+                        drainer
+                            .event(
+                                EventType::Normal,
+                                "Cordoned",
+                                &format!("cordoned for a {what}"),
+                            )
+                            .await;
+                    }
+                    Ok(false) => {}
+                    Err(err) => failure = Some(format!("cannot cordon the node: {err}")),
+                }
+            }
+            let mut state = EvictState::default();
+            let mut last_progress = None;
+            let outcome = loop {
+                if let Some(f) = failure.take() {
+                    break Err((f, DrainResult::Failed));
+                }
+                match drainer.round(&mut state).await {
+                    Round::Drained { evicted } => break Ok(evicted),
+                    Round::Failed(reason) => break Err((reason, DrainResult::Failed)),
+                    Round::Pending(progress) => {
+                        if tokio::time::Instant::now() >= deadline {
+                            let reason = format!(
+                                "{} after --drain-timeout {} (for example {})",
+                                progress,
+                                humantime::format_duration(timeout),
+                                state.examples.join(", ")
+                            );
+                            break Err((reason, DrainResult::Timeout));
+                        }
+                        if last_progress.as_ref() != Some(&progress) {
+                            rec.waiting_for = progress.to_string();
+                            save_async(&store, Some(rec.clone())).await;
+                            last_progress = Some(progress);
+                        }
+                        tokio::time::sleep(POLL).await;
+                    }
+                }
+            };
+            metrics.disruption.set_draining(false);
+            match outcome {
+                Ok(evicted) => {
+                    rec.phase = DrainPhase::Restarting;
+                    rec.waiting_for = "kubelet restart with the new config".into();
+                    save_async(&store, Some(rec.clone())).await;
+                    drainer.event(EventType::Normal, "Drained", &format!("{evicted} pod(s) evicted for a {what}; restarting the kubelet with the new config")).await;
+                    Some(TaskDone::Drained)
+                }
+                Err((reason, result)) => {
+                    warn!(%reason, "drain did not finish; nothing forced, the node is uncordoned and the drain is tried again later");
+                    metrics.disruption.drain(result);
+                    if rec.cordoned_by_us {
+                        match drainer.uncordon().await {
+                            Ok(()) => rec.cordoned_by_us = false,
+                            Err(err) => {
+                                warn!(%err, "cannot uncordon the node after the drain gave up; the next try or settle will")
+                            }
+                        }
+                    }
+                    let wait = retry_delay(retry, rec.attempts);
+                    rec.phase = DrainPhase::BackingOff;
+                    rec.retry_at = Some(time_after(wait));
+                    rec.last_error = Some(crate::cluster::nodeconfig::bounded(&reason, 512));
+                    rec.waiting_for = format!("next drain in {}", humantime::format_duration(wait));
+                    save_async(&store, Some(rec)).await;
+                    Some(TaskDone::GaveUp)
+                }
+            }
+        }));
+    }
+
+    /// A disruption task ended.
+    pub(super) async fn on_disruption_done(&mut self, done: Option<TaskDone>) -> Vec<Input> {
+        self.disrupt_task = None;
+        let store = self.store.clone();
+        self.disruption = blocking(move || store.disruption().ok().flatten())
+            .await
+            .flatten();
+        if let Some(a) = self.applied.clone() {
+            self.publish_report(&a);
+        }
+        match done {
+            Some(TaskDone::Drained)
+                if matches!(self.pivot.state, State::Holding(Run::Running(_))) =>
+            {
+                self.metrics.restart_for_config();
+                vec![Input::Reload]
+            }
+            _ => vec![],
+        }
+    }
+
+    /// The Node's view of the current record, if any.
+    pub(super) fn disruption_report(&self) -> Option<DisruptionReport> {
+        self.disruption.as_ref().map(report_of)
+    }
+}
