@@ -4257,7 +4257,7 @@ fn request_body(request: &HttpRequest, target: &Target) -> Result<Value, ApiErro
             };
             protobuf::decode(&request.body, kind).map_err(|err| match err {
                 protobuf::Error::UnsupportedKind(found) => ApiError::unsupported_media_type(&format!(
-                    "{BODY_TYPES} (this fake server decodes protobuf for ConfigMap, Namespace, PodDisruptionBudget and Eviction only, not {found})"
+                    "{BODY_TYPES} (this fake server decodes protobuf for ConfigMap and Namespace only, besides PodDisruptionBudget and Eviction for kubectl create pdb and drain; not {found})"
                 )),
                 protobuf::Error::Malformed(why) => ApiError::bad_request(format!(
                     "{kind} in version \"v1\" cannot be handled as a {kind}: {why}"
