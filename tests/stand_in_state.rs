@@ -423,6 +423,8 @@ fn healthz_port_taken_is_retried_while_the_kubelet_runs_on() {
     drop(taken);
     let addr = format!("127.0.0.1:{port}");
     wait_for("healthz served after the retry", || {
+        // Connection refused until the retry binds: not an answer yet.
+        TcpStream::connect(&addr).ok()?;
         (http_get(&addr, "/healthz") == (200, "ok".to_owned())).then_some(())
     });
     kubelet.stop();
