@@ -362,7 +362,7 @@ pub fn on_applied(store: &Store, r: &Resolved) -> Result<(), StoreError> {
         hash_algorithm: HASH_ALGORITHM.to_string(),
         hash: r.hash(),
         class_hashes: Some(r.config.class_hashes()),
-        input_sha256: Some(crate::config::running::sha256_hex(&input)),
+        input_sha256: Some(crate::config::kubeconfig::sha256_hex(&input)),
         error: r.error.as_ref().map(|e| e.to_string()),
         since: now_rfc3339(),
     };

@@ -8,11 +8,10 @@
 //! with another hash algorithm or other defaults sees no change where no
 //! input changed, and restarts nothing.
 
-use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
 use crate::config::disruption::{self, Action, Change, Policy, StateFile};
-use crate::config::kubeconfig::{KubeletConfig, HASH_ALGORITHM};
+use crate::config::kubeconfig::{sha256_hex, KubeletConfig, HASH_ALGORITHM};
 use crate::config::lifecycle::{Origin, Resolved};
 use crate::config::store::{EffectiveRecord, Store};
 
@@ -21,14 +20,6 @@ use crate::config::store::{EffectiveRecord, Store};
 pub struct Running {
     pub record: EffectiveRecord,
     pub config: KubeletConfig,
-}
-
-/// Lower-case hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// The config the last kubelet on this node was started with, if the store
@@ -56,7 +47,7 @@ pub fn last_running(store: &Store) -> Option<Running> {
             }
         }
     }
-    let bytes = std::fs::read(store.effective_config_path()).ok()?;
+    let bytes = store.effective_config()?;
     KubeletConfig::parse(&bytes).ok().map(with)
 }
 
@@ -204,5 +195,56 @@ pub fn describe(change: &Change) -> String {
     match change.class() {
         Some(class) => format!("{class} change ({})", change.fields_of(class).join(", ")),
         None => "no change".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::config::store::EffectiveRecord;
+
+    fn local_record() -> EffectiveRecord {
+        EffectiveRecord {
+            source: None,
+            origin: "local".into(),
+            hash_algorithm: "sha256-canonical-json-v1".into(),
+            hash: "00".into(),
+            class_hashes: None,
+            input_sha256: None,
+            error: None,
+            since: "T".into(),
+        }
+    }
+
+    #[test]
+    fn a_planted_fifo_as_the_effective_file_is_not_read() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path()).unwrap();
+        store.set_effective_record(&local_record()).unwrap();
+        let path = store.effective_config_path();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let started = Instant::now();
+        assert!(last_running(&store).is_none());
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn the_recorded_document_wins_only_when_its_digest_matches() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path()).unwrap();
+        let doc = b"{\"apiVersion\":\"kubelet.config.k8s.io/v1beta1\",\"kind\":\"KubeletConfiguration\",\"maxPods\":7}";
+        store.set_applied_input(doc).unwrap();
+        let mut record = local_record();
+        record.input_sha256 = Some(sha256_hex(doc));
+        store.set_effective_record(&record).unwrap();
+        let running = last_running(&store).unwrap();
+        assert_eq!(running.config.effective()["maxPods"], 7);
+        // A document that does not match its recorded digest is not used.
+        record.input_sha256 = Some(sha256_hex(b"other"));
+        store.set_effective_record(&record).unwrap();
+        assert!(last_running(&store).is_none());
     }
 }

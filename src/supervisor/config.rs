@@ -337,7 +337,7 @@ impl Driver {
         for m in &moved {
             self.metrics.disruption.state_file_moved(&m.name);
         }
-        let (Some(drainer), false) = (self.drainer_for_events(), moved.is_empty()) else {
+        let (Some(drainer), false) = (self.drainer(), moved.is_empty()) else {
             return;
         };
         let text = moved

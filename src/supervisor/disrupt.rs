@@ -142,11 +142,7 @@ fn new_record(
 
 impl Driver {
     /// The API side of a drain (also posts Events), if an API server is configured.
-    pub(super) fn drainer_for_events(&self) -> Option<Drainer> {
-        self.drainer()
-    }
-
-    fn drainer(&self) -> Option<Drainer> {
+    pub(super) fn drainer(&self) -> Option<Drainer> {
         self.client
             .as_ref()
             .map(|c| Drainer::new(c.clone(), self.opts.node_name.clone(), self.metrics.clone()))

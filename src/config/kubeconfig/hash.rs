@@ -119,7 +119,7 @@ pub(super) fn write_canonical(value: &Value, out: &mut String) {
 }
 
 /// Lower-case hex SHA-256 of `bytes`.
-pub(super) fn sha256_hex(bytes: &[u8]) -> String {
+pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }

@@ -69,7 +69,7 @@ pub use duration::{DurationError, GoDuration};
 pub use error::{ConfigError, FieldError, Format};
 pub use eviction::{EvictionThreshold, EVICTION_SIGNALS};
 pub use fields::FieldValue;
-pub use hash::{HashAlgorithm, HASH_ALGORITHM};
+pub use hash::{sha256_hex, HashAlgorithm, HASH_ALGORITHM};
 pub use nesting::MAX_NESTING_DEPTH;
 pub use quantity::{Quantity, QuantityError, QuantitySuffix};
 pub use schema::is_known_field;

@@ -10,7 +10,6 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::json::policy;
 use super::{ConfigSource, Store, StoreError, DIR_MODE, FILE_MODE, MAX_META_BYTES, MAX_PAYLOAD};
 use crate::config::disruption::{Action, Class};
 use crate::safefs::fsutil;
@@ -137,11 +136,7 @@ impl Store {
     pub fn set_applied_input(&self, bytes: &[u8]) -> Result<(), StoreError> {
         let path = self.applied_input_path();
         self.check_no_symlink(&path)?;
-        let current = fsutil::read_bounded(
-            &path,
-            &policy("applied config document", MAX_PAYLOAD as u64),
-        );
-        if current.ok().flatten().as_deref() != Some(bytes) {
+        if self.applied_input().ok().flatten().as_deref() != Some(bytes) {
             fsutil::write_atomic(&path, bytes, FILE_MODE)?;
         }
         Ok(())

@@ -143,14 +143,21 @@ impl Store {
     pub fn set_effective_record(&self, rec: &EffectiveRecord) -> Result<(), StoreError> {
         self.write_json(&self.v1_dir().join("effective.json"), rec)
     }
+    /// The effective config file's content, through the bounded reader
+    /// (`None` when absent or unreadable: planted, too large, not regular).
+    pub fn effective_config(&self) -> Option<Vec<u8>> {
+        fsutil::read_bounded(
+            &self.effective_config_path(),
+            &policy("effective kubelet config", MAX_EFFECTIVE_BYTES),
+        )
+        .ok()
+        .flatten()
+    }
+
     /// Whether the effective config file holds exactly `bytes` (read-only:
     /// for a supervisor preparing its start while another holds the lock).
     pub fn effective_config_matches(&self, bytes: &[u8]) -> bool {
-        let current = fsutil::read_bounded(
-            &self.effective_config_path(),
-            &policy("effective kubelet config", MAX_EFFECTIVE_BYTES),
-        );
-        current.ok().flatten().as_deref() == Some(bytes)
+        self.effective_config().as_deref() == Some(bytes)
     }
 
     /// Writes the config file the kubelet is started with.
@@ -159,11 +166,7 @@ impl Store {
         self.check_no_symlink(&path)?;
         // Unchanged content needs no new file (and no fsyncs on the start
         // path). Anything unreadable (planted, too large) is replaced.
-        let current = fsutil::read_bounded(
-            &path,
-            &policy("effective kubelet config", MAX_EFFECTIVE_BYTES),
-        );
-        if current.ok().flatten().as_deref() != Some(bytes) {
+        if self.effective_config().as_deref() != Some(bytes) {
             fsutil::write_atomic(&path, bytes, FILE_MODE)?;
         }
         Ok(path)
