@@ -34,6 +34,10 @@ pub enum Command {
     },
     /// Print the man page (roff) to stdout (e.g. `kubelet-pivot man | man -l -`), or write all pages with --out-dir.
     Man(ManArgs),
+    /// Staged rollouts of a kubelet config across the fleet (also `kubectl pivot rollout ...`).
+    Rollout(crate::rollout::cli::RolloutArgs),
+    /// Run the KubeletConfigRollout controller (a Deployment; leader election through a Lease).
+    RolloutController(crate::rollout::cli::ControllerArgs),
 }
 
 #[derive(Debug, Args)]

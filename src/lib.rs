@@ -22,6 +22,7 @@ pub mod config;
 pub mod kubelet;
 pub mod observe;
 pub mod pivot;
+pub mod rollout;
 pub mod safefs;
 pub mod signals;
 pub mod supervisor;

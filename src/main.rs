@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
 use kubelet_pivot::cli::{self, Cli, Command, CommonArgs, OutputFormat, WatchModeArg};
 use kubelet_pivot::config::lifecycle::LocalConfig;
 use kubelet_pivot::config::operator;
@@ -13,6 +12,7 @@ use kubelet_pivot::observe::status::{self, EXIT_NO_HOLDER};
 use kubelet_pivot::pivot::lock;
 use kubelet_pivot::pivot::role::Rank;
 use kubelet_pivot::pivot::state::StateDir;
+use kubelet_pivot::rollout;
 use kubelet_pivot::signals::{self, EarlySignals, TerminateFlag};
 use kubelet_pivot::supervisor::{self, Options};
 
@@ -128,7 +128,7 @@ fn main() -> ExitCode {
             )
         }
     };
-    let cli = Cli::parse();
+    let cli = parse_cli();
     let early = match cli.command {
         Command::Bootstrap(_) | Command::SelfHosted(_) => early,
         _ => {
@@ -143,6 +143,73 @@ fn main() -> ExitCode {
     }
 }
 
+/// Parses the command line; installed as `kubectl-pivot` (a kubectl plugin), the same
+/// commands answer to `kubectl pivot ...`.
+fn parse_cli() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    let plugin = std::path::Path::new(&argv0)
+        .file_name()
+        .is_some_and(|n| n == "kubectl-pivot");
+    let mut command = Cli::command();
+    if plugin {
+        command = command.bin_name("kubectl pivot").name("kubectl-pivot");
+    }
+    let matches = command.get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// `rollout ...` and `rollout-controller` on a runtime of their own.
+fn cluster_command(command: Command) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            return fail(
+                EXIT_FAILURE,
+                format!("cannot start the async runtime: {err}"),
+            )
+        }
+    };
+    let result = runtime.block_on(async move {
+        match command {
+            Command::Rollout(a) => rollout::cli::run(a, &mut std::io::stdout()).await,
+            Command::RolloutController(a) => {
+                kubelet_pivot::observe::logging::init(a.log_format);
+                let client = rollout::cli::client(&a.cluster).await?;
+                let identity = a.identity.clone().unwrap_or_else(|| {
+                    let host = nix::unistd::gethostname()
+                        .map(|h| h.to_string_lossy().into_owned())
+                        .unwrap_or_else(|_| "controller".into());
+                    format!("{host}-{}", std::process::id())
+                });
+                let opts = rollout::controller::ControllerOptions {
+                    namespace: a.namespace,
+                    lease_name: a.lease_name,
+                    identity,
+                    timings: rollout::lease::LeaseTimings {
+                        lease_duration: a.lease_duration,
+                        renew_deadline: a.renew_deadline,
+                        retry_period: a.retry_period,
+                    },
+                    stop_configmap: a.stop_configmap,
+                    debounce: a.debounce,
+                };
+                rollout::controller::run(client, opts).await.map(|()| 0)
+            }
+            _ => Err("internal error: not a cluster command".to_string()),
+        }
+    });
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => fail(EXIT_FAILURE, err),
+    }
+}
+
 /// The commands that are not supervisors.
 fn other_command(command: Command) -> ExitCode {
     match command {
@@ -150,6 +217,7 @@ fn other_command(command: Command) -> ExitCode {
             EXIT_FAILURE,
             "internal error: supervisor command dispatched as a tool",
         ),
+        command @ (Command::Rollout(_) | Command::RolloutController(_)) => cluster_command(command),
         Command::Checkpoint(a) => {
             match operator::run(&a.dynamic_config_dir, a.action, &mut std::io::stdout()) {
                 Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,167 @@
+//! How a rollout looks in a terminal: phase, conditions, a progress bar per batch, the
+//! failures; and the revision history.
+
+use std::fmt::Write as _;
+
+use super::super::plan::conditions::PauseReason;
+use super::super::types::{KubeletConfigRollout, NodeCounts, Phase, RolloutStatus};
+
+/// Width of a progress bar in cells.
+const BAR: usize = 30;
+/// Failures listed in full (the rest are counted).
+const FAILURES_SHOWN: usize = 10;
+
+/// A bar of `BAR` cells: `#` done, `!` failed, `>` in progress, `.` pending.
+pub fn bar(c: &NodeCounts) -> String {
+    let total = c.total.max(1) as usize;
+    let cells = |n: u32| (n as usize * BAR).div_ceil(total).min(BAR);
+    let done = cells(c.done);
+    let failed = cells(c.failed).min(BAR - done);
+    let running = cells(c.in_progress).min(BAR - done - failed);
+    let mut s = String::with_capacity(BAR + 2);
+    s.push('[');
+    s.push_str(&"#".repeat(done));
+    s.push_str(&"!".repeat(failed));
+    s.push_str(&">".repeat(running));
+    s.push_str(&".".repeat(BAR - done - failed - running));
+    s.push(']');
+    s
+}
+
+fn counts_text(c: &NodeCounts) -> String {
+    format!(
+        "{} done, {} in progress, {} failed, {} pending of {}",
+        c.done, c.in_progress, c.failed, c.pending, c.total
+    )
+}
+
+fn batch_label(st: &RolloutStatus, i: usize) -> String {
+    if st.has_canary && i == 0 {
+        "canary".to_string()
+    } else {
+        let regular = st.batches.len() - usize::from(st.has_canary);
+        format!("batch {}/{}", i + 1 - usize::from(st.has_canary), regular)
+    }
+}
+
+/// The status of one rollout, as `kubectl pivot rollout status` prints it.
+pub fn status_text(r: &KubeletConfigRollout) -> String {
+    let name = r.metadata.name.as_deref().unwrap_or("?");
+    let st = r.status.clone().unwrap_or_default();
+    let mut out = String::new();
+    let _ = writeln!(out, "ROLLOUT  {name}");
+    let _ = writeln!(out, "CONFIG   {}", r.spec.config.annotation());
+    let _ = writeln!(out, "PHASE    {}   revision {}", st.phase, st.revision);
+    for c in st
+        .conditions
+        .iter()
+        .filter(|c| c.status == "True" && c.type_ != "Valid")
+    {
+        let _ = writeln!(out, "         {}: {} ({})", c.type_, c.reason, c.message);
+    }
+    if let Some(c) = st
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Valid" && c.status == "False")
+    {
+        let _ = writeln!(out, "INVALID  {}", c.message);
+    }
+    if let Some(until) = &st.soak_until {
+        let _ = writeln!(out, "SOAK     until {until}");
+    }
+    let _ = writeln!(out, "NODES    {}", counts_text(&st.counts));
+    for (i, c) in st.batch_counts.iter().enumerate() {
+        let marker = match (i as u32).cmp(&st.current_batch) {
+            std::cmp::Ordering::Less => " ",
+            std::cmp::Ordering::Equal => "*",
+            std::cmp::Ordering::Greater => " ",
+        };
+        let _ = writeln!(
+            out,
+            "{marker} {:<12} {} {:>3}/{:<3} done  {} in progress  {} failed",
+            batch_label(&st, i),
+            bar(c),
+            c.done,
+            c.total,
+            c.in_progress,
+            c.failed
+        );
+    }
+    if !st.failures.is_empty() {
+        let _ = writeln!(
+            out,
+            "FAILURES ({}, {} acknowledged)",
+            st.failures.len(),
+            st.acknowledged_failures
+        );
+        for f in st.failures.iter().take(FAILURES_SHOWN) {
+            let _ = writeln!(
+                out,
+                "  {} [{}] {}: {}",
+                f.node,
+                batch_label(&st, f.batch as usize),
+                f.reason.as_str(),
+                f.message
+            );
+        }
+        if st.failures.len() > FAILURES_SHOWN {
+            let _ = writeln!(
+                out,
+                "  ... and {} more (-o json lists them)",
+                st.failures.len() - FAILURES_SHOWN
+            );
+        }
+    }
+    out
+}
+
+/// The revision history table.
+pub fn history_text(r: &KubeletConfigRollout) -> String {
+    let st = r.status.clone().unwrap_or_default();
+    let mut out = format!(
+        "{:<9} {:<40} {:<11} {:>8} {:>7}  {:<20} {}\n",
+        "REVISION", "CONFIG", "RESULT", "CHANGED", "FAILED", "STARTED", "FINISHED"
+    );
+    for h in &st.history {
+        let current = if h.revision == st.revision { "*" } else { " " };
+        let _ = writeln!(
+            out,
+            "{:<9} {:<40} {:<11} {:>8} {:>7}  {:<20} {}",
+            format!("{}{current}", h.revision),
+            h.config.annotation(),
+            h.result.as_deref().unwrap_or("InProgress"),
+            h.changed,
+            h.failed,
+            h.started,
+            h.finished.as_deref().unwrap_or("-")
+        );
+    }
+    out
+}
+
+/// Whether a status --watch is over: nothing more will happen without the operator.
+pub fn settled(r: &KubeletConfigRollout) -> bool {
+    let st = r.status.clone().unwrap_or_default();
+    let current =
+        r.metadata.generation.is_some() && st.observed_generation == r.metadata.generation;
+    current
+        && matches!(
+            st.phase,
+            Phase::Completed | Phase::Undone | Phase::Paused | Phase::Halted | Phase::Invalid
+        )
+}
+
+/// Exit status of `status`: 3 when the rollout paused because nodes failed, or cannot be
+/// followed.
+pub fn exit_code(r: &KubeletConfigRollout) -> u8 {
+    let st = r.status.clone().unwrap_or_default();
+    let failure_pause = st
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Paused" && c.status == "True" && PauseReason::is_failure(&c.reason));
+    if st.phase == Phase::Invalid || (st.phase == Phase::Paused && failure_pause) {
+        3
+    } else {
+        0
+    }
+}

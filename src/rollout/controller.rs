@@ -1,0 +1,447 @@
+//! `kubelet-pivot rollout-controller`: the kube-runtime controller around [`plan`].
+//!
+//! It leads through a Lease before it reads anything, keeps Nodes (stripped to what the
+//! plan reads) and the global stop switch in reflector caches, and reconciles every rollout
+//! on any change of either, debounced. A reconcile reads caches only; the API requests it
+//! makes are the writes the plan asks for (one patch per node changed, status replaces),
+//! one ConfigMap read per new revision and, for the pods gate, one pod list per node.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::lease::{Elector, Leadership, LeaseTimings};
+use super::nodeview::{NodeView, RECORD_ANNOTATION};
+use super::plan::gates::{PodsState, PODS_RECHECK};
+use super::plan::{self, ConfigLookup, Inputs, Plan, Touch};
+use super::types::KubeletConfigRollout;
+use crate::cluster::nodeconfig::SOURCE_ANNOTATION;
+
+/// Least time between two status writes of one rollout that only update counts.
+const STATUS_MIN_INTERVAL: Duration = Duration::from_secs(1);
+/// Pod lists in flight at once.
+const POD_LIST_CONCURRENCY: usize = 16;
+
+/// What the controller is told on its command line.
+#[derive(Clone, Debug)]
+pub struct ControllerOptions {
+    /// Where the Lease and the stop switch live.
+    pub namespace: String,
+    pub lease_name: String,
+    pub identity: String,
+    pub timings: LeaseTimings,
+    /// The ConfigMap whose existence halts every rollout.
+    pub stop_configmap: String,
+    pub debounce: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("not the leader any more")]
+    NotLeader,
+    #[error("{what}: {source}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
+    let what = what.into();
+    move |source| ReconcileError::Api { what, source }
+}
+
+/// Pods gate results: passed results hold for the revision, others for [`PODS_RECHECK`].
+type PodsCache = HashMap<(String, u32, String), (Instant, PodsState)>;
+
+struct Context {
+    client: Client,
+    nodes: Store<Node>,
+    stop: Store<ConfigMap>,
+    leadership: Leadership,
+    /// The newest copy of each rollout we wrote (the cache may lag behind our own writes).
+    latest: Mutex<HashMap<String, Arc<KubeletConfigRollout>>>,
+    /// When each rollout's status was last written.
+    written: Mutex<HashMap<String, Instant>>,
+    pods: Mutex<PodsCache>,
+}
+
+/// Keeps only what the plan reads of a Node: a cache of 5,000 full Nodes (images, volumes,
+/// addresses) would be tens of MiB.
+fn strip(node: &mut Node) {
+    node.metadata.managed_fields = None;
+    if let Some(spec) = node.spec.as_mut() {
+        spec.taints = None;
+        spec.pod_cidrs = None;
+    }
+    if let Some(status) = node.status.as_mut() {
+        status.images = None;
+        status.volumes_attached = None;
+        status.volumes_in_use = None;
+        status.addresses = None;
+        status.node_info = None;
+        status.capacity = None;
+        status.allocatable = None;
+        status.daemon_endpoints = None;
+        status.config = None;
+        if let Some(conditions) = status.conditions.as_mut() {
+            conditions.retain(|c| {
+                c.type_ == "Ready" || c.type_ == crate::cluster::nodeconfig::CONDITION_TYPE
+            });
+        }
+    }
+    if let Some(annotations) = node.metadata.annotations.as_mut() {
+        annotations.retain(|k, _| k.starts_with(super::types::GROUP));
+    }
+}
+
+fn newest(ctx: &Context, obj: Arc<KubeletConfigRollout>) -> Arc<KubeletConfigRollout> {
+    let name = obj.name_any();
+    let latest = ctx.latest.lock().ok().and_then(|m| m.get(&name).cloned());
+    let rv = |o: &KubeletConfigRollout| {
+        o.metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    match latest {
+        Some(ours) if rv(&ours) > rv(&obj) => {
+            // Our write with the cache's spec: the spec may have changed since.
+            let mut merged = (*obj).clone();
+            merged.status = ours.status.clone();
+            merged.metadata.resource_version = ours.metadata.resource_version.clone();
+            Arc::new(merged)
+        }
+        _ => obj,
+    }
+}
+
+async fn lookup_config(ctx: &Context, rollout: &KubeletConfigRollout) -> ConfigLookup {
+    let status = rollout.status.clone().unwrap_or_default();
+    if !plan::needs_new_revision(&rollout.spec, &status) {
+        return ConfigLookup::NotNeeded;
+    }
+    let key = &rollout.spec.config;
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    match api.get_opt(&key.name).await {
+        Ok(Some(cm)) => match cm.data.as_ref().and_then(|d| d.get(&key.key)) {
+            Some(_) => ConfigLookup::Found {
+                uid: cm.metadata.uid.unwrap_or_default(),
+            },
+            None => ConfigLookup::Missing(format!("the ConfigMap has no key {:?}", key.key)),
+        },
+        Ok(None) => ConfigLookup::Missing(format!("configmaps {:?} not found", key.name)),
+        Err(err) => ConfigLookup::Missing(format!("cannot read the ConfigMap: {err}")),
+    }
+}
+
+fn pods_state(pods: &[Pod]) -> PodsState {
+    let not_ready: Vec<String> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            !matches!(phase, Some("Succeeded") | Some("Failed"))
+        })
+        .filter(|p| {
+            !p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()))
+        .collect();
+    match not_ready.as_slice() {
+        [] => PodsState::Ready,
+        [one] => PodsState::NotReady(format!("pod {one} is not Ready")),
+        [first, ..] => PodsState::NotReady(format!(
+            "{} pods are not Ready (first {first})",
+            not_ready.len()
+        )),
+    }
+}
+
+/// Lists the pods of the nodes the plan asked about, into the cache.
+async fn check_pods(ctx: &Context, rollout: &str, revision: u32, nodes: &[String]) {
+    let api: Api<Pod> = Api::all(ctx.client.clone());
+    let results: Vec<(String, PodsState)> = futures::stream::iter(nodes.iter().cloned())
+        .map(|node| {
+            let api = api.clone();
+            async move {
+                let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
+                let state = match api.list(&lp).await {
+                    Ok(list) => pods_state(&list.items),
+                    Err(err) => PodsState::NotReady(format!("cannot list its pods: {err}")),
+                };
+                (node, state)
+            }
+        })
+        .buffer_unordered(POD_LIST_CONCURRENCY)
+        .collect()
+        .await;
+    if let Ok(mut cache) = ctx.pods.lock() {
+        let now = Instant::now();
+        for (node, state) in results {
+            cache.insert((rollout.to_string(), revision, node), (now, state));
+        }
+    }
+}
+
+fn cached_pods(cache: &PodsCache, rollout: &str, revision: u32, node: &str) -> PodsState {
+    match cache.get(&(rollout.to_string(), revision, node.to_string())) {
+        Some((_, PodsState::Ready)) => PodsState::Ready,
+        Some((at, state)) if at.elapsed() < PODS_RECHECK => state.clone(),
+        _ => PodsState::Unknown,
+    }
+}
+
+fn decide(
+    ctx: &Context,
+    rollout: &KubeletConfigRollout,
+    nodes: &[NodeView],
+    config: ConfigLookup,
+) -> Plan {
+    let name = rollout.name_any();
+    let status = rollout.status.clone().unwrap_or_default();
+    let cache = ctx.pods.lock().map(|c| c.clone()).unwrap_or_default();
+    let revision = status.revision;
+    let pods = |node: &str| cached_pods(&cache, &name, revision, node);
+    plan::plan(&Inputs {
+        name: &name,
+        generation: rollout.metadata.generation,
+        spec: &rollout.spec,
+        status: &status,
+        acknowledged: rollout
+            .annotations()
+            .get(super::ACK_ANNOTATION)
+            .and_then(|t| super::parse_ack(t)),
+        nodes,
+        now: SystemTime::now(),
+        halted: !ctx.stop.state().is_empty(),
+        config,
+        pods: &pods,
+    })
+}
+
+async fn touch(ctx: &Context, t: &Touch) -> Result<bool, ReconcileError> {
+    if !ctx.leadership.is_valid() {
+        return Err(ReconcileError::NotLeader);
+    }
+    let record = serde_json::to_string(&t.record).unwrap_or_default();
+    let patch = json!({"metadata": {
+        "resourceVersion": t.resource_version,
+        "annotations": {SOURCE_ANNOTATION: t.assignment, RECORD_ANNOTATION: record},
+    }});
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    match api
+        .patch(&t.node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {
+            info!(node = %t.node, rollout = %t.record.rollout, revision = t.record.revision,
+                  assignment = ?t.assignment, previous = ?t.record.previous, "changed the node's assignment");
+            Ok(true)
+        }
+        // The node changed since the cache saw it (or is gone): decide again.
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(false),
+        Err(e) => Err(api_err(format!("cannot patch node {}", t.node))(e)),
+    }
+}
+
+async fn write_status(
+    ctx: &Context,
+    rollout: &KubeletConfigRollout,
+    plan: &Plan,
+) -> Result<(), ReconcileError> {
+    if !ctx.leadership.is_valid() {
+        return Err(ReconcileError::NotLeader);
+    }
+    let name = rollout.name_any();
+    let api: Api<KubeletConfigRollout> = Api::all(ctx.client.clone());
+    let mut obj = rollout.clone();
+    obj.status = Some(plan.status.clone());
+    match api
+        .replace_status(&name, &PostParams::default(), &obj)
+        .await
+    {
+        Ok(written) => {
+            if let Ok(mut latest) = ctx.latest.lock() {
+                latest.insert(name.clone(), Arc::new(written));
+            }
+            if let Ok(mut w) = ctx.written.lock() {
+                w.insert(name, Instant::now());
+            }
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
+        Err(e) => Err(api_err(format!("cannot write the status of {name}"))(e)),
+    }
+}
+
+async fn reconcile(
+    obj: Arc<KubeletConfigRollout>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    if !ctx.leadership.is_valid() {
+        return Err(ReconcileError::NotLeader);
+    }
+    let rollout = newest(&ctx, obj);
+    let nodes: Vec<NodeView> = ctx.nodes.state().iter().map(|n| NodeView::of(n)).collect();
+    let config = lookup_config(&ctx, &rollout).await;
+    let mut plan = decide(&ctx, &rollout, &nodes, config.clone());
+    if !plan.pods_wanted.is_empty() {
+        let status = rollout.status.clone().unwrap_or_default();
+        check_pods(
+            &ctx,
+            &rollout.name_any(),
+            status.revision,
+            &plan.pods_wanted,
+        )
+        .await;
+        plan = decide(&ctx, &rollout, &nodes, config);
+    }
+    let old = rollout.status.clone().unwrap_or_default();
+    let structural = plan.status.revision != old.revision
+        || plan.status.current_batch != old.current_batch
+        || plan.status.batches != old.batches;
+    let mut retry = None;
+    if structural {
+        // The snapshot or the batch is recorded before any node of it is changed.
+        write_status(&ctx, &rollout, &plan).await?;
+        return Ok(Action::requeue(Duration::ZERO));
+    }
+    for t in &plan.touches {
+        if !touch(&ctx, t).await? {
+            retry = Some(Duration::from_millis(200));
+        }
+    }
+    if plan.status != old {
+        let since = ctx
+            .written
+            .lock()
+            .ok()
+            .and_then(|w| w.get(&rollout.name_any()).map(Instant::elapsed));
+        match since {
+            Some(elapsed) if elapsed < STATUS_MIN_INTERVAL && plan.touches.is_empty() => {
+                retry = Some(STATUS_MIN_INTERVAL - elapsed);
+            }
+            _ => write_status(&ctx, &rollout, &plan).await?,
+        }
+    }
+    let next = match (plan.requeue, retry) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    Ok(next.map_or_else(Action::await_change, Action::requeue))
+}
+
+fn error_policy(
+    _obj: Arc<KubeletConfigRollout>,
+    err: &ReconcileError,
+    _ctx: Arc<Context>,
+) -> Action {
+    warn!(%err, "reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(2))
+}
+
+/// Runs the controller until leadership is lost (Err) or SIGTERM/SIGINT (Ok).
+pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> {
+    opts.timings.check()?;
+    let leases = Api::namespaced(client.clone(), &opts.namespace);
+    let elector = Elector::new(
+        leases.clone(),
+        &opts.lease_name,
+        &opts.identity,
+        opts.timings.clone(),
+    );
+    info!(identity = %opts.identity, lease = %opts.lease_name, namespace = %opts.namespace,
+          "waiting to lead the rollout controllers");
+    let (leadership, lost) = tokio::select! {
+        led = elector.lead() => led,
+        _ = shutdown_signal() => return Ok(()),
+    };
+    let (nodes, node_writer) = reflector::store();
+    let node_events = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .modify(strip)
+        .reflect(node_writer)
+        .map(|_| ());
+    let (stop, stop_writer) = reflector::store();
+    let stop_cfg =
+        watcher::Config::default().fields(&format!("metadata.name={}", opts.stop_configmap));
+    let stop_events = watcher(
+        Api::<ConfigMap>::namespaced(client.clone(), &opts.namespace),
+        stop_cfg,
+    )
+    .default_backoff()
+    .reflect(stop_writer)
+    .map(|_| ());
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        nodes: nodes.clone(),
+        stop: stop.clone(),
+        leadership,
+        latest: Mutex::new(HashMap::new()),
+        written: Mutex::new(HashMap::new()),
+        pods: Mutex::new(HashMap::new()),
+    });
+    let triggers = futures::stream::select(node_events, stop_events);
+    let rollouts: Api<KubeletConfigRollout> = Api::all(client.clone());
+    let controller = Controller::new(rollouts, watcher::Config::default())
+        .with_config(ControllerConfig::default().debounce(opts.debounce))
+        .reconcile_all_on(triggers)
+        .run(reconcile, error_policy, ctx)
+        .try_for_each(|_| futures::future::ready(Ok(())));
+    let ready = async {
+        let _ = nodes.wait_until_ready().await;
+        let _ = stop.wait_until_ready().await;
+    };
+    tokio::select! {
+        _ = ready => {}
+        _ = shutdown_signal() => {
+            Elector::release(&leases, &opts.lease_name, &opts.identity).await;
+            return Ok(());
+        }
+    }
+    info!(
+        nodes = nodes.state().len(),
+        "caches synced; reconciling rollouts"
+    );
+    tokio::select! {
+        result = controller => match result {
+            Ok(()) => Err("the controller stopped".to_string()),
+            Err(err) => Err(format!("the controller failed: {err}")),
+        },
+        _ = lost => Err("lost the leader lease; exiting so that only one replica acts".to_string()),
+        _ = shutdown_signal() => {
+            Elector::release(&leases, &opts.lease_name, &opts.identity).await;
+            info!("stopped; released the leader lease");
+            Ok(())
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
