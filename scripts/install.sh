@@ -27,6 +27,7 @@ Usage: scripts/install.sh [OPTIONS]
 
 Installs kubelet-pivot:
   PREFIX/bin/kubelet-pivot                         the binary (0755)
+  PREFIX/bin/kubectl-pivot                         the same binary as a kubectl plugin (0755)
   UNITDIR/kubelet-pivot.service                    the systemd unit, paths rewritten for PREFIX
                                                    (UNITDIR: /usr/lib/systemd/system for --prefix /usr,
                                                    /etc/systemd/system otherwise)
@@ -131,6 +132,8 @@ fi
 
 # Target paths, as seen on the installed system (without DESTDIR).
 bin_path=$prefix/bin/kubelet-pivot
+# The same binary as a kubectl plugin: `kubectl pivot rollout ...`.
+plugin_path=$(dirname "$bin_path")/kubectl-pivot
 if [ "$prefix" = /usr ]; then
     unit_dir=/usr/lib/systemd/system
 else
@@ -228,7 +231,7 @@ do_uninstall() {
         done <"$manifest"
     else
         say "no install manifest at $manifest: removing the default file set"
-        targets=("$bin_path" "$unit_path" "$doc_path" "$bash_completion" "$zsh_completion" "$fish_completion")
+        targets=("$bin_path" "$plugin_path" "$unit_path" "$doc_path" "$bash_completion" "$zsh_completion" "$fish_completion")
         local page
         for page in "$destdir$man_dir"/kubelet-pivot.1 "$destdir$man_dir"/kubelet-pivot-*.1; do
             if [ -e "$page" ]; then
@@ -385,6 +388,8 @@ manifest_entries=("$new_sha $config_path")
 record() { manifest_entries+=("$(sha256_of "$destdir$1") $1"); }
 record "$bin_path"
 record "$unit_path"
+install_file "$binary" "$plugin_path" 0755
+record "$plugin_path"
 
 if [ -f "$readme_src" ]; then
     install_file "$readme_src" "$doc_path" 0644

@@ -143,6 +143,11 @@ impl Root {
         self.at(&format!("{}/bin/kubelet-pivot", self.prefix))
     }
 
+    /// The kubectl plugin (`kubectl pivot ...`): the same binary.
+    fn plugin(&self) -> PathBuf {
+        self.at(&format!("{}/bin/kubectl-pivot", self.prefix))
+    }
+
     fn unit(&self) -> PathBuf {
         if self.prefix == "/usr" {
             self.at("usr/lib/systemd/system/kubelet-pivot.service")
@@ -275,6 +280,7 @@ fn expected_files(root: &Root) -> Vec<String> {
     };
     let mut files = vec![
         rel(root.bin()),
+        rel(root.plugin()),
         rel(root.unit()),
         CONFIG.to_owned(),
         rel(root.manifest()),
@@ -419,8 +425,23 @@ fn fresh_install_lays_out_the_files_with_their_modes() {
         fs::read(pivot_bin()).expect("binary under test"),
         "the installed binary is not the one given with --binary"
     );
+    // The kubectl plugin is the same binary, and answers as `kubectl pivot`.
+    assert_eq!(mode(&root.plugin()), 0o755);
+    assert_eq!(
+        fs::read(root.plugin()).expect("installed plugin"),
+        fs::read(pivot_bin()).expect("binary under test")
+    );
+    let mut plugin = Command::new(root.plugin());
+    plugin.args(["rollout", "--help"]);
+    let help = run(plugin);
+    assert!(help.status.success(), "{}", text(&help));
+    assert!(
+        text(&help).contains("kubectl pivot rollout"),
+        "{}",
+        text(&help)
+    );
     for file in root.files() {
-        if root.at(&file) != root.bin() {
+        if root.at(&file) != root.bin() && root.at(&file) != root.plugin() {
             assert_eq!(mode(&root.at(&file)), 0o644, "{file}");
         }
     }

@@ -26,6 +26,7 @@ pub const DEFAULT_TOPOLOGY_KEY: &str = "topology.kubernetes.io/zone";
     shortname = "kcr",
     status = "RolloutStatus",
     doc = "A staged rollout of a kubelet config across the nodes a selector picks",
+    label("app.kubernetes.io/part-of", "kubelet-pivot"),
     printcolumn(name = "Config", type_ = "string", json_path = ".spec.config.name"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Batch", type_ = "string", json_path = ".status.batchText"),

@@ -33,18 +33,19 @@ fn selector(text: &str) -> Result<BTreeMap<String, String>, String> {
 
 fn window(text: &str) -> Result<Value, String> {
     let parts: Vec<&str> = text.split_whitespace().collect();
-    let (days, start, duration) =
-        match parts.as_slice() {
-            [start, duration] => (Vec::new(), *start, *duration),
-            [days, start, duration] => (
-                days.split(',').map(str::to_string).collect(),
-                *start,
-                *duration,
-            ),
-            _ => return Err(format!(
+    let (days, start, duration) = match parts.as_slice() {
+        [start, duration] => (Vec::new(), *start, *duration),
+        [days, start, duration] => (
+            days.split(',').map(str::to_string).collect(),
+            *start,
+            *duration,
+        ),
+        _ => {
+            return Err(format!(
                 "--window {text:?}: expected \"[DAYS ]HH:MM DURATION\", e.g. \"Sat,Sun 22:00 4h\""
-            )),
-        };
+            ))
+        }
+    };
     Ok(json!({"days": days, "start": start, "duration": duration}))
 }
 

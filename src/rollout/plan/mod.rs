@@ -663,3 +663,6 @@ fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
         .to_string(),
     );
 }
+
+#[cfg(test)]
+mod tests;
