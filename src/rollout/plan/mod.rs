@@ -216,15 +216,6 @@ fn acknowledged(d: &Decider) -> usize {
 /// Why the rollout must not change more nodes on its own account, if it must not.
 fn auto_pause(d: &Decider) -> Option<(PauseReason, String)> {
     let unacked = &d.st.failures[acknowledged(d)..];
-    if let Some(f) = unacked.iter().find(|f| f.reason == FailureReason::Fallback) {
-        return Some((
-            PauseReason::Fallback,
-            format!(
-                "node {} fell back to its last-known-good config: {}",
-                f.node, f.message
-            ),
-        ));
-    }
     if d.st.has_canary {
         if let Some(f) = unacked.iter().find(|f| f.batch == 0) {
             return Some((
@@ -237,6 +228,15 @@ fn auto_pause(d: &Decider) -> Option<(PauseReason, String)> {
                 ),
             ));
         }
+    }
+    if let Some(f) = unacked.iter().find(|f| f.reason == FailureReason::Fallback) {
+        return Some((
+            PauseReason::Fallback,
+            format!(
+                "node {} fell back to its last-known-good config: {}",
+                f.node, f.message
+            ),
+        ));
     }
     if unacked.len() > d.inp.spec.max_failures as usize {
         return Some((

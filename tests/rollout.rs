@@ -1,0 +1,447 @@
+//! The fleet rollout controller end to end against the strict test API server: the real
+//! `kubelet-pivot rollout-controller` binary (leader election through a real Lease), the real
+//! CLI (`kubelet-pivot rollout ...`, also run as `kubectl-pivot` and through kubectl's plugin
+//! mechanism when kubectl is installed), and simulated nodes (`testkit::NodeSim`) that follow
+//! kubelet-pivot's status contract with scripted failures. tests/rollout_e2e.rs does the same
+//! with real supervisors and stand-in kubelets.
+//!
+//! Every wait is on an observable fact (the rollout's status, a node's annotations, the
+//! server's request log, a controller's log line).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde_json::Value;
+use support::{pivot_bin, wait_until, Proc};
+use testkit::{ApiServer, NodeSim, Script, SimOptions};
+
+const NS: &str = "kubelet-config";
+const SOURCE: &str = "kubelet-pivot.io/config-source";
+const RECORD: &str = "kubelet-pivot.io/rollout";
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// The test server with the CRD installed, ConfigMaps cfg-a and cfg-b, and a temp dir.
+struct Cluster {
+    server: ApiServer,
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+}
+
+fn crd() -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/40-rollout-crd.yaml");
+    let text = std::fs::read_to_string(&path).expect("read the CRD manifest");
+    serde_yaml_ng::from_str(&text).expect("the CRD manifest is YAML")
+}
+
+impl Cluster {
+    fn new() -> Cluster {
+        let server = ApiServer::start();
+        server.create_crd(crd());
+        for name in ["cfg-a", "cfg-b", "cfg-c"] {
+            let data = BTreeMap::from([("kubelet".to_string(), format!("kind: KubeletConfiguration\n# {name}\n"))]);
+            server.create_configmap(NS, name, data, true);
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let kubeconfig = server.kubeconfig_in(dir.path());
+        Cluster {
+            server,
+            dir,
+            kubeconfig,
+        }
+    }
+
+    fn sim(&self, n: usize) -> NodeSim {
+        let sim = NodeSim::start(
+            &self.server,
+            SimOptions {
+                react_after: Duration::from_millis(20),
+                ..SimOptions::default()
+            },
+        );
+        sim.add_nodes(n, "node-", |_| Vec::new());
+        for i in 0..n {
+            self.server
+                .set_node_annotation(&node(i), SOURCE, Some(&format!("{NS}/cfg-a:kubelet")));
+        }
+        sim
+    }
+
+    /// A controller with short lease timings; its log goes to `DIR/<identity>.log`.
+    fn controller(&self, identity: &str) -> Proc {
+        let log = std::fs::File::create(self.log_path(identity)).expect("controller log");
+        let mut cmd = Command::new(pivot_bin());
+        cmd.args(["rollout-controller", "--kubeconfig"])
+            .arg(&self.kubeconfig)
+            .args([
+                "--identity",
+                identity,
+                "--lease-duration",
+                "2s",
+                "--renew-deadline",
+                "1500ms",
+                "--retry-period",
+                "250ms",
+                "--debounce",
+                "50ms",
+            ])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log);
+        Proc::spawn(&mut cmd)
+    }
+
+    fn log_path(&self, identity: &str) -> PathBuf {
+        self.dir.path().join(format!("{identity}.log"))
+    }
+
+    fn log(&self, identity: &str) -> String {
+        std::fs::read_to_string(self.log_path(identity)).unwrap_or_default()
+    }
+
+    /// `kubelet-pivot rollout ARGS --kubeconfig K`.
+    fn cli(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(pivot_bin());
+        cmd.arg("rollout").args(args).arg("--kubeconfig").arg(&self.kubeconfig);
+        cmd.output().expect("run kubelet-pivot rollout")
+    }
+
+    fn cli_ok(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(out.status.success(), "rollout {args:?}: {}{}", text(&out.stdout), text(&out.stderr));
+        text(&out.stdout)
+    }
+
+    fn start(&self, name: &str, config: &str, extra: &[&str]) {
+        let cfg = format!("{NS}/{config}");
+        let mut args = vec!["start", name, "--config", &cfg, "--no-pods-gate"];
+        args.extend_from_slice(extra);
+        self.cli_ok(&args);
+    }
+
+    fn status(&self, name: &str) -> Value {
+        let out = self.cli_ok(&["status", name, "-o", "json"]);
+        serde_json::from_str(&out).expect("status -o json is JSON")
+    }
+
+    fn wait_phase(&self, name: &str, phase: &str) -> Value {
+        wait_until(DEADLINE, &format!("rollout {name} in phase {phase}"), || {
+            let out = self.cli(&["status", name, "-o", "json"]);
+            let r: Value = serde_json::from_slice(&out.stdout).ok()?;
+            (r["status"]["phase"] == phase && r["status"]["observedGeneration"] == r["metadata"]["generation"]).then_some(r)
+        })
+    }
+
+    fn assignment(&self, node: &str) -> Option<String> {
+        self.server.node(node)["metadata"]["annotations"][SOURCE]
+            .as_str()
+            .map(str::to_string)
+    }
+
+    /// PATCH requests on each node's object, by node.
+    fn node_patches(&self) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for r in self.server.requests() {
+            if r.method == "PATCH" {
+                if let Some(name) = r.path.strip_prefix("/api/v1/nodes/") {
+                    if !name.contains('/') {
+                        *out.entry(name.to_string()).or_default() += 1;
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn node(i: usize) -> String {
+    format!("node-{i:05}")
+}
+
+fn paused_reason(r: &Value) -> String {
+    r["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Paused")
+        .map(|c| format!("{}={}", c["status"].as_str().unwrap_or(""), c["reason"].as_str().unwrap_or("")))
+        .unwrap_or_default()
+}
+
+fn batches(r: &Value) -> Vec<Vec<String>> {
+    serde_json::from_value(r["status"]["batches"].clone()).unwrap_or_default()
+}
+
+#[test]
+fn the_generated_crd_is_the_one_in_manifests() {
+    let out = Command::new(pivot_bin()).args(["rollout", "crd"]).output().expect("rollout crd");
+    assert!(out.status.success());
+    let generated: Value = serde_yaml_ng::from_slice(&out.stdout).expect("YAML");
+    assert_eq!(generated, crd(), "manifests/40-rollout-crd.yaml is stale: regenerate it with `kubelet-pivot rollout crd`");
+}
+
+#[test]
+fn a_canary_failure_stops_the_rollout_before_the_first_batch() {
+    let c = Cluster::new();
+    let sim = c.sim(9);
+    // The canary is the first node of the first zone.
+    sim.script(&node(0), Script::RollsBack { on: Some(format!("{NS}/cfg-b")), after: Duration::from_millis(200) });
+    let _ctl = c.controller("ctl-a");
+    c.start("r1", "cfg-b", &["--canary", "1", "--batch", "4"]);
+    let r = c.wait_phase("r1", "Paused");
+    assert_eq!(batches(&r)[0], vec![node(0)]);
+    assert_eq!(paused_reason(&r), "True=CanaryFailed", "{r:#}");
+    assert_eq!(r["status"]["failures"][0]["node"], node(0));
+    assert_eq!(r["status"]["failures"][0]["reason"], "Fallback");
+    assert_eq!(r["status"]["currentBatch"], 0);
+    for i in 1..9 {
+        assert_eq!(c.assignment(&node(i)).as_deref(), Some("kubelet-config/cfg-a:kubelet"), "{} was changed", node(i));
+    }
+    // The plugin's status exits 3: the rollout paused because a node failed.
+    let out = c.cli(&["status", "r1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
+    let shown = text(&out.stdout);
+    assert!(shown.contains("Paused: CanaryFailed"), "{shown}");
+    assert!(shown.contains(&format!("{} [canary] Fallback", node(0))), "{shown}");
+}
+
+#[test]
+fn max_failures_pauses_by_itself_and_resume_goes_on_without_the_failed_nodes() {
+    let c = Cluster::new();
+    let sim = c.sim(9);
+    let _ctl = c.controller("ctl-a");
+    // Two nodes of the first batch never report the new config.
+    let order_probe = ["node-00001", "node-00002"];
+    for n in order_probe {
+        sim.script(n, Script::Ignores { on: Some(format!("{NS}/cfg-b")) });
+    }
+    c.start(
+        "r1",
+        "cfg-b",
+        &["--canary", "0", "--batch", "5", "--max-failures", "1", "--config-active-timeout", "2s", "--max-unavailable", "5"],
+    );
+    let r = c.wait_phase("r1", "Paused");
+    assert_eq!(paused_reason(&r), "True=MaxFailuresExceeded", "{r:#}");
+    let failed: Vec<&str> = r["status"]["failures"].as_array().unwrap().iter().map(|f| f["node"].as_str().unwrap()).collect();
+    assert_eq!(failed.len(), 2, "{r:#}");
+    for f in r["status"]["failures"].as_array().unwrap() {
+        assert_eq!(f["reason"], "ConfigNotActive");
+    }
+    assert_eq!(c.cli(&["status", "r1"]).status.code(), Some(3));
+    // Nothing of the second batch was touched.
+    for n in &batches(&r)[1] {
+        assert_eq!(c.assignment(n).as_deref(), Some("kubelet-config/cfg-a:kubelet"));
+    }
+    let out = c.cli_ok(&["resume", "r1"]);
+    assert!(out.contains("2 failed nodes are acknowledged"), "{out}");
+    let r = c.wait_phase("r1", "Completed");
+    assert_eq!(r["status"]["counts"]["failed"], 2);
+    assert_eq!(r["status"]["counts"]["done"], 7);
+    assert_eq!(r["status"]["acknowledgedFailures"], 2);
+    assert_eq!(c.cli(&["status", "r1"]).status.code(), Some(0));
+    // The failed nodes were changed once and never again.
+    let patches = c.node_patches();
+    for n in failed {
+        assert_eq!(patches.get(n), Some(&1), "{n}: {patches:?}");
+    }
+}
+
+#[test]
+fn undo_points_each_changed_node_back_at_its_own_previous_config() {
+    let c = Cluster::new();
+    let _sim = c.sim(6);
+    // One node ran its local config, another cfg-c.
+    c.server.set_node_annotation(&node(4), SOURCE, None);
+    c.server.set_node_annotation(&node(5), SOURCE, Some("kubelet-config/cfg-c:kubelet"));
+    let _ctl = c.controller("ctl-a");
+    c.start("r1", "cfg-b", &["--canary", "1", "--batch", "50%", "--max-unavailable", "3"]);
+    c.wait_phase("r1", "Completed");
+    for i in 0..6 {
+        assert_eq!(c.assignment(&node(i)).as_deref(), Some("kubelet-config/cfg-b:kubelet"));
+    }
+    let out = c.cli_ok(&["undo", "r1"]);
+    assert!(out.contains("undoing"), "{out}");
+    let r = c.wait_phase("r1", "Undone");
+    for i in 0..4 {
+        assert_eq!(c.assignment(&node(i)).as_deref(), Some("kubelet-config/cfg-a:kubelet"));
+    }
+    assert_eq!(c.assignment(&node(4)), None, "back to the local config");
+    assert_eq!(c.assignment(&node(5)).as_deref(), Some("kubelet-config/cfg-c:kubelet"));
+    let record: Value = serde_json::from_str(c.server.node(&node(5))["metadata"]["annotations"][RECORD].as_str().unwrap()).unwrap();
+    assert_eq!(record["undone"], true);
+    assert_eq!(r["status"]["history"][0]["result"], "Undone");
+    let history = c.cli_ok(&["history", "r1"]);
+    assert!(history.contains("Undone"), "{history}");
+    // Starting again rolls a new revision.
+    c.start("r1", "cfg-b", &[]);
+    let r = c.wait_phase("r1", "Completed");
+    assert_eq!(r["status"]["revision"], 2);
+}
+
+#[test]
+fn a_controller_killed_mid_batch_resumes_without_touching_done_nodes_again() {
+    let c = Cluster::new();
+    let _sim = c.sim(8);
+    let mut ctl = c.controller("ctl-a");
+    // Each node must run the config 2 s without falling back: batches take a while.
+    c.start("r1", "cfg-b", &["--canary", "1", "--batch", "3", "--no-fallback-for", "2s", "--max-unavailable", "3"]);
+    wait_until(DEADLINE, "the first batch after the canary in progress", || {
+        let r = c.status("r1");
+        (r["status"]["currentBatch"] == 1 && r["status"]["counts"]["inProgress"].as_u64() > Some(0)).then_some(())
+    });
+    ctl.signal(Signal::SIGKILL);
+    ctl.wait_exit(DEADLINE);
+    let _ctl2 = c.controller("ctl-b");
+    let r = c.wait_phase("r1", "Completed");
+    assert_eq!(r["status"]["counts"]["done"], 8);
+    let patches = c.node_patches();
+    assert_eq!(patches.len(), 8 + 0, "{patches:?}");
+    for (n, count) in &patches {
+        // The simulator's own writes are not requests; only the controller's patch is.
+        assert_eq!(*count, 1, "{n} was patched {count} times: {patches:?}");
+    }
+    assert!(c.log("ctl-b").contains("became the rollout controller leader"));
+}
+
+#[test]
+fn of_two_controllers_exactly_one_acts_and_the_other_takes_over() {
+    let c = Cluster::new();
+    let _sim = c.sim(6);
+    let mut a = c.controller("ctl-a");
+    wait_until(DEADLINE, "ctl-a leads", || c.log("ctl-a").contains("became the rollout controller leader").then_some(()));
+    let mut b = c.controller("ctl-b");
+    c.start("r1", "cfg-b", &["--canary", "1", "--batch", "50%", "--max-unavailable", "3"]);
+    c.wait_phase("r1", "Completed");
+    assert!(c.log("ctl-a").contains("changed the node's assignment"));
+    assert!(!c.log("ctl-b").contains("became the rollout controller leader"), "{}", c.log("ctl-b"));
+    assert!(!c.log("ctl-b").contains("changed the node's assignment"));
+    assert!(c.node_patches().values().all(|n| *n == 1));
+    // The leader goes away (SIGTERM releases the Lease): the other one takes over.
+    a.signal(Signal::SIGTERM);
+    assert!(a.wait_exit(DEADLINE).success());
+    wait_until(DEADLINE, "ctl-b leads", || c.log("ctl-b").contains("became the rollout controller leader").then_some(()));
+    c.start("r1", "cfg-c", &[]);
+    c.wait_phase("r1", "Completed");
+    assert!(c.log("ctl-b").contains("changed the node's assignment"));
+    b.signal(Signal::SIGTERM);
+    assert!(b.wait_exit(DEADLINE).success());
+}
+
+#[test]
+fn a_node_that_joins_converges_and_a_node_that_leaves_is_dropped() {
+    let c = Cluster::new();
+    let sim = c.sim(5);
+    let _ctl = c.controller("ctl-a");
+    c.start("r1", "cfg-b", &["--canary", "0", "--batch", "5", "--max-unavailable", "5", "--selector", "pool=a"]);
+    // No node has the label yet: nothing to do.
+    let r = c.wait_phase("r1", "Completed");
+    assert_eq!(r["status"]["counts"]["total"], 0);
+    for i in 0..4 {
+        c.server.patch_node(&node(i), serde_json::json!({"metadata": {"labels": {"pool": "a"}}}), false).unwrap();
+    }
+    wait_until(DEADLINE, "4 nodes done", || (c.status("r1")["status"]["counts"]["done"] == 4).then_some(()));
+    // A new node joins with the label.
+    sim.add_node("late-node", vec![("pool".to_string(), "a".to_string())]);
+    wait_until(DEADLINE, "the new node converges", || {
+        (c.assignment("late-node").as_deref() == Some("kubelet-config/cfg-b:kubelet")).then_some(())
+    });
+    let r = c.wait_phase("r1", "Completed");
+    assert_eq!(r["status"]["counts"]["total"], 5);
+    assert_eq!(r["status"]["counts"]["done"], 5);
+    // A node is deleted: dropped from the plan and the counts.
+    c.server.delete_node(&node(0));
+    wait_until(DEADLINE, "the deleted node is dropped", || {
+        let r = c.status("r1");
+        (r["status"]["counts"]["total"] == 4 && !batches(&r).iter().flatten().any(|n| n == &node(0))).then_some(())
+    });
+    // Untouched node 4 (no label) was never changed.
+    assert_eq!(c.assignment(&node(4)).as_deref(), Some("kubelet-config/cfg-a:kubelet"));
+}
+
+#[test]
+fn the_global_stop_halts_every_rollout_and_a_drain_counts_as_unavailable() {
+    let c = Cluster::new();
+    let sim = c.sim(4);
+    let _ctl = c.controller("ctl-a");
+    let out = c.cli_ok(&["global-stop", "on"]);
+    assert!(out.contains("ON"), "{out}");
+    c.start("r1", "cfg-b", &["--canary", "0", "--batch", "4", "--max-unavailable", "1"]);
+    let r = c.wait_phase("r1", "Halted");
+    assert_eq!(paused_reason(&r), "True=GlobalStop");
+    assert!(c.node_patches().is_empty());
+    // Each node drains for its change: with maxUnavailable 1 per zone and 3 zones, at most
+    // one node per zone is changed at a time.
+    for i in 0..4 {
+        sim.script(&node(i), Script::Drains { on: Some(format!("{NS}/cfg-b")), duration: Duration::from_millis(300) });
+    }
+    c.cli_ok(&["global-stop", "off"]);
+    c.wait_phase("r1", "Completed");
+    // node-00000 and node-00003 share zone a: never both changed before the first was done.
+    let order: Vec<String> = c
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.path.starts_with("/api/v1/nodes/"))
+        .map(|r| r.path.trim_start_matches("/api/v1/nodes/").to_string())
+        .collect();
+    assert_eq!(order.len(), 4, "{order:?}");
+}
+
+#[test]
+fn the_plugin_answers_as_kubectl_pivot_with_bars_and_json() {
+    let c = Cluster::new();
+    let _sim = c.sim(4);
+    let _ctl = c.controller("ctl-a");
+    c.start("r1", "cfg-b", &["--canary", "1", "--batch", "2", "--max-unavailable", "2"]);
+    c.wait_phase("r1", "Completed");
+    // As kubectl would run it: the binary named kubectl-pivot on PATH.
+    let bin_dir = c.dir.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::os::unix::fs::symlink(pivot_bin(), bin_dir.join("kubectl-pivot")).unwrap();
+    let out = Command::new(bin_dir.join("kubectl-pivot"))
+        .args(["rollout", "status", "r1"])
+        .env("KUBECONFIG", &c.kubeconfig)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    for want in ["ROLLOUT  r1", "CONFIG   kubelet-config/cfg-b:kubelet", "PHASE    Completed", "canary", "batch 1/2", "[##############################]", "4 done, 0 in progress, 0 failed, 0 pending of 4"] {
+        assert!(shown.contains(want), "missing {want:?} in:\n{shown}");
+    }
+    let json = Command::new(bin_dir.join("kubectl-pivot"))
+        .args(["rollout", "status", "r1", "-o", "json"])
+        .env("KUBECONFIG", &c.kubeconfig)
+        .output()
+        .unwrap();
+    let r: Value = serde_json::from_slice(&json.stdout).expect("-o json");
+    assert_eq!(r["status"]["phase"], "Completed");
+    // --watch on a settled rollout prints it once and exits.
+    let watch = Command::new(bin_dir.join("kubectl-pivot"))
+        .args(["rollout", "status", "r1", "--watch"])
+        .env("KUBECONFIG", &c.kubeconfig)
+        .output()
+        .unwrap();
+    assert!(watch.status.success());
+    assert!(text(&watch.stdout).contains("PHASE    Completed"));
+    // Through kubectl's plugin mechanism, when kubectl is installed.
+    if let Some(kubectl) = support::kubectl::kubectl_binary() {
+        let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+        let out = Command::new(kubectl)
+            .args(["pivot", "rollout", "history", "r1"])
+            .env("PATH", path)
+            .env("KUBECONFIG", &c.kubeconfig)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("kubelet-config/cfg-b:kubelet"), "{}", text(&out.stdout));
+        assert!(text(&out.stdout).contains("Completed"));
+    }
+}
