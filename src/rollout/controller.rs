@@ -263,7 +263,7 @@ async fn write_status(
     ctx: &Context,
     rollout: &KubeletConfigRollout,
     plan: &Plan,
-) -> Result<(), ReconcileError> {
+) -> Result<bool, ReconcileError> {
     if !ctx.leadership.is_valid() {
         return Err(ReconcileError::NotLeader);
     }
@@ -282,9 +282,10 @@ async fn write_status(
             if let Ok(mut w) = ctx.written.lock() {
                 w.insert(name, Instant::now());
             }
-            Ok(())
+            Ok(true)
         }
-        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
+        // Changed meanwhile (or deleted): decide again from the newer copy.
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(false),
         Err(e) => Err(api_err(format!("cannot write the status of {name}"))(e)),
     }
 }
@@ -318,8 +319,12 @@ async fn reconcile(
     let mut retry = None;
     if structural {
         // The snapshot or the batch is recorded before any node of it is changed.
-        write_status(&ctx, &rollout, &plan).await?;
-        return Ok(Action::requeue(Duration::ZERO));
+        let written = write_status(&ctx, &rollout, &plan).await?;
+        return Ok(Action::requeue(if written {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(100)
+        }));
     }
     for t in &plan.touches {
         if !touch(&ctx, t).await? {
@@ -336,7 +341,11 @@ async fn reconcile(
             Some(elapsed) if elapsed < STATUS_MIN_INTERVAL && plan.touches.is_empty() => {
                 retry = Some(STATUS_MIN_INTERVAL - elapsed);
             }
-            _ => write_status(&ctx, &rollout, &plan).await?,
+            _ => {
+                if !write_status(&ctx, &rollout, &plan).await? {
+                    retry = Some(Duration::from_millis(100));
+                }
+            }
         }
     }
     let next = match (plan.requeue, retry) {
@@ -375,18 +384,31 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
     let node_events = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
         .default_backoff()
         .modify(strip)
-        .reflect(node_writer)
-        .map(|_| ());
+        .reflect(node_writer);
     let (stop, stop_writer) = reflector::store();
     let stop_cfg =
         watcher::Config::default().fields(&format!("metadata.name={}", opts.stop_configmap));
-    let stop_events = watcher(
-        Api::<ConfigMap>::namespaced(client.clone(), &opts.namespace),
-        stop_cfg,
-    )
-    .default_backoff()
-    .reflect(stop_writer)
-    .map(|_| ());
+    let stop_events =
+        watcher(Api::<ConfigMap>::namespaced(client.clone(), &opts.namespace), stop_cfg)
+            .default_backoff()
+            .reflect(stop_writer);
+    // The reflectors run on their own; each change bumps a counter whose receiver
+    // coalesces bursts (5,000 Nodes listed at start are one wake-up, not 5,000).
+    let (changed_tx, changed_rx) = tokio::sync::watch::channel(0u64);
+    let node_tx = changed_tx.clone();
+    tokio::spawn(node_events.for_each(move |_| {
+        node_tx.send_modify(|n| *n += 1);
+        futures::future::ready(())
+    }));
+    tokio::spawn(stop_events.for_each(move |_| {
+        changed_tx.send_modify(|n| *n += 1);
+        futures::future::ready(())
+    }));
+    let triggers = futures::stream::unfold(changed_rx, |mut rx| async move {
+        rx.changed().await.ok()?;
+        rx.borrow_and_update();
+        Some(((), rx))
+    });
     let ctx = Arc::new(Context {
         client: client.clone(),
         nodes: nodes.clone(),
@@ -396,7 +418,6 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
         written: Mutex::new(HashMap::new()),
         pods: Mutex::new(HashMap::new()),
     });
-    let triggers = futures::stream::select(node_events, stop_events);
     let rollouts: Api<KubeletConfigRollout> = Api::all(client.clone());
     let controller = Controller::new(rollouts, watcher::Config::default())
         .with_config(ControllerConfig::default().debounce(opts.debounce))
