@@ -43,7 +43,10 @@ impl Cluster {
         let server = ApiServer::start();
         server.create_crd(crd());
         for name in ["cfg-a", "cfg-b", "cfg-c"] {
-            let data = BTreeMap::from([("kubelet".to_string(), format!("kind: KubeletConfiguration\n# {name}\n"))]);
+            let data = BTreeMap::from([(
+                "kubelet".to_string(),
+                format!("kind: KubeletConfiguration\n# {name}\n"),
+            )]);
             server.create_configmap(NS, name, data, true);
         }
         let dir = tempfile::tempdir().expect("temp dir");
@@ -63,7 +66,7 @@ impl Cluster {
                 ..SimOptions::default()
             },
         );
-        sim.add_nodes(n, "node-", |_| Vec::new());
+        sim.add_nodes(n, "node-", |_| BTreeMap::new());
         for i in 0..n {
             self.server
                 .set_node_annotation(&node(i), SOURCE, Some(&format!("{NS}/cfg-a:kubelet")));
@@ -106,19 +109,31 @@ impl Cluster {
     /// `kubelet-pivot rollout ARGS --kubeconfig K`.
     fn cli(&self, args: &[&str]) -> Output {
         let mut cmd = Command::new(pivot_bin());
-        cmd.arg("rollout").args(args).arg("--kubeconfig").arg(&self.kubeconfig);
+        cmd.arg("rollout")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig);
         cmd.output().expect("run kubelet-pivot rollout")
     }
 
     fn cli_ok(&self, args: &[&str]) -> String {
         let out = self.cli(args);
-        assert!(out.status.success(), "rollout {args:?}: {}{}", text(&out.stdout), text(&out.stderr));
+        assert!(
+            out.status.success(),
+            "rollout {args:?}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
         text(&out.stdout)
     }
 
     fn start(&self, name: &str, config: &str, extra: &[&str]) {
         let cfg = format!("{NS}/{config}");
         let mut args = vec!["start", name, "--config", &cfg, "--no-pods-gate"];
+        // No trial window unless the test asks for one (the default is 1m).
+        if !extra.contains(&"--no-fallback-for") {
+            args.extend_from_slice(&["--no-fallback-for", "0s"]);
+        }
         args.extend_from_slice(extra);
         self.cli_ok(&args);
     }
@@ -129,11 +144,17 @@ impl Cluster {
     }
 
     fn wait_phase(&self, name: &str, phase: &str) -> Value {
-        wait_until(DEADLINE, &format!("rollout {name} in phase {phase}"), || {
-            let out = self.cli(&["status", name, "-o", "json"]);
-            let r: Value = serde_json::from_slice(&out.stdout).ok()?;
-            (r["status"]["phase"] == phase && r["status"]["observedGeneration"] == r["metadata"]["generation"]).then_some(r)
-        })
+        wait_until(
+            DEADLINE,
+            &format!("rollout {name} in phase {phase}"),
+            || {
+                let out = self.cli(&["status", name, "-o", "json"]);
+                let r: Value = serde_json::from_slice(&out.stdout).ok()?;
+                (r["status"]["phase"] == phase
+                    && r["status"]["observedGeneration"] == r["metadata"]["generation"])
+                    .then_some(r)
+            },
+        )
     }
 
     fn assignment(&self, node: &str) -> Option<String> {
@@ -172,7 +193,13 @@ fn paused_reason(r: &Value) -> String {
         .into_iter()
         .flatten()
         .find(|c| c["type"] == "Paused")
-        .map(|c| format!("{}={}", c["status"].as_str().unwrap_or(""), c["reason"].as_str().unwrap_or("")))
+        .map(|c| {
+            format!(
+                "{}={}",
+                c["status"].as_str().unwrap_or(""),
+                c["reason"].as_str().unwrap_or("")
+            )
+        })
         .unwrap_or_default()
 }
 
@@ -182,10 +209,17 @@ fn batches(r: &Value) -> Vec<Vec<String>> {
 
 #[test]
 fn the_generated_crd_is_the_one_in_manifests() {
-    let out = Command::new(pivot_bin()).args(["rollout", "crd"]).output().expect("rollout crd");
+    let out = Command::new(pivot_bin())
+        .args(["rollout", "crd"])
+        .output()
+        .expect("rollout crd");
     assert!(out.status.success());
     let generated: Value = serde_yaml_ng::from_slice(&out.stdout).expect("YAML");
-    assert_eq!(generated, crd(), "manifests/40-rollout-crd.yaml is stale: regenerate it with `kubelet-pivot rollout crd`");
+    assert_eq!(
+        generated,
+        crd(),
+        "manifests/40-rollout-crd.yaml is stale: regenerate it with `kubelet-pivot rollout crd`"
+    );
 }
 
 #[test]
@@ -193,9 +227,21 @@ fn a_canary_failure_stops_the_rollout_before_the_first_batch() {
     let c = Cluster::new();
     let sim = c.sim(9);
     // The canary is the first node of the first zone.
-    sim.script(&node(0), Script::RollsBack { on: Some(format!("{NS}/cfg-b")), after: Duration::from_millis(200) });
+    sim.script(
+        &node(0),
+        Script::RollsBack {
+            on: Some(format!("{NS}/cfg-b")),
+            after: Some(Duration::from_millis(200)),
+        },
+    );
     let _ctl = c.controller("ctl-a");
-    c.start("r1", "cfg-b", &["--canary", "1", "--batch", "4"]);
+    // The canary must run the config 1 s without falling back (its crash loop shows after
+    // 200 ms) before the first batch may start.
+    c.start(
+        "r1",
+        "cfg-b",
+        &["--canary", "1", "--batch", "4", "--no-fallback-for", "1s"],
+    );
     let r = c.wait_phase("r1", "Paused");
     assert_eq!(batches(&r)[0], vec![node(0)]);
     assert_eq!(paused_reason(&r), "True=CanaryFailed", "{r:#}");
@@ -203,14 +249,22 @@ fn a_canary_failure_stops_the_rollout_before_the_first_batch() {
     assert_eq!(r["status"]["failures"][0]["reason"], "Fallback");
     assert_eq!(r["status"]["currentBatch"], 0);
     for i in 1..9 {
-        assert_eq!(c.assignment(&node(i)).as_deref(), Some("kubelet-config/cfg-a:kubelet"), "{} was changed", node(i));
+        assert_eq!(
+            c.assignment(&node(i)).as_deref(),
+            Some("kubelet-config/cfg-a:kubelet"),
+            "{} was changed",
+            node(i)
+        );
     }
     // The plugin's status exits 3: the rollout paused because a node failed.
     let out = c.cli(&["status", "r1"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
     let shown = text(&out.stdout);
     assert!(shown.contains("Paused: CanaryFailed"), "{shown}");
-    assert!(shown.contains(&format!("{} [canary] Fallback", node(0))), "{shown}");
+    assert!(
+        shown.contains(&format!("{} [canary] Fallback", node(0))),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -221,16 +275,37 @@ fn max_failures_pauses_by_itself_and_resume_goes_on_without_the_failed_nodes() {
     // Two nodes of the first batch never report the new config.
     let order_probe = ["node-00001", "node-00002"];
     for n in order_probe {
-        sim.script(n, Script::Ignores { on: Some(format!("{NS}/cfg-b")) });
+        sim.script(
+            n,
+            Script::Ignores {
+                on: Some(format!("{NS}/cfg-b")),
+            },
+        );
     }
     c.start(
         "r1",
         "cfg-b",
-        &["--canary", "0", "--batch", "5", "--max-failures", "1", "--config-active-timeout", "2s", "--max-unavailable", "5"],
+        &[
+            "--canary",
+            "0",
+            "--batch",
+            "5",
+            "--max-failures",
+            "1",
+            "--config-active-timeout",
+            "2s",
+            "--max-unavailable",
+            "5",
+        ],
     );
     let r = c.wait_phase("r1", "Paused");
     assert_eq!(paused_reason(&r), "True=MaxFailuresExceeded", "{r:#}");
-    let failed: Vec<&str> = r["status"]["failures"].as_array().unwrap().iter().map(|f| f["node"].as_str().unwrap()).collect();
+    let failed: Vec<&str> = r["status"]["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["node"].as_str().unwrap())
+        .collect();
     assert_eq!(failed.len(), 2, "{r:#}");
     for f in r["status"]["failures"].as_array().unwrap() {
         assert_eq!(f["reason"], "ConfigNotActive");
@@ -238,7 +313,10 @@ fn max_failures_pauses_by_itself_and_resume_goes_on_without_the_failed_nodes() {
     assert_eq!(c.cli(&["status", "r1"]).status.code(), Some(3));
     // Nothing of the second batch was touched.
     for n in &batches(&r)[1] {
-        assert_eq!(c.assignment(n).as_deref(), Some("kubelet-config/cfg-a:kubelet"));
+        assert_eq!(
+            c.assignment(n).as_deref(),
+            Some("kubelet-config/cfg-a:kubelet")
+        );
     }
     let out = c.cli_ok(&["resume", "r1"]);
     assert!(out.contains("2 failed nodes are acknowledged"), "{out}");
@@ -260,22 +338,41 @@ fn undo_points_each_changed_node_back_at_its_own_previous_config() {
     let _sim = c.sim(6);
     // One node ran its local config, another cfg-c.
     c.server.set_node_annotation(&node(4), SOURCE, None);
-    c.server.set_node_annotation(&node(5), SOURCE, Some("kubelet-config/cfg-c:kubelet"));
+    c.server
+        .set_node_annotation(&node(5), SOURCE, Some("kubelet-config/cfg-c:kubelet"));
     let _ctl = c.controller("ctl-a");
-    c.start("r1", "cfg-b", &["--canary", "1", "--batch", "50%", "--max-unavailable", "3"]);
+    c.start(
+        "r1",
+        "cfg-b",
+        &["--canary", "1", "--batch", "50%", "--max-unavailable", "3"],
+    );
     c.wait_phase("r1", "Completed");
     for i in 0..6 {
-        assert_eq!(c.assignment(&node(i)).as_deref(), Some("kubelet-config/cfg-b:kubelet"));
+        assert_eq!(
+            c.assignment(&node(i)).as_deref(),
+            Some("kubelet-config/cfg-b:kubelet")
+        );
     }
     let out = c.cli_ok(&["undo", "r1"]);
     assert!(out.contains("undoing"), "{out}");
     let r = c.wait_phase("r1", "Undone");
     for i in 0..4 {
-        assert_eq!(c.assignment(&node(i)).as_deref(), Some("kubelet-config/cfg-a:kubelet"));
+        assert_eq!(
+            c.assignment(&node(i)).as_deref(),
+            Some("kubelet-config/cfg-a:kubelet")
+        );
     }
     assert_eq!(c.assignment(&node(4)), None, "back to the local config");
-    assert_eq!(c.assignment(&node(5)).as_deref(), Some("kubelet-config/cfg-c:kubelet"));
-    let record: Value = serde_json::from_str(c.server.node(&node(5))["metadata"]["annotations"][RECORD].as_str().unwrap()).unwrap();
+    assert_eq!(
+        c.assignment(&node(5)).as_deref(),
+        Some("kubelet-config/cfg-c:kubelet")
+    );
+    let record: Value = serde_json::from_str(
+        c.server.node(&node(5))["metadata"]["annotations"][RECORD]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(record["undone"], true);
     assert_eq!(r["status"]["history"][0]["result"], "Undone");
     let history = c.cli_ok(&["history", "r1"]);
@@ -292,11 +389,30 @@ fn a_controller_killed_mid_batch_resumes_without_touching_done_nodes_again() {
     let _sim = c.sim(8);
     let mut ctl = c.controller("ctl-a");
     // Each node must run the config 2 s without falling back: batches take a while.
-    c.start("r1", "cfg-b", &["--canary", "1", "--batch", "3", "--no-fallback-for", "2s", "--max-unavailable", "3"]);
-    wait_until(DEADLINE, "the first batch after the canary in progress", || {
-        let r = c.status("r1");
-        (r["status"]["currentBatch"] == 1 && r["status"]["counts"]["inProgress"].as_u64() > Some(0)).then_some(())
-    });
+    c.start(
+        "r1",
+        "cfg-b",
+        &[
+            "--canary",
+            "1",
+            "--batch",
+            "3",
+            "--no-fallback-for",
+            "2s",
+            "--max-unavailable",
+            "3",
+        ],
+    );
+    wait_until(
+        DEADLINE,
+        "the first batch after the canary in progress",
+        || {
+            let r = c.status("r1");
+            (r["status"]["currentBatch"] == 1
+                && r["status"]["counts"]["inProgress"].as_u64() > Some(0))
+            .then_some(())
+        },
+    );
     ctl.signal(Signal::SIGKILL);
     ctl.wait_exit(DEADLINE);
     let _ctl2 = c.controller("ctl-b");
@@ -308,7 +424,9 @@ fn a_controller_killed_mid_batch_resumes_without_touching_done_nodes_again() {
         // The simulator's own writes are not requests; only the controller's patch is.
         assert_eq!(*count, 1, "{n} was patched {count} times: {patches:?}");
     }
-    assert!(c.log("ctl-b").contains("became the rollout controller leader"));
+    assert!(c
+        .log("ctl-b")
+        .contains("became the rollout controller leader"));
 }
 
 #[test]
@@ -316,18 +434,35 @@ fn of_two_controllers_exactly_one_acts_and_the_other_takes_over() {
     let c = Cluster::new();
     let _sim = c.sim(6);
     let mut a = c.controller("ctl-a");
-    wait_until(DEADLINE, "ctl-a leads", || c.log("ctl-a").contains("became the rollout controller leader").then_some(()));
+    wait_until(DEADLINE, "ctl-a leads", || {
+        c.log("ctl-a")
+            .contains("became the rollout controller leader")
+            .then_some(())
+    });
     let mut b = c.controller("ctl-b");
-    c.start("r1", "cfg-b", &["--canary", "1", "--batch", "50%", "--max-unavailable", "3"]);
+    c.start(
+        "r1",
+        "cfg-b",
+        &["--canary", "1", "--batch", "50%", "--max-unavailable", "3"],
+    );
     c.wait_phase("r1", "Completed");
     assert!(c.log("ctl-a").contains("changed the node's assignment"));
-    assert!(!c.log("ctl-b").contains("became the rollout controller leader"), "{}", c.log("ctl-b"));
+    assert!(
+        !c.log("ctl-b")
+            .contains("became the rollout controller leader"),
+        "{}",
+        c.log("ctl-b")
+    );
     assert!(!c.log("ctl-b").contains("changed the node's assignment"));
     assert!(c.node_patches().values().all(|n| *n == 1));
     // The leader goes away (SIGTERM releases the Lease): the other one takes over.
     a.signal(Signal::SIGTERM);
     assert!(a.wait_exit(DEADLINE).success());
-    wait_until(DEADLINE, "ctl-b leads", || c.log("ctl-b").contains("became the rollout controller leader").then_some(()));
+    wait_until(DEADLINE, "ctl-b leads", || {
+        c.log("ctl-b")
+            .contains("became the rollout controller leader")
+            .then_some(())
+    });
     c.start("r1", "cfg-c", &[]);
     c.wait_phase("r1", "Completed");
     assert!(c.log("ctl-b").contains("changed the node's assignment"));
@@ -340,16 +475,40 @@ fn a_node_that_joins_converges_and_a_node_that_leaves_is_dropped() {
     let c = Cluster::new();
     let sim = c.sim(5);
     let _ctl = c.controller("ctl-a");
-    c.start("r1", "cfg-b", &["--canary", "0", "--batch", "5", "--max-unavailable", "5", "--selector", "pool=a"]);
+    c.start(
+        "r1",
+        "cfg-b",
+        &[
+            "--canary",
+            "0",
+            "--batch",
+            "5",
+            "--max-unavailable",
+            "5",
+            "--selector",
+            "pool=a",
+        ],
+    );
     // No node has the label yet: nothing to do.
     let r = c.wait_phase("r1", "Completed");
     assert_eq!(r["status"]["counts"]["total"], 0);
     for i in 0..4 {
-        c.server.patch_node(&node(i), serde_json::json!({"metadata": {"labels": {"pool": "a"}}}), false).unwrap();
+        c.server
+            .patch_node(
+                &node(i),
+                serde_json::json!({"metadata": {"labels": {"pool": "a"}}}),
+                false,
+            )
+            .unwrap();
     }
-    wait_until(DEADLINE, "4 nodes done", || (c.status("r1")["status"]["counts"]["done"] == 4).then_some(()));
+    wait_until(DEADLINE, "4 nodes done", || {
+        (c.status("r1")["status"]["counts"]["done"] == 4).then_some(())
+    });
     // A new node joins with the label.
-    sim.add_node("late-node", vec![("pool".to_string(), "a".to_string())]);
+    sim.add_node(
+        "late-node",
+        BTreeMap::from([("pool".to_string(), "a".to_string())]),
+    );
     wait_until(DEADLINE, "the new node converges", || {
         (c.assignment("late-node").as_deref() == Some("kubelet-config/cfg-b:kubelet")).then_some(())
     });
@@ -360,10 +519,15 @@ fn a_node_that_joins_converges_and_a_node_that_leaves_is_dropped() {
     c.server.delete_node(&node(0));
     wait_until(DEADLINE, "the deleted node is dropped", || {
         let r = c.status("r1");
-        (r["status"]["counts"]["total"] == 4 && !batches(&r).iter().flatten().any(|n| n == &node(0))).then_some(())
+        (r["status"]["counts"]["total"] == 4
+            && !batches(&r).iter().flatten().any(|n| n == &node(0)))
+        .then_some(())
     });
     // Untouched node 4 (no label) was never changed.
-    assert_eq!(c.assignment(&node(4)).as_deref(), Some("kubelet-config/cfg-a:kubelet"));
+    assert_eq!(
+        c.assignment(&node(4)).as_deref(),
+        Some("kubelet-config/cfg-a:kubelet")
+    );
 }
 
 #[test]
@@ -373,14 +537,24 @@ fn the_global_stop_halts_every_rollout_and_a_drain_counts_as_unavailable() {
     let _ctl = c.controller("ctl-a");
     let out = c.cli_ok(&["global-stop", "on"]);
     assert!(out.contains("ON"), "{out}");
-    c.start("r1", "cfg-b", &["--canary", "0", "--batch", "4", "--max-unavailable", "1"]);
+    c.start(
+        "r1",
+        "cfg-b",
+        &["--canary", "0", "--batch", "4", "--max-unavailable", "1"],
+    );
     let r = c.wait_phase("r1", "Halted");
     assert_eq!(paused_reason(&r), "True=GlobalStop");
     assert!(c.node_patches().is_empty());
     // Each node drains for its change: with maxUnavailable 1 per zone and 3 zones, at most
     // one node per zone is changed at a time.
     for i in 0..4 {
-        sim.script(&node(i), Script::Drains { on: Some(format!("{NS}/cfg-b")), duration: Duration::from_millis(300) });
+        sim.script(
+            &node(i),
+            Script::Drains {
+                on: Some(format!("{NS}/cfg-b")),
+                drain: Duration::from_millis(300),
+            },
+        );
     }
     c.cli_ok(&["global-stop", "off"]);
     c.wait_phase("r1", "Completed");
@@ -400,7 +574,11 @@ fn the_plugin_answers_as_kubectl_pivot_with_bars_and_json() {
     let c = Cluster::new();
     let _sim = c.sim(4);
     let _ctl = c.controller("ctl-a");
-    c.start("r1", "cfg-b", &["--canary", "1", "--batch", "2", "--max-unavailable", "2"]);
+    c.start(
+        "r1",
+        "cfg-b",
+        &["--canary", "1", "--batch", "2", "--max-unavailable", "2"],
+    );
     c.wait_phase("r1", "Completed");
     // As kubectl would run it: the binary named kubectl-pivot on PATH.
     let bin_dir = c.dir.path().join("bin");
@@ -413,7 +591,15 @@ fn the_plugin_answers_as_kubectl_pivot_with_bars_and_json() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let shown = text(&out.stdout);
-    for want in ["ROLLOUT  r1", "CONFIG   kubelet-config/cfg-b:kubelet", "PHASE    Completed", "canary", "batch 1/2", "[##############################]", "4 done, 0 in progress, 0 failed, 0 pending of 4"] {
+    for want in [
+        "ROLLOUT  r1",
+        "CONFIG   kubelet-config/cfg-b:kubelet",
+        "PHASE    Completed",
+        "canary",
+        "batch 1/2",
+        "[##############################]",
+        "4 done, 0 in progress, 0 failed, 0 pending of 4",
+    ] {
         assert!(shown.contains(want), "missing {want:?} in:\n{shown}");
     }
     let json = Command::new(bin_dir.join("kubectl-pivot"))
@@ -433,7 +619,11 @@ fn the_plugin_answers_as_kubectl_pivot_with_bars_and_json() {
     assert!(text(&watch.stdout).contains("PHASE    Completed"));
     // Through kubectl's plugin mechanism, when kubectl is installed.
     if let Some(kubectl) = support::kubectl::kubectl_binary() {
-        let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+        let path = format!(
+            "{}:{}",
+            bin_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
         let out = Command::new(kubectl)
             .args(["pivot", "rollout", "history", "r1"])
             .env("PATH", path)
@@ -441,7 +631,11 @@ fn the_plugin_answers_as_kubectl_pivot_with_bars_and_json() {
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", text(&out.stderr));
-        assert!(text(&out.stdout).contains("kubelet-config/cfg-b:kubelet"), "{}", text(&out.stdout));
+        assert!(
+            text(&out.stdout).contains("kubelet-config/cfg-b:kubelet"),
+            "{}",
+            text(&out.stdout)
+        );
         assert!(text(&out.stdout).contains("Completed"));
     }
 }

@@ -388,10 +388,12 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
     let (stop, stop_writer) = reflector::store();
     let stop_cfg =
         watcher::Config::default().fields(&format!("metadata.name={}", opts.stop_configmap));
-    let stop_events =
-        watcher(Api::<ConfigMap>::namespaced(client.clone(), &opts.namespace), stop_cfg)
-            .default_backoff()
-            .reflect(stop_writer);
+    let stop_events = watcher(
+        Api::<ConfigMap>::namespaced(client.clone(), &opts.namespace),
+        stop_cfg,
+    )
+    .default_backoff()
+    .reflect(stop_writer);
     // The reflectors run on their own; each change bumps a counter whose receiver
     // coalesces bursts (5,000 Nodes listed at start are one wake-up, not 5,000).
     let (changed_tx, changed_rx) = tokio::sync::watch::channel(0u64);

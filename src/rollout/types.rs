@@ -229,7 +229,7 @@ fn default_gate_timeout() -> String {
 }
 
 fn default_no_fallback() -> String {
-    "0s".to_string()
+    "1m".to_string()
 }
 
 fn default_true() -> bool {

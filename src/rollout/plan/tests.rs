@@ -15,7 +15,7 @@ fn spec() -> RolloutSpec {
         "canary": 1,
         "batch": "50%",
         "maxUnavailable": {"value": 10},
-        "healthGates": {"podsReady": false, "configActiveTimeout": "60s", "nodeReadyTimeout": "60s"},
+        "healthGates": {"podsReady": false, "configActiveTimeout": "60s", "nodeReadyTimeout": "60s", "noFallbackFor": "0s"},
     }))
     .unwrap()
 }
@@ -225,7 +225,8 @@ fn a_canary_fallback_pauses_before_the_first_batch() {
         .iter()
         .find(|c| c.type_ == "Paused")
         .unwrap();
-    assert_eq!(paused.reason, "Fallback");
+    assert_eq!(paused.reason, "CanaryFailed");
+    assert!(paused.message.contains("Fallback"), "{}", paused.message);
     assert_eq!(w.status.current_batch, 0);
     for _ in 0..3 {
         assert!(w.step().is_empty(), "stays paused");
