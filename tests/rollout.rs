@@ -419,7 +419,7 @@ fn a_controller_killed_mid_batch_resumes_without_touching_done_nodes_again() {
     let r = c.wait_phase("r1", "Completed");
     assert_eq!(r["status"]["counts"]["done"], 8);
     let patches = c.node_patches();
-    assert_eq!(patches.len(), 8 + 0, "{patches:?}");
+    assert_eq!(patches.len(), 8, "{patches:?}");
     for (n, count) in &patches {
         // The simulator's own writes are not requests; only the controller's patch is.
         assert_eq!(*count, 1, "{n} was patched {count} times: {patches:?}");

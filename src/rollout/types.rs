@@ -27,21 +27,13 @@ pub const DEFAULT_TOPOLOGY_KEY: &str = "topology.kubernetes.io/zone";
     status = "RolloutStatus",
     doc = "A staged rollout of a kubelet config across the nodes a selector picks",
     label("app.kubernetes.io/part-of", "kubelet-pivot"),
-    printcolumn(name = "Config", type_ = "string", json_path = ".spec.config.name"),
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(name = "Batch", type_ = "string", json_path = ".status.batchText"),
-    printcolumn(name = "Done", type_ = "integer", json_path = ".status.counts.done"),
-    printcolumn(
-        name = "Failed",
-        type_ = "integer",
-        json_path = ".status.counts.failed"
-    ),
-    printcolumn(name = "Total", type_ = "integer", json_path = ".status.counts.total"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn = r#"{"name": "Config", "type": "string", "jsonPath": ".spec.config.name"}"#,
+    printcolumn = r#"{"name": "Phase", "type": "string", "jsonPath": ".status.phase"}"#,
+    printcolumn = r#"{"name": "Batch", "type": "string", "jsonPath": ".status.batchText"}"#,
+    printcolumn = r#"{"name": "Done", "type": "integer", "jsonPath": ".status.counts.done"}"#,
+    printcolumn = r#"{"name": "Failed", "type": "integer", "jsonPath": ".status.counts.failed"}"#,
+    printcolumn = r#"{"name": "Total", "type": "integer", "jsonPath": ".status.counts.total"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutSpec {

@@ -39,7 +39,7 @@ pub struct RolloutArgs {
 #[derive(Debug, Subcommand)]
 pub enum RolloutAction {
     /// Create a rollout, or start a new revision of it with another config.
-    Start(StartArgs),
+    Start(Box<StartArgs>),
     /// Show a rollout's progress. Exit 3 when it paused because nodes failed, or its spec is invalid.
     Status {
         name: String,

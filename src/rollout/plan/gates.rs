@@ -62,18 +62,31 @@ fn wait_or_fail(
     }
 }
 
-/// The gates of a node changed to `target` (None: its local config) at `since`.
-/// `full`: all gates (a rollout); otherwise only the config one (an undo).
+/// What a node was changed to, and when.
+pub struct Change<'a> {
+    /// The config it was pointed at (None: its local config).
+    pub target: Option<&'a ConfigRef>,
+    /// The ConfigMap's uid, when known.
+    pub uid: Option<&'a str>,
+    pub since: SystemTime,
+    /// All gates (a rollout); otherwise only the config one (an undo).
+    pub full: bool,
+}
+
+/// The gates of a changed node.
 pub fn evaluate(
     view: &NodeView,
-    target: Option<&ConfigRef>,
-    uid: Option<&str>,
-    since: SystemTime,
+    change: &Change,
     now: SystemTime,
     settings: &Settings,
     pods: &PodsState,
-    full: bool,
 ) -> GateResult {
+    let Change {
+        target,
+        uid,
+        since,
+        full,
+    } = *change;
     let elapsed = now.duration_since(since).unwrap_or_default();
     if !view.shows_active(target, uid) {
         return wait_or_fail(

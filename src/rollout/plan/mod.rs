@@ -309,16 +309,13 @@ fn forward(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
             }
             let since = gates::changed_at(record, d.inp.now);
             let pods = (d.inp.pods)(name);
-            match gates::evaluate(
-                view,
-                Some(&target),
-                uid.as_deref(),
+            let change = gates::Change {
+                target: Some(&target),
+                uid: uid.as_deref(),
                 since,
-                d.inp.now,
-                &d.settings,
-                &pods,
-                true,
-            ) {
+                full: true,
+            };
+            match gates::evaluate(view, &change, d.inp.now, &d.settings, &pods) {
                 GateResult::Passed => {
                     done += 1;
                     counts.done += 1;
@@ -564,16 +561,13 @@ fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
             }
             let previous = assignment_ref(record.previous.as_deref());
             let since = gates::changed_at(record, d.inp.now);
-            match gates::evaluate(
-                view,
-                previous.as_ref(),
-                None,
+            let change = gates::Change {
+                target: previous.as_ref(),
+                uid: None,
                 since,
-                d.inp.now,
-                &d.settings,
-                &PodsState::Ready,
-                false,
-            ) {
+                full: false,
+            };
+            match gates::evaluate(view, &change, d.inp.now, &d.settings, &PodsState::Ready) {
                 GateResult::Passed => back += 1,
                 GateResult::Waiting { after, .. } => {
                     waiting += 1;
