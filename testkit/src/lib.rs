@@ -7,14 +7,23 @@
 //! [`ApiServer::start_on`] is given one; a thread per connection, keep-alive, `Content-Length` bodies, chunked watch
 //! streams) and serves Nodes (with the `status` subresource), ConfigMaps, Events (core/v1 and
 //! events.k8s.io/v1), Namespaces, Pods (with `status` and the policy/v1 `eviction`
-//! subresource) and PodDisruptionBudgets (policy/v1, with `status`) with the real API
-//! server's semantics, as far as kube-rs and kubectl can observe them:
+//! subresource), PodDisruptionBudgets (policy/v1, with `status`), Leases
+//! (coordination.k8s.io/v1), CustomResourceDefinitions (apiextensions.k8s.io/v1, with
+//! `status`) and the resources they define, with the real API server's semantics, as far as
+//! kube-rs and kubectl can observe them:
 //!
 //! - one global, monotonically increasing resourceVersion; uid (UUID v4), resourceVersion and
-//!   creationTimestamp on every object (only PodDisruptionBudgets carry `metadata.generation`,
-//!   as on a v1.32 server); an update that changes nothing is not written (no new
-//!   resourceVersion, no watch event), as etcd3's GuaranteedUpdate does;
+//!   creationTimestamp on every object (PodDisruptionBudgets, CustomResourceDefinitions and
+//!   custom objects carry `metadata.generation`, as on a v1.32 server, bumped also when a
+//!   delete marks them for their finalizers); an update that changes nothing is not written
+//!   (no new resourceVersion, no watch event), as etcd3's GuaranteedUpdate does; PUT with a
+//!   stale resourceVersion is 409 Conflict, a create of an existing name 409 AlreadyExists,
+//!   and an object being deleted may lose finalizers but not gain them;
 //! - errors are `Status` objects with the real messages, reasons, details and causes;
+//! - label selectors with the grammar and validation of k8s.io/apimachinery/pkg/labels (`=`,
+//!   `==`, `!=`, `in`, `notin`, `key`, `!key`, `>`, `<`; invalid keys, values and syntax are
+//!   400 with the real texts), field selectors per kind (`metadata.name` and
+//!   `metadata.namespace` everywhere);
 //! - watches replay from a bounded per-resource history (the watch cache), answer a too-old
 //!   resourceVersion with a single `ERROR` event carrying a 410 `Expired` Status, send BOOKMARKs
 //!   on request, honour `timeoutSeconds`, field and label selectors (an object that stops
@@ -45,15 +54,51 @@
 //!   condition and is deleted; the answer is 201 with a Success Status. There is no
 //!   disruption controller: a PDB's status is what [`ApiServer::create_pdb`],
 //!   [`ApiServer::set_pdb_disruptions_allowed`] or a client wrote to `/status`;
+//! - Leases (module `leases`): `spec.leaseDurationSeconds` > 0, `spec.leaseTransitions` >= 0,
+//!   `acquireTime`/`renewTime` MicroTimes (RFC 3339 with exactly six fractional digits, a
+//!   Go `time.Parse` error otherwise; served in UTC), `strategy`/`preferredHolder` dropped (the
+//!   CoordinatedLeaderElection gate is off); a node may write only its own Lease in
+//!   `kube-node-lease` (Node authorizer and NodeRestriction);
+//! - CustomResourceDefinitions (module `crd`, schemas in module `schema`): validated as
+//!   v1 requires (name `PLURAL.GROUP`, scope, names, exactly one storage version, a
+//!   structural `openAPIV3Schema` for every version, valid defaults, immutable group and
+//!   plural, immutable scope and kind once established, ...), defaulted (singular, listKind,
+//!   conversion `None`), then established at once by a second write (`acceptedNames`,
+//!   `NamesAccepted` and `Established`; the create's answer has neither, as on a real
+//!   server); a delete answers the definition marked for deletion (the cleanup finalizer,
+//!   `Terminating`), deletes its objects and removes it. [`ApiServer::create_crd`];
+//! - custom resources (module `custom`): served at
+//!   `/apis/GROUP/VERSION/[namespaces/NS/]PLURAL[/NAME[/status]]` for every served version
+//!   while the definition is established (404 before and after), listed by discovery
+//!   (`/apis`, `/apis/GROUP`, `/apis/GROUP/VERSION` with names, short names, categories and
+//!   the `status` subresource, so that `kubectl get SHORTNAME` works); unknown fields pruned
+//!   (`unknown field "spec.foo"` as a warning, or 400 with `fieldValidation=Strict`; honouring
+//!   `x-kubernetes-preserve-unknown-fields`), nulls of non-nullable fields dropped, defaults
+//!   applied, then validated against the version's schema with kube-openapi's messages
+//!   (type, nullable, enum, required, minimum/maximum (exclusive too), multipleOf,
+//!   minLength/maxLength, minItems/maxItems, minProperties/maxProperties, items,
+//!   additionalProperties, x-kubernetes-int-or-string, `format: date-time`); generation 1 on
+//!   create, incremented by changes outside metadata (and status); with the status
+//!   subresource a create drops `status`, the object's writes keep the stored one and
+//!   `/status` writes change only `status` (not metadata, unlike built-in kinds); strategic
+//!   merge patch is 415 as for any custom resource; field selectors `metadata.name` and
+//!   `metadata.namespace`;
 //! - like servers since v1.24 (DynamicKubeletConfig removed), `spec.configSource` and
 //!   `status.config` are dropped from Nodes unless the stored node already has them (a node
 //!   that keeps one gets the real "spec.configSource: the feature is removed" warning);
 //!   [`ApiServer::keep_config_source`] turns this off (an old server) and then validates them;
 //! - immutable ConfigMaps reject changes of data/binaryData/immutable with the real 422;
 //! - namespaces must exist (NamespaceLifecycle admission): `default`, `kube-system`,
-//!   `kube-public`, `kube-node-lease` and `kubelet-config` do;
+//!   `kube-public`, `kube-node-lease`, `kubelet-config` and `kubelet-pivot` do; deleting a
+//!   namespace deletes the namespaced objects in it (custom ones too);
 //! - server-side field validation (`fieldValidation=Strict|Warn|Ignore`, default Warn) for
 //!   unknown fields of these kinds, and `dryRun=All`;
+//! - a node simulator ([`NodeSim`], module `nodesim`): thousands of in-process nodes that
+//!   follow kubelet-pivot's status contract (the `kubelet-pivot.io/config-source`
+//!   assignment, the `kubelet-pivot.io/config-status` report and the `KubeletConfigOK`
+//!   condition), with [`Script`]ed failures (crash-loop rollback, never Ready, deleted,
+//!   drain first, stuck); its writes go straight into the state (watch events and new
+//!   resourceVersions, but no [`ApiServer::requests`] entries);
 //! - bearer-token authentication: a wrong token is 401; a request without credentials is the
 //!   old insecure port's `system:unsecured` (client-go never sends credentials over plain HTTP,
 //!   so kubectl could not work otherwise), or with [`ApiServer::require_token`] the anonymous
@@ -82,6 +127,15 @@
 //! documents (404; kubectl's generators, annotate, patch and get do not need them), no
 //! managedFields, no `limit`/`continue` paging (full lists), no deletecollection, and injected
 //! 429s carry a Status body (the real priority-and-fairness filter answers text/plain).
+//! Custom resources: `pattern` and string formats other than date-time are not checked (no
+//! regular expression engine), nor `x-kubernetes-validations` (CEL), list-type semantics,
+//! the completeness rule of structural schemas or `selectableFields`; webhook conversion is
+//! accepted but not performed (every version serves the stored object with its own
+//! apiVersion); defaults are applied on writes, not on reads; names conflicts between
+//! definitions are not detected; a definition's cleanup deletes objects whatever their
+//! finalizers, and watches of its resource end (without those DELETED events) when it is
+//! deleted or changes kind, scope, names or storage version. Field error values that Go
+//! prints as structs are shortened (`[]apiextensions.CustomResourceDefinitionVersion{...}`).
 //!
 //! Kube-rs 5's client retries 429s itself by default (15 times, backing off up to 1000 s), so an
 //! eviction refused by a PodDisruptionBudget only reaches the caller that way if
@@ -105,8 +159,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 
+mod crd;
+mod custom;
+mod labels;
+mod leases;
 mod nodeauth;
+mod nodesim;
 mod pods;
+mod schema;
+
+pub use nodesim::{NodeSim, Script, SimOptions};
 
 /// Watch events kept per resource (the watch cache); older resourceVersions get 410 Expired.
 pub const DEFAULT_HISTORY_LIMIT: usize = 1000;
@@ -121,13 +183,15 @@ pub const DEFAULT_USER: &str = "kubelet-pivot-test";
 pub const INSECURE_PORT_USER: &str = "system:unsecured";
 /// Who a request without credentials is with [`ApiServer::require_token`].
 pub const ANONYMOUS_USER: &str = "system:anonymous";
-/// Namespaces that exist when the server starts.
-pub const DEFAULT_NAMESPACES: [&str; 5] = [
+/// Namespaces that exist when the server starts (`kubelet-pivot` holds the rollout
+/// controller's Lease).
+pub const DEFAULT_NAMESPACES: [&str; 6] = [
     "default",
     "kube-system",
     "kube-public",
     "kube-node-lease",
     "kubelet-config",
+    "kubelet-pivot",
 ];
 /// The resourceVersion of an empty server (a real cluster never starts at 0; 0 means "any").
 const INITIAL_RESOURCE_VERSION: u64 = 100;
@@ -1027,16 +1091,22 @@ enum Resource {
     Namespaces,
     Pods,
     PodDisruptionBudgets,
+    Leases,
+    CustomResourceDefinitions,
+    /// The objects of a CustomResourceDefinition (module `crd`).
+    Custom(&'static crd::CustomType),
 }
 
-/// Every served resource.
-const RESOURCES: [Resource; 6] = [
+/// Every built-in resource.
+const RESOURCES: [Resource; 8] = [
     Resource::Nodes,
     Resource::ConfigMaps,
     Resource::Events,
     Resource::Namespaces,
     Resource::Pods,
     Resource::PodDisruptionBudgets,
+    Resource::Leases,
+    Resource::CustomResourceDefinitions,
 ];
 
 impl Resource {
@@ -1048,6 +1118,9 @@ impl Resource {
             Resource::Namespaces => "namespaces",
             Resource::Pods => "pods",
             Resource::PodDisruptionBudgets => "poddisruptionbudgets",
+            Resource::Leases => "leases",
+            Resource::CustomResourceDefinitions => "customresourcedefinitions",
+            Resource::Custom(custom) => custom.plural,
         }
     }
 
@@ -1059,45 +1132,75 @@ impl Resource {
             Resource::Namespaces => "Namespace",
             Resource::Pods => "Pod",
             Resource::PodDisruptionBudgets => "PodDisruptionBudget",
+            Resource::Leases => "Lease",
+            Resource::CustomResourceDefinitions => "CustomResourceDefinition",
+            Resource::Custom(custom) => custom.kind,
+        }
+    }
+
+    /// The kind of a list (`NodeList`; a CustomResourceDefinition's `spec.names.listKind`).
+    fn list_kind(self) -> String {
+        match self {
+            Resource::Custom(custom) => custom.list_kind.to_string(),
+            other => format!("{}List", other.kind()),
         }
     }
 
     fn namespaced(self) -> bool {
-        matches!(
-            self,
-            Resource::ConfigMaps
-                | Resource::Events
-                | Resource::Pods
-                | Resource::PodDisruptionBudgets
-        )
-    }
-
-    fn short_name(self) -> &'static str {
         match self {
-            Resource::Nodes => "no",
-            Resource::ConfigMaps => "cm",
-            Resource::Events => "ev",
-            Resource::Namespaces => "ns",
-            Resource::Pods => "po",
-            Resource::PodDisruptionBudgets => "pdb",
+            Resource::ConfigMaps
+            | Resource::Events
+            | Resource::Pods
+            | Resource::PodDisruptionBudgets
+            | Resource::Leases => true,
+            Resource::Nodes | Resource::Namespaces | Resource::CustomResourceDefinitions => false,
+            Resource::Custom(custom) => custom.namespaced,
         }
     }
 
-    /// The subresources served below an object (`nodes/NAME/status`, ...).
+    fn short_names(self) -> &'static [&'static str] {
+        match self {
+            Resource::Nodes => &["no"],
+            Resource::ConfigMaps => &["cm"],
+            Resource::Events => &["ev"],
+            Resource::Namespaces => &["ns"],
+            Resource::Pods => &["po"],
+            Resource::PodDisruptionBudgets => &["pdb"],
+            Resource::CustomResourceDefinitions => &["crd", "crds"],
+            // A custom resource's come from its definition (module `crd`).
+            Resource::Leases | Resource::Custom(_) => &[],
+        }
+    }
+
+    /// The subresources served below an object (`nodes/NAME/status`, ...); a custom
+    /// resource's `status` only when its definition enables it (checked by `crd`).
     fn subresources(self) -> &'static [&'static str] {
         match self {
-            Resource::Nodes | Resource::PodDisruptionBudgets => &["status"],
+            Resource::Nodes
+            | Resource::PodDisruptionBudgets
+            | Resource::CustomResourceDefinitions
+            | Resource::Custom(_) => &["status"],
             Resource::Pods => &["status", "eviction"],
-            Resource::ConfigMaps | Resource::Events | Resource::Namespaces => &[],
+            Resource::ConfigMaps | Resource::Events | Resource::Namespaces | Resource::Leases => {
+                &[]
+            }
         }
     }
 
-    /// The group whose version the object is stored in (Events: core/v1).
+    /// The group whose version the object is stored in (Events: core/v1; a custom resource:
+    /// its storage version).
     fn home_group(self) -> ApiGroup {
         match self {
             Resource::PodDisruptionBudgets => ApiGroup::PolicyV1,
+            Resource::Leases => ApiGroup::CoordinationV1,
+            Resource::CustomResourceDefinitions => ApiGroup::ApiextensionsV1,
+            Resource::Custom(custom) => ApiGroup::Custom(custom.storage),
             _ => ApiGroup::Core,
         }
+    }
+
+    fn is_custom(self) -> bool {
+        matches!(self, Resource::Custom(_))
     }
 
     fn from_plural(plural: &str) -> Option<Resource> {
@@ -1113,6 +1216,10 @@ enum ApiGroup {
     Core,
     EventsV1,
     PolicyV1,
+    CoordinationV1,
+    ApiextensionsV1,
+    /// A version of a CustomResourceDefinition's group.
+    Custom(&'static crd::GroupVersion),
 }
 
 impl ApiGroup {
@@ -1121,6 +1228,9 @@ impl ApiGroup {
             ApiGroup::Core => "",
             ApiGroup::EventsV1 => "events.k8s.io",
             ApiGroup::PolicyV1 => "policy",
+            ApiGroup::CoordinationV1 => "coordination.k8s.io",
+            ApiGroup::ApiextensionsV1 => "apiextensions.k8s.io",
+            ApiGroup::Custom(gv) => gv.group,
         }
     }
 
@@ -1129,15 +1239,30 @@ impl ApiGroup {
             ApiGroup::Core => "v1",
             ApiGroup::EventsV1 => "events.k8s.io/v1",
             ApiGroup::PolicyV1 => "policy/v1",
+            ApiGroup::CoordinationV1 => "coordination.k8s.io/v1",
+            ApiGroup::ApiextensionsV1 => "apiextensions.k8s.io/v1",
+            ApiGroup::Custom(gv) => gv.api_version,
         }
     }
 
     /// Whether `resource` is served through this group.
     fn serves(self, resource: Resource) -> bool {
         match self {
-            ApiGroup::Core => resource != Resource::PodDisruptionBudgets,
+            ApiGroup::Core => matches!(
+                resource,
+                Resource::Nodes
+                    | Resource::ConfigMaps
+                    | Resource::Events
+                    | Resource::Namespaces
+                    | Resource::Pods
+            ),
             ApiGroup::EventsV1 => resource == Resource::Events,
             ApiGroup::PolicyV1 => resource == Resource::PodDisruptionBudgets,
+            ApiGroup::CoordinationV1 => resource == Resource::Leases,
+            ApiGroup::ApiextensionsV1 => resource == Resource::CustomResourceDefinitions,
+            ApiGroup::Custom(gv) => {
+                matches!(resource, Resource::Custom(custom) if custom.group == gv.group)
+            }
         }
     }
 }
@@ -1209,14 +1334,17 @@ impl Target {
     }
 }
 
-/// Parses `/api/v1/...`, `/apis/events.k8s.io/v1/...` and `/apis/policy/v1/...` resource
-/// paths.
+/// Parses the resource paths of the built-in groups (`/api/v1/...`,
+/// `/apis/events.k8s.io/v1/...`, `/apis/policy/v1/...`, `/apis/coordination.k8s.io/v1/...`,
+/// `/apis/apiextensions.k8s.io/v1/...`); custom resources are `crd::parse_target`'s.
 fn parse_target(path: &str) -> Option<Target> {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let (group, rest) = match segments.as_slice() {
         ["api", "v1", rest @ ..] => (ApiGroup::Core, rest),
         ["apis", "events.k8s.io", "v1", rest @ ..] => (ApiGroup::EventsV1, rest),
         ["apis", "policy", "v1", rest @ ..] => (ApiGroup::PolicyV1, rest),
+        ["apis", "coordination.k8s.io", "v1", rest @ ..] => (ApiGroup::CoordinationV1, rest),
+        ["apis", "apiextensions.k8s.io", "v1", rest @ ..] => (ApiGroup::ApiextensionsV1, rest),
         _ => return None,
     };
     let (namespace, resource, tail) = match rest {
@@ -1553,6 +1681,12 @@ enum FieldErrorKind {
     Duplicate(Value),
     /// The value and the supported values.
     NotSupported(Value, Vec<String>),
+    /// A value of the wrong JSON type (`field.TypeInvalid`): the value shown is the type.
+    TypeInvalid(Value),
+    /// Too many items or properties (`field.TooMany`): the actual number.
+    TooMany(Value),
+    /// An invalid value shown as Go's `%#v` prints it (a struct or slice).
+    InvalidGo(String),
 }
 
 impl FieldError {
@@ -1615,6 +1749,9 @@ impl FieldError {
             FieldErrorKind::TooLong => "FieldValueTooLong",
             FieldErrorKind::Duplicate(_) => "FieldValueDuplicate",
             FieldErrorKind::NotSupported(..) => "FieldValueNotSupported",
+            FieldErrorKind::TypeInvalid(_) => "FieldValueTypeInvalid",
+            FieldErrorKind::TooMany(_) => "FieldValueTooMany",
+            FieldErrorKind::InvalidGo(_) => "FieldValueInvalid",
         }
     }
 
@@ -1633,6 +1770,9 @@ impl FieldError {
                     quoted.join(", ")
                 )
             }
+            FieldErrorKind::TypeInvalid(value) => format!("Invalid value: {value}"),
+            FieldErrorKind::TooMany(value) => format!("Too many: {value}"),
+            FieldErrorKind::InvalidGo(shown) => format!("Invalid value: {shown}"),
         };
         if !self.detail.is_empty() {
             body.push_str(": ");
@@ -1755,7 +1895,15 @@ struct State {
     pod_termination_delay: Duration,
     /// Pods being terminated, to be removed when due.
     terminations: Vec<pods::Termination>,
+    /// Observers of every committed write (the node simulator), by id.
+    commit_hooks: Vec<(u64, CommitHook)>,
+    next_hook: u64,
 }
+
+/// Called with the state lock held for every committed write: resource, event type, the
+/// object as stored (or as it was, for a deletion) and the object before. It must not lock
+/// the state.
+type CommitHook = Box<dyn FnMut(Resource, EventType, &Value, Option<&Value>) + Send>;
 
 /// Options of a write request.
 #[derive(Clone, Debug, Default)]
@@ -1816,6 +1964,8 @@ impl State {
             node_selectors: true,
             pod_termination_delay: Duration::ZERO,
             terminations: Vec::new(),
+            commit_hooks: Vec::new(),
+            next_hook: 0,
         };
         for resource in RESOURCES {
             state.store.insert(resource, BTreeMap::new());
@@ -1879,6 +2029,13 @@ impl State {
                 objects.insert(key, object.clone());
             }
         }
+        for (_, hook) in &mut self.commit_hooks {
+            hook(resource, kind, &object, prev.as_ref());
+        }
+        let prev_type = match resource {
+            Resource::CustomResourceDefinitions => prev.as_ref().and_then(crd::custom_type),
+            _ => None,
+        };
         let limit = self.history_limit;
         let history = self
             .histories
@@ -1891,7 +2048,36 @@ impl State {
             prev,
         });
         history.trim(limit);
+        if resource == Resource::CustomResourceDefinitions {
+            // The CRD controllers' work (names, establishing, serving, cleanup), done at once.
+            crd::on_commit(self, kind, &object, prev_type);
+        }
         object
+    }
+
+    /// Registers a [`CommitHook`]; returns its id for [`State::remove_commit_hook`].
+    fn add_commit_hook(&mut self, hook: CommitHook) -> u64 {
+        self.next_hook += 1;
+        self.commit_hooks.push((self.next_hook, hook));
+        self.next_hook
+    }
+
+    fn remove_commit_hook(&mut self, id: u64) {
+        self.commit_hooks.retain(|(hook_id, _)| *hook_id != id);
+    }
+
+    /// Checks and normalises a request body (or a patched object) into the stored form.
+    fn decode(
+        &self,
+        target: &Target,
+        body: Value,
+        opts: &Opts,
+    ) -> Result<(Value, Vec<String>), ApiError> {
+        if target.resource.is_custom() {
+            custom::decode(self, target, body, opts)
+        } else {
+            decode_body(target, body, opts)
+        }
     }
 
     fn namespace_exists(&self, namespace: &str) -> bool {
@@ -1902,7 +2088,7 @@ impl State {
     // --- create -------------------------------------------------------------------------
 
     fn create(&mut self, target: &Target, body: Value, opts: &Opts) -> Result<Outcome, ApiError> {
-        let (mut obj, mut warnings) = decode_body(target, body, opts)?;
+        let (mut obj, mut warnings) = self.decode(target, body, opts)?;
         let meta = obj["metadata"].clone();
         // Name or generateName.
         let name = match meta
@@ -1952,6 +2138,9 @@ impl State {
         if let Some(node) = &opts.node {
             nodeauth::admit_create(self, node, target, &obj)?;
         }
+        if target.resource.is_custom() {
+            custom::admit_create(self, target)?;
+        }
         // System fields (FillObjectMetaSystemFields): set by the server, whatever was sent.
         if let Some(map) = obj["metadata"].as_object_mut() {
             map.insert("uid".to_string(), json!(uuid_v4()));
@@ -1998,7 +2187,7 @@ impl State {
 
     fn update(&mut self, target: &Target, body: Value, opts: &Opts) -> Result<Outcome, ApiError> {
         let old = self.existing(target)?;
-        let (obj, warnings) = decode_body(target, body, opts)?;
+        let (obj, warnings) = self.decode(target, body, opts)?;
         self.write_update(target, old, obj, warnings, opts)
     }
 
@@ -2009,6 +2198,10 @@ impl State {
         patch: &[u8],
         opts: &Opts,
     ) -> Result<Outcome, ApiError> {
+        if kind == PatchKind::Strategic && target.resource.is_custom() {
+            // Custom resources have no Go struct tags to merge by.
+            return Err(ApiError::unsupported_media_type(custom::PATCH_TYPES));
+        }
         let old = self.existing(target)?;
         let served = with_type_meta(old.clone(), target.resource, target.group);
         let patched = match kind {
@@ -2037,7 +2230,7 @@ impl State {
                 target.resource.kind()
             )));
         }
-        let (obj, warnings) = decode_body(target, patched, opts)?;
+        let (obj, warnings) = self.decode(target, patched, opts)?;
         self.write_update(target, old, obj, warnings, opts)
     }
 
@@ -2197,6 +2390,9 @@ impl State {
         if opts.dry_run {
             return Ok(Outcome::ok(deleted_status(target, &name, &uid)));
         }
+        if target.resource == Resource::CustomResourceDefinitions {
+            return Ok(crd::delete(self, target, old));
+        }
         if !finalizers(&old).is_empty() {
             // Finalizers: the object stays, marked for deletion, until they are removed.
             if old["metadata"]
@@ -2212,6 +2408,10 @@ impl State {
             let mut obj = old.clone();
             obj["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
             obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            // markAsDeleting: controllers see the deletion as a new generation.
+            if let Some(generation) = old["metadata"]["generation"].as_i64().filter(|g| *g > 0) {
+                obj["metadata"]["generation"] = json!(generation + 1);
+            }
             let stored = self.commit(target.resource, EventType::Modified, obj, Some(old));
             return Ok(Outcome::ok(with_type_meta(
                 stored,
@@ -2221,12 +2421,13 @@ impl State {
         }
         if target.resource == Resource::Namespaces {
             // The namespace controller's job, done at once: delete what the namespace holds.
-            for resource in [
-                Resource::ConfigMaps,
-                Resource::Events,
-                Resource::Pods,
-                Resource::PodDisruptionBudgets,
-            ] {
+            let namespaced: Vec<Resource> = self
+                .store
+                .keys()
+                .copied()
+                .filter(|resource| resource.namespaced())
+                .collect();
+            for resource in namespaced {
                 let keys: Vec<Key> = self
                     .objects(resource)
                     .keys()
@@ -2299,6 +2500,9 @@ impl State {
             }
             Resource::Pods => pods::prepare_pod(target, obj, old),
             Resource::PodDisruptionBudgets => pods::prepare_pdb(target, obj, old),
+            Resource::Leases => leases::prepare(obj, old),
+            Resource::CustomResourceDefinitions => crd::prepare(target, obj, old),
+            Resource::Custom(_) => custom::prepare(self, target, obj, old),
             Resource::ConfigMaps | Resource::Events => {}
         }
         warnings
@@ -2318,6 +2522,28 @@ impl State {
             }
         }
         validate_labels_annotations(obj, &mut errors);
+        if let Some(old) = old.filter(|old| {
+            old["metadata"]
+                .get("deletionTimestamp")
+                .is_some_and(|t| !t.is_null())
+        }) {
+            // ValidateObjectMetaUpdate: an object being deleted only loses finalizers.
+            let before = finalizers(old);
+            let added: Vec<String> = finalizers(obj)
+                .iter()
+                .filter(|f| !before.contains(f))
+                .map(|f| format!("{:?}", f.as_str().unwrap_or("")))
+                .collect();
+            if !added.is_empty() {
+                errors.push(FieldError::forbidden(
+                    "metadata.finalizers",
+                    &format!(
+                        "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                        added.join(", ")
+                    ),
+                ));
+            }
+        }
         match target.resource {
             Resource::ConfigMaps => {
                 if let Some(old) = old {
@@ -2348,6 +2574,9 @@ impl State {
             Resource::Events => validate_event(obj, target.group, old, &mut errors),
             Resource::Pods => pods::validate_pod(obj, old, &mut errors),
             Resource::PodDisruptionBudgets => pods::validate_pdb(obj, old, &mut errors),
+            Resource::Leases => leases::validate(obj, &mut errors),
+            Resource::CustomResourceDefinitions => crd::validate(obj, old, &mut errors),
+            Resource::Custom(_) => custom::validate(self, target, obj, &mut errors),
             Resource::Namespaces => {}
         }
         errors
@@ -2362,9 +2591,10 @@ impl State {
             .filter(|((ns, _), _)| target.namespace.as_ref().is_none_or(|want| want == ns))
             .filter(|(_, obj)| selector.matches(obj, target.resource))
             .map(|(_, obj)| {
-                // Items of a typed list carry no kind/apiVersion on the real server.
+                // Items of a typed list carry no kind/apiVersion on the real server; those of
+                // an unstructured (custom resource) list do.
                 let mut item = with_type_meta(obj.clone(), target.resource, target.group);
-                if let Some(map) = item.as_object_mut() {
+                if let (Some(map), false) = (item.as_object_mut(), target.resource.is_custom()) {
                     map.remove("kind");
                     map.remove("apiVersion");
                 }
@@ -2372,7 +2602,7 @@ impl State {
             })
             .collect();
         json!({
-            "kind": format!("{}List", target.resource.kind()),
+            "kind": target.resource.list_kind(),
             "apiVersion": target.group.api_version(),
             "metadata": {"resourceVersion": self.rv.to_string()},
             "items": items,
@@ -2446,6 +2676,8 @@ enum Shape {
     Nested(&'static Shape),
     /// A list of objects with the fields of another table.
     ListOf(&'static Shape),
+    /// A map whose values are objects with the fields of another table.
+    MapOf(&'static Shape),
 }
 
 static OBJECT_META: Shape = Shape::Fields(&[
@@ -2594,6 +2826,10 @@ fn shape_for(target: &Target) -> &'static Shape {
         (Resource::Events, _) => &EVENT_CORE,
         (Resource::Pods, _) => &pods::POD,
         (Resource::PodDisruptionBudgets, _) => &pods::PDB,
+        (Resource::Leases, _) => &leases::LEASE,
+        (Resource::CustomResourceDefinitions, _) => &crd::CRD,
+        // Pruned against the definition's schema instead (module `custom`).
+        (Resource::Custom(_), _) => &Shape::Any,
     }
 }
 
@@ -2629,7 +2865,32 @@ fn strip_unknown(value: &mut Value, shape: &Shape, prefix: &str, unknown: &mut V
             }
         }
         (Shape::Nested(inner), value) => strip_unknown(value, inner, prefix, unknown),
+        (Shape::MapOf(inner), Value::Object(map)) => {
+            for (key, child) in map.iter_mut() {
+                strip_unknown(child, inner, &format!("{prefix}.{key}"), unknown);
+            }
+        }
         _ => {}
+    }
+}
+
+/// Server-side field validation of the unknown fields found while decoding: the warnings
+/// (Warn), none (Ignore), or the 400 of Strict.
+fn unknown_fields(
+    unknown: &[String],
+    validation: FieldValidation,
+) -> Result<Vec<String>, ApiError> {
+    let list: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    match validation {
+        FieldValidation::Strict if !list.is_empty() => Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            list.join(", ")
+        ))),
+        FieldValidation::Warn => Ok(list),
+        _ => Ok(Vec::new()),
     }
 }
 
@@ -2745,6 +3006,8 @@ fn check_types(obj: &Value, kind: &str) -> Result<(), String> {
             }
         }
         "Pod" | "PodDisruptionBudget" => pods::check_types(obj, kind)?,
+        "Lease" => leases::check_types(obj)?,
+        "CustomResourceDefinition" => crd::check_types(obj)?,
         _ => {}
     }
     Ok(())
@@ -2812,23 +3075,7 @@ fn decode_body(
     let mut obj = body;
     let mut unknown = Vec::new();
     strip_unknown(&mut obj, shape_for(target), "", &mut unknown);
-    let mut warnings = Vec::new();
-    if !unknown.is_empty() {
-        let list: Vec<String> = unknown
-            .iter()
-            .map(|f| format!("unknown field \"{f}\""))
-            .collect();
-        match opts.validation {
-            FieldValidation::Strict => {
-                return Err(ApiError::bad_request(format!(
-                    "strict decoding error: {}",
-                    list.join(", ")
-                )))
-            }
-            FieldValidation::Warn => warnings.extend(list),
-            FieldValidation::Ignore => {}
-        }
-    }
+    let warnings = unknown_fields(&unknown, opts.validation)?;
     if target.resource == Resource::Events && target.group == ApiGroup::EventsV1 {
         obj = rename_event_fields(obj, false);
     }
@@ -3374,10 +3621,13 @@ enum Requirement {
     NotIn(String, Vec<String>),
     Exists(String),
     NotExists(String),
+    GreaterThan(String, i64),
+    LessThan(String, i64),
 }
 
 impl Requirement {
     fn matches(&self, lookup: impl Fn(&str) -> Option<String>) -> bool {
+        let number = |key: &str| lookup(key).and_then(|v| v.parse::<i64>().ok());
         match self {
             Requirement::Equals(key, want) => lookup(key).as_deref() == Some(want.as_str()),
             Requirement::NotEquals(key, want) => lookup(key).as_deref() != Some(want.as_str()),
@@ -3385,6 +3635,8 @@ impl Requirement {
             Requirement::NotIn(key, values) => !lookup(key).is_some_and(|v| values.contains(&v)),
             Requirement::Exists(key) => lookup(key).is_some(),
             Requirement::NotExists(key) => lookup(key).is_none(),
+            Requirement::GreaterThan(key, bound) => number(key).is_some_and(|n| n > *bound),
+            Requirement::LessThan(key, bound) => number(key).is_some_and(|n| n < *bound),
         }
     }
 }
@@ -3416,23 +3668,13 @@ impl Selector {
                     unreachable!("field selectors only have = and !=")
                 };
                 if !field_label_supported(resource, key) {
-                    return Err(ApiError::bad_request(format!(
-                        "field label not supported: {key}"
-                    )));
+                    return Err(ApiError::bad_request(field_label_error(resource, key)));
                 }
                 selector.fields.push(requirement);
             }
         }
-        if let Some(text) = query.get("labelSelector").filter(|t| !t.trim().is_empty()) {
-            for term in split_top_level(text) {
-                selector
-                    .labels
-                    .push(parse_label_requirement(&term).ok_or_else(|| {
-                        ApiError::bad_request(format!(
-                            "unable to parse requirement: invalid label selector term {term:?}"
-                        ))
-                    })?);
-            }
+        if let Some(text) = query.get("labelSelector") {
+            selector.labels = labels::parse(text).map_err(ApiError::bad_request)?;
         }
         Ok(selector)
     }
@@ -3462,67 +3704,6 @@ impl Selector {
     }
 }
 
-/// Splits a label selector at commas outside parentheses.
-fn split_top_level(text: &str) -> Vec<String> {
-    let mut terms = Vec::new();
-    let mut depth = 0;
-    let mut current = String::new();
-    for c in text.chars() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                terms.push(std::mem::take(&mut current));
-                continue;
-            }
-            _ => {}
-        }
-        current.push(c);
-    }
-    terms.push(current);
-    terms
-        .into_iter()
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty())
-        .collect()
-}
-
-fn parse_label_requirement(term: &str) -> Option<Requirement> {
-    let set = |rest: &str| -> Option<Vec<String>> {
-        let inner = rest.trim().strip_prefix('(')?.strip_suffix(')')?;
-        Some(
-            inner
-                .split(',')
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-                .collect(),
-        )
-    };
-    if let Some(key) = term.strip_prefix('!') {
-        return Some(Requirement::NotExists(key.trim().to_string()));
-    }
-    if let Some((key, rest)) = term.split_once(" notin ") {
-        return Some(Requirement::NotIn(key.trim().to_string(), set(rest)?));
-    }
-    if let Some((key, rest)) = term.split_once(" in ") {
-        return Some(Requirement::In(key.trim().to_string(), set(rest)?));
-    }
-    if let Some((key, value)) = term.split_once("!=") {
-        return Some(Requirement::NotEquals(
-            key.trim().to_string(),
-            value.trim().to_string(),
-        ));
-    }
-    if let Some((key, value)) = term.split_once("==").or_else(|| term.split_once('=')) {
-        return Some(Requirement::Equals(
-            key.trim().to_string(),
-            value.trim().to_string(),
-        ));
-    }
-    let key = term.trim();
-    (!key.is_empty() && !key.contains(' ')).then(|| Requirement::Exists(key.to_string()))
-}
-
 const EVENT_FIELD_LABELS: [&str; 10] = [
     "involvedObject.kind",
     "involvedObject.namespace",
@@ -3535,6 +3716,18 @@ const EVENT_FIELD_LABELS: [&str; 10] = [
     "reportingComponent",
     "type",
 ];
+
+/// The message of the 400 for a field selector on a label `resource` does not support: the
+/// core kinds' conversion functions say so, the others fall back to
+/// runtime.DefaultMetaV1FieldSelectorConversion.
+fn field_label_error(resource: Resource, key: &str) -> String {
+    match resource {
+        Resource::Leases | Resource::CustomResourceDefinitions | Resource::Custom(_) => format!(
+            "{key:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        ),
+        _ => format!("field label not supported: {key}"),
+    }
+}
 
 fn field_label_supported(resource: Resource, key: &str) -> bool {
     match key {
@@ -4057,7 +4250,7 @@ fn route_inner(
         "" => "/",
         trimmed => trimmed,
     };
-    let target = parse_target(path);
+    let target = parse_target(path).or_else(|| crd::parse_target(state, path));
     let verb = target.as_ref().map(|t| verb_for(&request.method, t, watch));
     inject_fault(state, request, watch, target.as_ref(), verb.flatten())?;
 
@@ -4084,7 +4277,7 @@ fn route_inner(
             return Err(ApiError::method_not_allowed());
         }
         let host = request.header("host").unwrap_or("127.0.0.1");
-        return discovery(path, host)
+        return discovery(state, path, host)
             .map(Routed::ok)
             .ok_or_else(ApiError::no_such_path);
     };
@@ -4587,10 +4780,14 @@ fn resource_entry(resource: Resource) -> Value {
         "namespaced": resource.namespaced(),
         "kind": resource.kind(),
         "verbs": VERBS,
-        "shortNames": [resource.short_name()],
     });
-    if resource == Resource::Pods {
-        entry["categories"] = json!(["all"]);
+    if !resource.short_names().is_empty() {
+        entry["shortNames"] = json!(resource.short_names());
+    }
+    match resource {
+        Resource::Pods => entry["categories"] = json!(["all"]),
+        Resource::CustomResourceDefinitions => entry["categories"] = json!(["api-extensions"]),
+        _ => {}
     }
     entry
 }
@@ -4606,17 +4803,42 @@ fn status_entry(resource: Resource) -> Value {
     })
 }
 
-fn group_entry(group: ApiGroup) -> Value {
-    let version = json!({"groupVersion": group.api_version(), "version": "v1"});
-    json!({"name": group.group(), "versions": [version], "preferredVersion": version})
+/// An APIGroup entry: the group with its versions, the first one preferred.
+fn group_versions_entry(group: &str, versions: &[&str]) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|version| {
+            let group_version = if group.is_empty() {
+                version.to_string()
+            } else {
+                format!("{group}/{version}")
+            };
+            json!({"groupVersion": group_version, "version": version})
+        })
+        .collect();
+    json!({
+        "name": group,
+        "versions": versions,
+        "preferredVersion": versions.first().cloned().unwrap_or(Value::Null),
+    })
 }
 
-/// The groups besides the core one.
-const GROUPS: [ApiGroup; 2] = [ApiGroup::EventsV1, ApiGroup::PolicyV1];
+fn group_entry(group: ApiGroup) -> Value {
+    group_versions_entry(group.group(), &["v1"])
+}
+
+/// The built-in groups besides the core one.
+const GROUPS: [ApiGroup; 4] = [
+    ApiGroup::EventsV1,
+    ApiGroup::PolicyV1,
+    ApiGroup::CoordinationV1,
+    ApiGroup::ApiextensionsV1,
+];
 
 /// The legacy discovery documents (also the answer to aggregated-discovery requests, which
-/// clients then parse as legacy because of the plain `application/json` content type).
-fn discovery(path: &str, host: &str) -> Option<Value> {
+/// clients then parse as legacy because of the plain `application/json` content type);
+/// the groups of CustomResourceDefinitions come from module `crd`.
+fn discovery(state: &State, path: &str, host: &str) -> Option<Value> {
     Some(match path {
         "/api" => json!({
             "kind": "APIVersions",
@@ -4645,11 +4867,15 @@ fn discovery(path: &str, host: &str) -> Option<Value> {
                 status_entry(Resource::Pods),
             ],
         }),
-        "/apis" => json!({
-            "kind": "APIGroupList",
-            "apiVersion": "v1",
-            "groups": GROUPS.map(group_entry),
-        }),
+        "/apis" => {
+            let mut groups: Vec<Value> = GROUPS.iter().map(|g| group_entry(*g)).collect();
+            groups.extend(crd::discovery_groups(state));
+            json!({
+                "kind": "APIGroupList",
+                "apiVersion": "v1",
+                "groups": groups,
+            })
+        }
         _ => {
             let group = GROUPS
                 .into_iter()
@@ -4663,13 +4889,21 @@ fn discovery(path: &str, host: &str) -> Option<Value> {
             if group.is_some() {
                 return group;
             }
-            let group = GROUPS
+            let Some(group) = GROUPS
                 .into_iter()
-                .find(|g| path.strip_prefix("/apis/") == Some(g.api_version()))?;
+                .find(|g| path.strip_prefix("/apis/") == Some(g.api_version()))
+            else {
+                return crd::discovery(state, path);
+            };
             let resources: Vec<Value> = match group {
                 ApiGroup::PolicyV1 => vec![
                     resource_entry(Resource::PodDisruptionBudgets),
                     status_entry(Resource::PodDisruptionBudgets),
+                ],
+                ApiGroup::CoordinationV1 => vec![resource_entry(Resource::Leases)],
+                ApiGroup::ApiextensionsV1 => vec![
+                    resource_entry(Resource::CustomResourceDefinitions),
+                    status_entry(Resource::CustomResourceDefinitions),
                 ],
                 _ => vec![resource_entry(Resource::Events)],
             };

@@ -8,6 +8,8 @@
 //! [`ApiServer::authorize_node_with_selectors`] turns it off):
 //!
 //! - the Node authorizer: its own Node (any verb but delete; others' only through RBAC);
+//!   Leases: get/create/update/patch/delete (NodeRestriction: only its own, in
+//!   `kube-node-lease`);
 //!   pods: `get` of pods bound to the node, `list`/`watch` only with the field selector
 //!   `spec.nodeName=NODE` (or of one pod bound to it, by `metadata.name`), `create`/`delete`
 //!   (NodeRestriction narrows them), `pods/status` update/patch, `pods/eviction` create;
@@ -36,6 +38,8 @@ use super::{ApiError, ApiServer, Resource, State, Target, INSECURE_PORT_USER};
 const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 /// The namespace where `manifests/10-rbac.yaml` lets nodes read ConfigMaps.
 const KUBELET_CONFIG_NAMESPACE: &str = "kubelet-config";
+/// The namespace of node Leases (NodeRestriction keeps a node's Lease writes there).
+const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 
 /// Who made a request.
 pub(crate) enum Identity {
@@ -358,6 +362,8 @@ fn node_rules(a: &Attrs) -> bool {
         || (a.is("", "pods", "") && a.verb_in(&["get", "list", "watch", "create", "delete"]))
         || (a.is("", "pods", "status") && a.verb_in(&["update", "patch"]))
         || (a.is("", "pods", "eviction") && a.verb == "create")
+        || (a.is("coordination.k8s.io", "leases", "")
+            && a.verb_in(&["get", "create", "update", "patch", "delete"]))
 }
 
 /// What `manifests/10-rbac.yaml` grants the group `system:nodes`.
@@ -692,6 +698,25 @@ fn admit_pod_create(
     Ok(())
 }
 
+/// NodeRestriction for a node's write of a Lease: only its own, in `kube-node-lease`.
+fn admit_lease(node: &str, target: &Target, name: &str) -> Result<(), ApiError> {
+    if target.namespace.as_deref() != Some(NODE_LEASE_NAMESPACE) {
+        return Err(admission_forbidden(
+            target,
+            name,
+            &format!("can only access leases in the \"{NODE_LEASE_NAMESPACE}\" system namespace"),
+        ));
+    }
+    if name != node {
+        return Err(admission_forbidden(
+            target,
+            name,
+            "can only access node lease with the same name as the requesting node",
+        ));
+    }
+    Ok(())
+}
+
 /// NodeRestriction for a create by `node`.
 pub(crate) fn admit_create(
     state: &State,
@@ -705,6 +730,9 @@ pub(crate) fn admit_create(
             admit_node(node, target, name, Some(obj), None)
         }
         Resource::Pods => admit_pod_create(state, node, target, obj),
+        Resource::Leases => {
+            admit_lease(node, target, obj["metadata"]["name"].as_str().unwrap_or(""))
+        }
         _ => Ok(()),
     }
 }
@@ -745,6 +773,7 @@ pub(crate) fn admit_update(
                 "unexpected operation \"UPDATE\", node \"{node}\" can only create and delete mirror pods"
             ),
         )),
+        (Resource::Leases, _) => admit_lease(node, target, name),
         _ => Ok(()),
     }
 }
@@ -754,6 +783,7 @@ pub(crate) fn admit_delete(node: &str, target: &Target, old: &Value) -> Result<(
     let name = target.name();
     match target.resource {
         Resource::Nodes => admit_node(node, target, name, None, None),
+        Resource::Leases => admit_lease(node, target, name),
         Resource::Pods if old["spec"]["nodeName"].as_str().unwrap_or("") != node => {
             Err(admission_forbidden(
                 target,

@@ -2,8 +2,9 @@
 //! credentials, through kube-rs (the client kubelet-pivot uses) and a raw HTTP client where
 //! the exact answer matters.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+mod support;
+
+use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -11,47 +12,22 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Api, Client, Config};
+use kube::{Api, Client};
 use serde_json::{json, Value};
+use support::{admin, client_from, next_event, raw, status_of, watch, PATIENCE};
 use testkit::ApiServer;
 
 const NS: &str = "default";
 const ME: &str = "node-a";
 const OTHER: &str = "node-b";
-const PATIENCE: Duration = Duration::from_secs(5);
 
 // ------------------------------------------------------------------------------------------
 // Helpers
 // ------------------------------------------------------------------------------------------
 
-async fn client_from(path: &Path) -> Client {
-    let kubeconfig = Kubeconfig::read_from(path).expect("read the kubeconfig");
-    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("a client config");
-    // kube 5 retries 429s itself (15 times, backing off up to 1000 s): the tests want the
-    // answers.
-    config.default_retry = false;
-    Client::try_from(config).expect("a client")
-}
-
-/// A client with the default (all-powerful) token.
-async fn admin(server: &ApiServer, dir: &Path) -> Client {
-    client_from(&server.kubeconfig_in(dir)).await
-}
-
 /// A client with `node`'s credentials.
 async fn node_client(server: &ApiServer, dir: &Path, node: &str) -> Client {
     client_from(&server.node_kubeconfig_in(dir, node)).await
-}
-
-/// The Status of a failed call.
-fn status_of<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> kube::core::Status {
-    match result {
-        Err(kube::Error::Api(status)) => *status,
-        other => panic!("expected an API error, got {other:?}"),
-    }
 }
 
 /// A server with two nodes, `ME` and `OTHER`.
@@ -78,68 +54,6 @@ fn names(pods: &[Pod]) -> Vec<String> {
     pods.iter()
         .map(|p| p.metadata.name.clone().unwrap_or_default())
         .collect()
-}
-
-/// One raw request with a bearer token; returns the status code and the JSON body.
-fn raw(
-    server: &ApiServer,
-    token: &str,
-    method: &str,
-    path: &str,
-    body: Option<&Value>,
-) -> (u16, Value) {
-    let mut conn = TcpStream::connect(("127.0.0.1", server.port())).expect("connect");
-    conn.set_read_timeout(Some(PATIENCE)).expect("read timeout");
-    let body = body.map(Value::to_string).unwrap_or_default();
-    write!(
-        conn,
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .expect("send");
-    let mut reader = BufReader::new(conn);
-    let mut status_line = String::new();
-    reader.read_line(&mut status_line).expect("status line");
-    let code: u16 = status_line
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("a status code");
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).expect("header");
-        if line.trim().is_empty() {
-            break;
-        }
-    }
-    let mut text = String::new();
-    reader.read_to_string(&mut text).expect("body");
-    (code, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
-/// Starts a watch; returns the stream, to read event lines from.
-fn watch(server: &ApiServer, path_and_query: &str) -> BufReader<TcpStream> {
-    let mut conn = TcpStream::connect(("127.0.0.1", server.port())).expect("connect");
-    conn.set_read_timeout(Some(PATIENCE)).expect("read timeout");
-    write!(
-        conn,
-        "GET {path_and_query} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\r\n",
-        server.token()
-    )
-    .expect("send");
-    BufReader::new(conn)
-}
-
-/// The next watch event (skipping the HTTP head and the chunk framing).
-fn next_event(stream: &mut BufReader<TcpStream>) -> Value {
-    loop {
-        let mut line = String::new();
-        stream.read_line(&mut line).expect("a watch event");
-        if line.starts_with('{') {
-            return serde_json::from_str(&line).expect("JSON");
-        }
-    }
 }
 
 async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
@@ -870,7 +784,7 @@ fn kubectl_drain_style_protobuf_evictions_are_understood() {
     pb_bytes(&mut body, 1, &type_meta);
     pb_bytes(&mut body, 2, &eviction);
 
-    let mut conn = TcpStream::connect(("127.0.0.1", server.port())).expect("connect");
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", server.port())).expect("connect");
     conn.set_read_timeout(Some(PATIENCE)).expect("read timeout");
     write!(
         conn,
