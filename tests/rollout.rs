@@ -654,3 +654,167 @@ fn the_plugin_answers_as_kubectl_pivot_with_bars_and_json() {
         assert!(text(&out.stdout).contains("Completed"));
     }
 }
+
+/// (verb, API group, resource with subresource, namespace) of a request, as RBAC sees it.
+fn rbac_request(r: &testkit::RequestRecord) -> (String, String, String, Option<String>) {
+    let segments: Vec<&str> = r.path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, rest) = match segments.as_slice() {
+        ["api", "v1", rest @ ..] => (String::new(), rest.to_vec()),
+        ["apis", group, _version, rest @ ..] => (group.to_string(), rest.to_vec()),
+        _ => panic!("unexpected path {}", r.path),
+    };
+    let (namespace, rest) = match rest.as_slice() {
+        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some(ns.to_string()), rest.to_vec()),
+        _ => (None, rest),
+    };
+    let (resource, named) = match rest.as_slice() {
+        [plural] => (plural.to_string(), false),
+        [plural, _name] => (plural.to_string(), true),
+        [plural, _name, sub] => (format!("{plural}/{sub}"), true),
+        _ => panic!("unexpected path {}", r.path),
+    };
+    let verb = match (r.method.as_str(), named, r.watch) {
+        ("GET", _, true) => "watch",
+        ("GET", true, false) => "get",
+        ("GET", false, false) => "list",
+        ("POST", _, _) => "create",
+        ("PUT", _, _) => "update",
+        ("PATCH", _, _) => "patch",
+        ("DELETE", _, _) => "delete",
+        (m, _, _) => panic!("unexpected method {m}"),
+    };
+    (verb.to_string(), group, resource, namespace)
+}
+
+#[test]
+fn the_controller_needs_exactly_the_rbac_its_manifest_grants() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/50-rollout-controller.yaml");
+    let text = std::fs::read_to_string(path).expect("read the controller manifest");
+    let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).expect("YAML document"))
+        .collect();
+    // Rules by scope: None = the ClusterRole, Some(ns) = a Role in ns.
+    let mut rules: Vec<(Option<String>, Value)> = Vec::new();
+    for doc in &docs {
+        let scope = match doc["kind"].as_str() {
+            Some("ClusterRole") => None,
+            Some("Role") => Some(doc["metadata"]["namespace"].as_str().unwrap().to_string()),
+            _ => continue,
+        };
+        for rule in doc["rules"].as_array().unwrap() {
+            rules.push((scope.clone(), rule.clone()));
+        }
+    }
+    let listed = |v: &Value, item: &str| v.as_array().unwrap().iter().any(|x| x == item);
+    let c = Cluster::new();
+    let sim = c.sim(6);
+    sim.script(
+        &node(1),
+        Script::RollsBack {
+            on: Some(format!("{NS}/cfg-b")),
+            after: None,
+        },
+    );
+    c.start(
+        "r1",
+        "cfg-b",
+        &["--canary", "0", "--batch", "3", "--max-unavailable", "3"],
+    );
+    c.server.clear_requests();
+    let _ctl = c.controller("ctl-a");
+    c.wait_phase("r1", "Paused");
+    c.cli_ok(&["undo", "r1"]);
+    c.wait_phase("r1", "Undone");
+    let mut used = std::collections::BTreeSet::new();
+    for r in c.server.requests() {
+        let (verb, group, resource, ns) = rbac_request(&r);
+        // The test's own CLI calls (status polling, undo) are reads and a spec patch.
+        if resource == "kubeletconfigrollouts" && (verb == "get" || verb == "patch") {
+            continue;
+        }
+        let allowed = rules.iter().position(|(scope, rule)| {
+            (scope.is_none() || scope == &ns)
+                && listed(&rule["apiGroups"], &group)
+                && listed(&rule["resources"], &resource)
+                && listed(&rule["verbs"], &verb)
+        });
+        let Some(i) = allowed else {
+            panic!("the controller did {verb} {group}/{resource} in {ns:?}, which its RBAC does not grant");
+        };
+        used.insert((i, verb));
+    }
+    // Every verb granted was used, but the pods list (the pods gate is off here) and a
+    // Lease create (the Lease is created once; updates follow).
+    let granted: Vec<(usize, String)> = rules
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (_, rule))| {
+            rule["verbs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(move |v| (i, v.as_str().unwrap().to_string()))
+        })
+        .collect();
+    for (i, verb) in granted {
+        let resource = rules[i].1["resources"][0].as_str().unwrap();
+        if resource == "pods" || (resource == "kubeletconfigrollouts" && verb == "get") {
+            continue;
+        }
+        assert!(
+            used.contains(&(i, verb.clone())),
+            "granted but never used: {verb} {resource}"
+        );
+    }
+}
+
+#[test]
+fn the_cli_reads_kubeconfig_and_context_as_kubectl_does() {
+    let c = Cluster::new();
+    // A kubeconfig whose current context points at a closed port, and a good context.
+    let good = std::fs::read_to_string(&c.kubeconfig).unwrap();
+    let two = good
+        .replace("current-context: fake", "current-context: broken")
+        .replace(
+            "contexts:\n",
+            "contexts:\n- name: broken\n  context:\n    cluster: nowhere\n    user: fake\n",
+        )
+        .replace(
+            "clusters:\n",
+            "clusters:\n- name: nowhere\n  cluster:\n    server: http://127.0.0.1:1\n",
+        );
+    let path = c.dir.path().join("two-contexts");
+    std::fs::write(&path, two).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(pivot_bin())
+            .args(["rollout", "global-stop", "status"])
+            .args(args)
+            .env("KUBECONFIG", &path)
+            .output()
+            .unwrap()
+    };
+    let broken = run(&[]);
+    assert!(
+        !broken.status.success(),
+        "the current context is unreachable"
+    );
+    assert!(
+        text(&broken.stderr).contains("kubelet-pivot"),
+        "{}",
+        text(&broken.stderr)
+    );
+    let ok = run(&["--context", "fake"]);
+    assert!(ok.status.success(), "{}", text(&ok.stderr));
+    assert!(
+        text(&ok.stdout).contains("global stop is off"),
+        "{}",
+        text(&ok.stdout)
+    );
+    let missing = run(&["--context", "nope"]);
+    assert!(!missing.status.success());
+    assert!(
+        text(&missing.stderr).contains("nope"),
+        "{}",
+        text(&missing.stderr)
+    );
+}
