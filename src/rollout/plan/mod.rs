@@ -81,7 +81,7 @@ pub struct Plan {
 }
 
 fn rfc3339(t: SystemTime) -> String {
-    humantime::format_rfc3339_seconds(t).to_string()
+    humantime::format_rfc3339_millis(t).to_string()
 }
 
 struct Decider<'a> {
