@@ -721,8 +721,11 @@ fn pivot_in_the_middle_of_a_config_change_keeps_one_consistent_assignment() {
     let hosted = c.supervisor(&["self-hosted", "--generation", "1"], &[]);
     let pid = c.wait_kubelet_of(&hosted, &event_burst(48));
     assert_ne!(pid, first);
-    let st = c.status();
-    assert_eq!(st["lock"]["holder"]["role"], "self-hosted", "{st}");
+    // The holder record is written right after the spawn: the kubelet can be seen first.
+    let st = wait_until(DEADLINE, "the self-hosted holder record", || {
+        let st = c.status();
+        (st["lock"]["holder"]["role"] == "self-hosted").then_some(st)
+    });
     assert_eq!(st["config"]["assigned"]["uid"], uid.as_str(), "{st}");
     assert_eq!(
         st["config"]["active"]["source"]["uid"],
