@@ -381,6 +381,12 @@ fn undo_points_each_changed_node_back_at_its_own_previous_config() {
     c.start("r1", "cfg-b", &[]);
     let r = c.wait_phase("r1", "Completed");
     assert_eq!(r["status"]["revision"], 2);
+    // The same config once more is no new revision, and the CLI says so.
+    let out = c.cli_ok(&["start", "r1", "--config", "kubelet-config/cfg-b"]);
+    assert!(
+        out.contains("already rolls kubelet-config/cfg-b (revision 2, Completed)"),
+        "{out}"
+    );
 }
 
 #[test]

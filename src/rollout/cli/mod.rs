@@ -108,12 +108,23 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, String> 
             let r = start::start(&client, &a).await?;
             match output {
                 Output::Json => print_object(out, &r, output).map_err(io)?,
-                Output::Table => writeln!(
-                    out,
-                    "rollout {} of {} started; follow it with: kubectl pivot rollout status {} --watch",
-                    a.name, a.config, a.name
-                )
-                .map_err(io)?,
+                Output::Table => {
+                    let st = r.status.clone().unwrap_or_default();
+                    let msg = if super::plan::needs_new_revision(&r.spec, &st) {
+                        format!("rollout {} of {} started", a.name, a.config)
+                    } else {
+                        format!(
+                            "rollout {} already rolls {} (revision {}, {}); its settings were updated",
+                            a.name, a.config, st.revision, st.phase
+                        )
+                    };
+                    writeln!(
+                        out,
+                        "{msg}; follow it with: kubectl pivot rollout status {} --watch",
+                        a.name
+                    )
+                    .map_err(io)?
+                }
             }
             Ok(0)
         }
