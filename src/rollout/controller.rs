@@ -214,9 +214,14 @@ fn decide(
 ) -> Plan {
     let name = rollout.name_any();
     let status = rollout.status.clone().unwrap_or_default();
-    let cache = ctx.pods.lock().map(|c| c.clone()).unwrap_or_default();
+    // Read under the lock (the plan is synchronous); no copy of the cache.
+    let cache = ctx.pods.lock().ok();
     let revision = status.revision;
-    let pods = |node: &str| cached_pods(&cache, &name, revision, node);
+    let pods = |node: &str| {
+        cache.as_deref().map_or(PodsState::Unknown, |c| {
+            cached_pods(c, &name, revision, node)
+        })
+    };
     plan::plan(&Inputs {
         name: &name,
         generation: rollout.metadata.generation,

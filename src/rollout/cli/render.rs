@@ -71,10 +71,10 @@ pub fn status_text(r: &KubeletConfigRollout) -> String {
     }
     let _ = writeln!(out, "NODES    {}", counts_text(&st.counts));
     for (i, c) in st.batch_counts.iter().enumerate() {
-        let marker = match (i as u32).cmp(&st.current_batch) {
-            std::cmp::Ordering::Less => " ",
-            std::cmp::Ordering::Equal => "*",
-            std::cmp::Ordering::Greater => " ",
+        let marker = if i as u32 == st.current_batch {
+            "*"
+        } else {
+            " "
         };
         let _ = writeln!(
             out,

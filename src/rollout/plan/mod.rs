@@ -183,7 +183,16 @@ fn start_revision(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
                 "the ConfigMap exists",
                 &d.now,
             );
-            update_counts(d, 0, 0, 0, 0);
+            let all_pending =
+                d.st.batches
+                    .iter()
+                    .map(|b| NodeCounts {
+                        total: b.len() as u32,
+                        pending: b.len() as u32,
+                        ..NodeCounts::default()
+                    })
+                    .collect();
+            set_counts(&mut d.st, all_pending);
             // The snapshot is written before any node is changed.
             d.wake_after(Duration::ZERO);
         }
@@ -266,7 +275,8 @@ fn forward(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
     let current = d.st.current_batch as usize;
     let mut pending: Vec<(usize, &NodeView)> = Vec::new();
     let mut in_flight: BTreeSet<&str> = BTreeSet::new();
-    let (mut done, mut changed) = (0u32, 0u32);
+    let mut changed = 0u32;
+    let mut soonest: Option<Duration> = None;
     let mut new_failures = Vec::new();
     let mut batch_open = false;
     let mut per_batch = vec![NodeCounts::default(); d.st.batches.len()];
@@ -303,7 +313,6 @@ fn forward(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
                 continue;
             }
             if b < current {
-                done += 1;
                 counts.done += 1;
                 continue;
             }
@@ -316,10 +325,7 @@ fn forward(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
                 full: true,
             };
             match gates::evaluate(view, &change, d.inp.now, &d.settings, &pods) {
-                GateResult::Passed => {
-                    done += 1;
-                    counts.done += 1;
-                }
+                GateResult::Passed => counts.done += 1,
                 GateResult::Failed { reason, message } => {
                     counts.failed += 1;
                     new_failures.push(failure(view, reason, message, b, &d.now))
@@ -331,11 +337,13 @@ fn forward(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
                     if wants_pods {
                         d.pods_wanted.push(name.clone());
                     }
-                    let after = after.min(MAX_REQUEUE);
-                    d.requeue = Some(d.requeue.map_or(after, |r| r.min(after)));
+                    soonest = Some(soonest.map_or(after, |s| s.min(after)));
                 }
             }
         }
+    }
+    if let Some(after) = soonest {
+        d.wake_after(after);
     }
     d.st.failures.extend(new_failures);
     d.st.acknowledged_failures = acknowledged(d) as u32;
@@ -371,14 +379,7 @@ fn forward(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
     }
     let touched = d.touches.len() as u32;
     let failed_count = d.st.failures.len() as u32;
-    update_counts(
-        d,
-        done,
-        in_flight.len() as u32 + touched,
-        pending.len() as u32 - touched,
-        failed_count,
-    );
-    d.st.batch_counts = per_batch;
+    set_counts(&mut d.st, per_batch);
     if let Some(h) = d.st.history.last_mut() {
         h.changed = changed + touched;
         h.failed = failed_count;
@@ -505,19 +506,18 @@ fn batch_text(st: &RolloutStatus) -> String {
     }
 }
 
-fn update_counts(d: &mut Decider, done: u32, in_progress: u32, pending: u32, failed: u32) {
-    let total = d.st.batches.iter().map(Vec::len).sum::<usize>() as u32;
-    // Nodes of later batches are pending too.
-    let pending = total
-        .saturating_sub(done + in_progress + failed)
-        .max(pending);
-    d.st.counts = NodeCounts {
-        total,
-        pending,
-        in_progress,
-        done,
-        failed,
-    };
+/// The per-batch counts, and the rollout's counts as their sum.
+fn set_counts(st: &mut RolloutStatus, per_batch: Vec<NodeCounts>) {
+    st.counts = per_batch
+        .iter()
+        .fold(NodeCounts::default(), |sum, c| NodeCounts {
+            total: sum.total + c.total,
+            pending: sum.pending + c.pending,
+            in_progress: sum.in_progress + c.in_progress,
+            done: sum.done + c.done,
+            failed: sum.failed + c.failed,
+        });
+    st.batch_counts = per_batch;
 }
 
 fn failure(
