@@ -25,12 +25,13 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use support::bench::fail;
+use support::rollout::{generated_crd, Timings};
 use support::{pivot_bin, Proc};
 use testkit::{ApiServer, NodeSim, RequestRecord, SimOptions};
 
@@ -130,47 +131,16 @@ struct Run {
     batches: usize,
 }
 
-/// The CRD, from the binary under test.
-fn crd() -> Value {
-    let out = Command::new(pivot_bin())
-        .args(["rollout", "crd"])
-        .output()
-        .unwrap_or_else(|err| fail(&format!("cannot run kubelet-pivot rollout crd: {err}")));
-    if !out.status.success() {
-        fail(&format!(
-            "kubelet-pivot rollout crd failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    serde_yaml_ng::from_slice(&out.stdout)
-        .unwrap_or_else(|err| fail(&format!("the CRD is not YAML: {err}")))
-}
-
 fn start_controller(kubeconfig: &Path, log: &Path) -> Proc {
     let log_file = std::fs::File::create(log)
         .unwrap_or_else(|err| fail(&format!("cannot create {}: {err}", log.display())));
-    let mut cmd = Command::new(pivot_bin());
-    cmd.args(["rollout-controller", "--kubeconfig"])
-        .arg(kubeconfig)
-        .args([
-            "--namespace",
-            "kubelet-pivot",
-            "--identity",
-            "bench",
-            "--lease-duration",
-            "3s",
-            "--renew-deadline",
-            "2s",
-            "--retry-period",
-            "500ms",
-            "--debounce",
-            "100ms",
-        ])
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log_file);
-    Proc::spawn(&mut cmd)
+    let timings = Timings {
+        lease_duration: "3s",
+        renew_deadline: "2s",
+        retry_period: "500ms",
+        debounce: "100ms",
+    };
+    support::rollout::controller(kubeconfig, "bench", &timings, log_file)
 }
 
 fn wait_for(what: &str, deadline: Duration, mut f: impl FnMut() -> bool, log: &Path) {
@@ -196,7 +166,7 @@ fn tail(log: &Path) -> String {
 fn run(n: usize, react_after: Duration) -> Run {
     let dir = tempfile::tempdir().unwrap_or_else(|err| fail(&format!("temp dir: {err}")));
     let server = ApiServer::start();
-    server.create_crd(crd());
+    server.create_crd(generated_crd().unwrap_or_else(|err| fail(&err)));
     for (name, burst) in [("cfg-a", 11), ("cfg-b", 22)] {
         let data = BTreeMap::from([(
             "kubelet".to_string(),

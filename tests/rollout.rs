@@ -12,11 +12,12 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
+use support::rollout::{generated_crd, paused_reason, Timings};
 use support::{pivot_bin, wait_until, Proc};
 use testkit::{ApiServer, NodeSim, Script, SimOptions};
 
@@ -32,7 +33,8 @@ struct Cluster {
     kubeconfig: PathBuf,
 }
 
-fn crd() -> Value {
+/// The CRD as manifests/ ships it.
+fn manifest_crd() -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/40-rollout-crd.yaml");
     let text = std::fs::read_to_string(&path).expect("read the CRD manifest");
     serde_yaml_ng::from_str(&text).expect("the CRD manifest is YAML")
@@ -41,7 +43,7 @@ fn crd() -> Value {
 impl Cluster {
     fn new() -> Cluster {
         let server = ApiServer::start();
-        server.create_crd(crd());
+        server.create_crd(generated_crd().expect("the CRD"));
         for name in ["cfg-a", "cfg-b", "cfg-c"] {
             let data = BTreeMap::from([(
                 "kubelet".to_string(),
@@ -77,25 +79,13 @@ impl Cluster {
     /// A controller with short lease timings; its log goes to `DIR/<identity>.log`.
     fn controller(&self, identity: &str) -> Proc {
         let log = std::fs::File::create(self.log_path(identity)).expect("controller log");
-        let mut cmd = Command::new(pivot_bin());
-        cmd.args(["rollout-controller", "--kubeconfig"])
-            .arg(&self.kubeconfig)
-            .args([
-                "--identity",
-                identity,
-                "--lease-duration",
-                "2s",
-                "--renew-deadline",
-                "1500ms",
-                "--retry-period",
-                "250ms",
-                "--debounce",
-                "50ms",
-            ])
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log);
-        Proc::spawn(&mut cmd)
+        let timings = Timings {
+            lease_duration: "2s",
+            renew_deadline: "1500ms",
+            retry_period: "250ms",
+            debounce: "50ms",
+        };
+        support::rollout::controller(&self.kubeconfig, identity, &timings, log)
     }
 
     fn log_path(&self, identity: &str) -> PathBuf {
@@ -187,37 +177,15 @@ fn node(i: usize) -> String {
     format!("node-{i:05}")
 }
 
-fn paused_reason(r: &Value) -> String {
-    r["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "Paused")
-        .map(|c| {
-            format!(
-                "{}={}",
-                c["status"].as_str().unwrap_or(""),
-                c["reason"].as_str().unwrap_or("")
-            )
-        })
-        .unwrap_or_default()
-}
-
 fn batches(r: &Value) -> Vec<Vec<String>> {
     serde_json::from_value(r["status"]["batches"].clone()).unwrap_or_default()
 }
 
 #[test]
 fn the_generated_crd_is_the_one_in_manifests() {
-    let out = Command::new(pivot_bin())
-        .args(["rollout", "crd"])
-        .output()
-        .expect("rollout crd");
-    assert!(out.status.success());
-    let generated: Value = serde_yaml_ng::from_slice(&out.stdout).expect("YAML");
     assert_eq!(
-        generated,
-        crd(),
+        generated_crd().expect("the CRD"),
+        manifest_crd(),
         "manifests/40-rollout-crd.yaml is stale: regenerate it with `kubelet-pivot rollout crd`"
     );
 }

@@ -22,11 +22,12 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
+use support::rollout::{controller, generated_crd, paused_reason, Timings};
 use support::{kubelet_config, pivot_bin, poll_until, Proc, Scene};
 use testkit::ApiServer;
 
@@ -60,6 +61,13 @@ const BURST_B: &str = "\"eventBurst\":22";
 const NO_FALLBACK_FOR: &str = "3s";
 /// Deadline for the fleet to start and for each phase of the rollout.
 const DEADLINE: Duration = Duration::from_secs(40);
+/// Short lease timings and debounce for the controller.
+const TIMINGS: Timings = Timings {
+    lease_duration: "3s",
+    renew_deadline: "2s",
+    retry_period: "500ms",
+    debounce: "100ms",
+};
 /// Rollout objects and stand-in logs are polled this often (20 supervisors share 2 cores).
 const POLL: Duration = Duration::from_millis(25);
 
@@ -163,12 +171,7 @@ impl Fleet {
     /// last-known-good config.
     fn start(crash_node: &str) -> Fleet {
         let server = ApiServer::start();
-        let crd = Command::new(pivot_bin())
-            .args(["rollout", "crd"])
-            .output()
-            .expect("run kubelet-pivot rollout crd");
-        assert!(crd.status.success(), "{}", text(&crd.stderr));
-        server.create_crd(serde_yaml_ng::from_slice(&crd.stdout).expect("the CRD is YAML"));
+        server.create_crd(generated_crd().expect("the CRD"));
         let configmap = |name: &str, content: String| {
             let data = BTreeMap::from([("kubelet".to_string(), content)]);
             let cm = server.create_configmap(NS, name, data, true);
@@ -250,28 +253,7 @@ impl Fleet {
     /// The controller with short lease timings and debounce; its log goes to a file.
     fn start_controller(&mut self) {
         let log = std::fs::File::create(self.controller_log()).expect("controller log");
-        let mut cmd = Command::new(pivot_bin());
-        cmd.args(["rollout-controller", "--kubeconfig"])
-            .arg(&self.kubeconfig)
-            .args([
-                "--namespace",
-                "kubelet-pivot",
-                "--identity",
-                "e2e",
-                "--lease-duration",
-                "3s",
-                "--renew-deadline",
-                "2s",
-                "--retry-period",
-                "500ms",
-                "--debounce",
-                "100ms",
-            ])
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
-        self.controller = Some(Proc::spawn(&mut cmd));
+        self.controller = Some(controller(&self.kubeconfig, "e2e", &TIMINGS, log));
     }
 
     /// `kubelet-pivot rollout ARGS --kubeconfig K`.
@@ -422,22 +404,6 @@ impl Drop for Fleet {
 
 fn path_str(path: &std::path::Path) -> String {
     path.to_str().expect("utf-8 temp path").to_string()
-}
-
-fn paused_reason(r: &Value) -> String {
-    r["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "Paused")
-        .map(|c| {
-            format!(
-                "{}={}",
-                c["status"].as_str().unwrap_or(""),
-                c["reason"].as_str().unwrap_or("")
-            )
-        })
-        .unwrap_or_default()
 }
 
 #[test]

@@ -17,6 +17,7 @@
 pub mod bench;
 pub mod kubectl;
 pub mod lock_state;
+pub mod rollout;
 pub mod sampler;
 
 use std::cell::RefCell;

@@ -1,0 +1,77 @@
+//! What the rollout tests and the rollout bench share: the CRD as the binary under test
+//! generates it, the controller process, and a rollout's Paused condition.
+
+use std::fs::File;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use super::{pivot_bin, Proc};
+
+/// Lease timings and debounce of a test controller (flag values).
+pub struct Timings {
+    pub lease_duration: &'static str,
+    pub renew_deadline: &'static str,
+    pub retry_period: &'static str,
+    pub debounce: &'static str,
+}
+
+/// The CustomResourceDefinition `kubelet-pivot rollout crd` prints, as JSON.
+pub fn generated_crd() -> Result<Value, String> {
+    let out = Command::new(pivot_bin())
+        .args(["rollout", "crd"])
+        .output()
+        .map_err(|err| format!("cannot run kubelet-pivot rollout crd: {err}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "kubelet-pivot rollout crd failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    serde_yaml_ng::from_slice(&out.stdout).map_err(|err| format!("the CRD is not YAML: {err}"))
+}
+
+/// `kubelet-pivot rollout-controller` against `kubeconfig` in namespace kubelet-pivot, as
+/// `identity`, logging (RUST_LOG=info) to `log`.
+pub fn controller(kubeconfig: &Path, identity: &str, t: &Timings, log: File) -> Proc {
+    let mut cmd = Command::new(pivot_bin());
+    cmd.args(["rollout-controller", "--kubeconfig"])
+        .arg(kubeconfig)
+        .args([
+            "--namespace",
+            "kubelet-pivot",
+            "--identity",
+            identity,
+            "--lease-duration",
+            t.lease_duration,
+            "--renew-deadline",
+            t.renew_deadline,
+            "--retry-period",
+            t.retry_period,
+            "--debounce",
+            t.debounce,
+        ])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    Proc::spawn(&mut cmd)
+}
+
+/// The rollout's Paused condition as `STATUS=REASON` ("" without one).
+pub fn paused_reason(r: &Value) -> String {
+    r["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Paused")
+        .map(|c| {
+            format!(
+                "{}={}",
+                c["status"].as_str().unwrap_or(""),
+                c["reason"].as_str().unwrap_or("")
+            )
+        })
+        .unwrap_or_default()
+}
