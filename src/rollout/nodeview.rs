@@ -235,3 +235,50 @@ pub fn assignment_ref(raw: Option<&str>) -> Option<ConfigRef> {
     raw.filter(|v| !v.trim().is_empty())
         .and_then(|v| parse_annotation(v).ok())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn node_with(annotations: &[(&str, String)]) -> NodeView {
+        NodeView::of(&Node {
+            metadata: ObjectMeta {
+                name: Some("n1".into()),
+                annotations: Some(
+                    annotations
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.clone()))
+                        .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            ..Node::default()
+        })
+    }
+
+    /// Annotations are written by whoever may patch the Node (the node itself among them):
+    /// garbage, wrong shapes and deep nesting are read as absent, never trusted or panicked on.
+    #[test]
+    fn planted_annotations_are_read_as_absent() {
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        for bad in [
+            "not json".to_string(),
+            "{\"rollout\": 5}".to_string(),
+            "[]".to_string(),
+            deep,
+        ] {
+            let view = node_with(&[
+                (RECORD_ANNOTATION, bad.clone()),
+                (STATUS_ANNOTATION, bad.clone()),
+            ]);
+            assert!(view.record.is_none(), "{bad:.40}");
+            assert!(!view.shows_active(None, None));
+            assert!(view.record_of("r1", 1).is_none());
+        }
+        // A status that names no config and no error shows the local config only with
+        // KubeletConfigOK=True, which a Node without the condition lacks.
+        let view = node_with(&[(STATUS_ANNOTATION, "{}".to_string())]);
+        assert!(!view.shows_active(None, None));
+    }
+}
