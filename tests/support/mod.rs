@@ -7,7 +7,7 @@
 //! Waiting is done with [`wait_until`], never with fixed sleeps.
 //!
 //! Submodules: [`lock_state`] (what an operator sees of the lock: `status -o json`, the holder
-//! record, claims, /proc/locks), [`sampler`] (a background sampler of live kubelets: overlaps
+//! record, claims, /proc/locks), [`load`] (busy and fork loops beside a test), [`sampler`] (a background sampler of live kubelets: overlaps
 //! at any instant, gaps without a kubelet), [`kubectl`] (real kubectl, skipped when absent) and
 //! [`bench`] (for the benches, which include this module with `#[path]`).
 
@@ -16,6 +16,7 @@
 
 pub mod bench;
 pub mod kubectl;
+pub mod load;
 pub mod lock_state;
 pub mod rollout;
 pub mod sampler;
