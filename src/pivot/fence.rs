@@ -92,7 +92,7 @@ fn prove_group(k: ProcessId, this_boot: bool, own_pgid: Option<i32>) -> Result<i
 /// (the kubelet and whatever the kubelet forked). Pid 0 (not visible from
 /// here) is not known to be gone.
 pub fn taker_gone(pid: i32) -> bool {
-    pid > 0 && procfs::stat(pid).is_none_or(|s| s.state == 'Z' || s.state == 'X')
+    pid > 0 && procfs::gone(pid)
 }
 
 /// Pids (in our /proc) of the processes that hold a descriptor on the open

@@ -80,12 +80,48 @@ pub fn id_of(pid: i32) -> Option<ProcessId> {
     })
 }
 
+/// Upper bound on the threads looked at for one process.
+const MAX_THREADS: usize = 65_536;
+
+/// Whether the process `s` describes still runs code or holds files. The
+/// state in `/proc/PID/stat` is its *leader thread's*: a leader that has
+/// exited shows `Z` while other threads of the process still run and keep
+/// its descriptors (and so its flocks) open, until the last thread exits.
+/// Measured: a process whose main thread called pthread_exit while a second
+/// thread slept showed `Z` with `Threads: 2` and kept its flock. A kubelet
+/// (Go, many threads) leaving through exit_group passes through that state
+/// for as long as its threads take to die, which on a loaded node is
+/// milliseconds. So a process counts as gone only when its leader is a
+/// zombie *and* no thread of it is left that is not.
+pub fn runs(s: &Stat) -> bool {
+    if s.state != 'Z' && s.state != 'X' {
+        return true;
+    }
+    let Ok(tasks) = fs::read_dir(format!("/proc/{}/task", s.pid)) else {
+        return false;
+    };
+    tasks
+        .flatten()
+        .take(MAX_THREADS)
+        .filter_map(|t| t.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|tid| *tid != s.pid)
+        .filter_map(|tid| fs::read_to_string(format!("/proc/{}/task/{tid}/stat", s.pid)).ok())
+        .filter_map(|content| parse_stat(&content))
+        .any(|t| t.state != 'Z' && t.state != 'X')
+}
+
+/// Whether `pid` is gone: no such process, or one that is a zombie with no
+/// live thread left (see [`runs`]).
+pub fn gone(pid: i32) -> bool {
+    stat(pid).is_none_or(|s| !runs(&s))
+}
+
 impl ProcessId {
-    /// True when the same process (pid and start time) is still running and
-    /// not a zombie.
+    /// True when the same process (pid and start time) is still running:
+    /// not a zombie, or a zombie leader whose other threads still run.
     pub fn is_alive(&self) -> bool {
         match stat(self.pid) {
-            Some(s) => s.start_time == self.start_time && s.state != 'Z' && s.state != 'X',
+            Some(s) => s.start_time == self.start_time && runs(&s),
             None => false,
         }
     }
@@ -96,9 +132,10 @@ impl ProcessId {
     }
 }
 
-/// Pids of the processes of group `pgid` that are not zombies. A zombie has
-/// released its files and locks and runs no code, so it does not count (an
-/// init that is slow to reap must not block a handoff).
+/// Pids of the processes of group `pgid` that still run (see [`runs`]). A
+/// zombie with no live thread has released its files and locks and runs no
+/// code, so it does not count (an init that is slow to reap must not block a
+/// handoff); a zombie leader whose other threads still run does.
 pub fn live_group_members(pgid: i32) -> Vec<i32> {
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();
@@ -106,7 +143,7 @@ pub fn live_group_members(pgid: i32) -> Vec<i32> {
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter_map(stat)
-        .filter(|s| s.pgrp == pgid && s.state != 'Z' && s.state != 'X')
+        .filter(|s| s.pgrp == pgid && runs(s))
         .map(|s| s.pid)
         .collect()
 }
@@ -348,6 +385,40 @@ pub fn ticks_per_second() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process whose leader thread exited while another thread lives (as
+    /// a multi-threaded kubelet is for a moment while it exits) shows `Z`
+    /// in /proc/PID/stat, yet still holds its descriptors: it runs.
+    #[test]
+    fn a_zombie_leader_with_a_live_thread_still_runs() {
+        let script = "import ctypes, threading, time\n\
+                      threading.Thread(target=time.sleep, args=(30,)).start()\n\
+                      ctypes.CDLL(None).pthread_exit(None)\n";
+        let Ok(mut child) = std::process::Command::new("python3")
+            .args(["-c", script])
+            .spawn()
+        else {
+            eprintln!("python3 not found; skipping");
+            return;
+        };
+        let pid = child.id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let st = loop {
+            let st = stat(pid).unwrap();
+            if st.state == 'Z' {
+                break st;
+            }
+            assert!(std::time::Instant::now() < deadline, "leader never exited");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        assert!(runs(&st), "a live thread is left");
+        assert!(!gone(pid));
+        assert!(id_of(pid).unwrap().is_alive());
+        assert!(live_group_members(st.pgrp).contains(&pid));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(gone(pid));
+    }
 
     #[test]
     fn parses_stat_with_spaces_and_parens_in_comm() {

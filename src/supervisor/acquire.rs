@@ -265,7 +265,7 @@ impl Driver {
             Contender::AnyOpen => None,
         };
         if let Some(pid) = contender_pid {
-            if procfs::stat(pid).is_none_or(|s| s.state == 'Z' || s.state == 'X') {
+            if procfs::gone(pid) {
                 info!(contender = %to, "contender died before taking the lock; taking it back");
                 self.metrics.takeback(TakebackReason::ContenderDied);
                 return vec![Input::HandoverSeen];
