@@ -52,6 +52,7 @@ impl HandoffReason {
             Contender::Claimant { .. } => HandoffReason::HigherGeneration,
             Contender::Unclaimed { .. } => HandoffReason::UnclaimedProcess,
             Contender::AnyOpen => HandoffReason::AnyOpen,
+            Contender::Holder { .. } => HandoffReason::Deferred,
         }
     }
 }
@@ -232,7 +233,7 @@ impl Metrics {
                     ..
                 },
             ) => c.handoffs[index(&HandoffReason::ALL, HandoffReason::of(contender))] += 1,
-            (_, Input::Acquired { .. }, State::Deferring { .. }) => {
+            (_, Input::Acquired { .. } | Input::HolderAlive(_), State::Deferring { .. }) => {
                 c.handoffs[index(&HandoffReason::ALL, HandoffReason::Deferred)] += 1
             }
             (State::Waiting, Input::Acquired { .. }, State::Holding(_)) => {
@@ -672,6 +673,7 @@ mod tests {
                 kubelet_start_time: None,
                 since: String::new(),
                 boot_id: None,
+                lock_file: None,
             }),
             bad_configs: Some(2),
         };

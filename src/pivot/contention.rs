@@ -26,6 +26,10 @@ pub enum Contender {
     Unclaimed { pid: i32 },
     /// Seed behaviour: any open of the lock file.
     AnyOpen,
+    /// The live supervisor the holder record names, found by a supervisor
+    /// that took the lock: its kubelet runs (or is about to) under a lock
+    /// file the path may no longer name. Never produced by [`judge`].
+    Holder { rank: Rank, pid: i32 },
 }
 
 impl std::fmt::Display for Contender {
@@ -36,6 +40,9 @@ impl std::fmt::Display for Contender {
                 write!(f, "unclaimed process pid {pid} blocked on the lock")
             }
             Contender::AnyOpen => f.write_str("an open of the lock file (--yield-on-any-open)"),
+            Contender::Holder { rank, pid } => {
+                write!(f, "the recorded holder, {rank} pid {pid}")
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::pivot::procfs::{self, ProcessId};
+use crate::pivot::procfs::{self, FileKey, ProcessId};
 use crate::pivot::role::{Rank, Role};
 use crate::pivot::state::StateDir;
 use crate::safefs::fsutil::{self, Durability, FsError, Owner, ReadError, ReadPolicy};
@@ -41,6 +41,12 @@ pub struct HolderRecord {
     /// The boot the pids belong to (/proc/sys/kernel/random/boot_id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_id: Option<String>,
+    /// Device and inode of the lock file whose locked description the
+    /// kubelet holds (it inherits it). While that inode is locked, a kubelet
+    /// of this record may run, whatever file the lock path names now. Absent
+    /// in records of versions before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_file: Option<FileKey>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +74,7 @@ impl HolderRecord {
             kubelet_start_time: None,
             since,
             boot_id: procfs::boot_id(),
+            lock_file: None,
         }
     }
 

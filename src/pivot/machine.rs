@@ -3,15 +3,15 @@
 //! out. Every transition is unit-tested below without processes.
 //!
 //! ```text
-//!            Acquired            KubeletStarted
-//! Waiting ───────────▶ Holding(Starting) ─────────▶ Holding(Running)
-//!    ▲  │ Acquired but a higher    ▲    ▲ BackoffElapsed   │  │ exit
-//!    │  │ contender is blocked     │    └── Holding(Backoff)◀┘  │
-//!    │  ▼                          │ GroupGone(Restart)        │ Contended / Terminate /
-//!  Deferring ◀── GroupGone(Yield) ─┴──────── Stopping ◀────────┘ Reload / LockLost (SIGKILL)
-//!    HandoverSeen → Waiting                    │ GroupGone(Shutdown)    │ GroupGone(LockLost):
-//!                                              ▼                        ▼ reopen, Waiting
-//!                                            Exited
+//!            Acquired                    Cleared              KubeletStarted
+//! Waiting ───────────▶ Holding(Clearing) ───────▶ Holding(Starting) ─────────▶ Holding(Running)
+//!    ▲  │  │ HolderAlive (the record   ▲    ▲ BackoffElapsed   │  │ exit
+//!    │  │  │ names a live supervisor)  │    └── Holding(Backoff)◀┘  │
+//!    │  │  ▼                           │ GroupGone(Restart)        │ Contended / Terminate /
+//!    │  │ Deferring ◀─ GroupGone(Yield)┴──────── Stopping ◀────────┘ Reload / LockLost (SIGKILL)
+//!    │  └▶ (Acquired, higher contender blocked)    │ GroupGone(Shutdown)    │ GroupGone(LockLost):
+//!    └─ HandoverSeen ─ Deferring                   ▼                        ▼ reopen, Waiting
+//!                                                Exited
 //! ```
 
 use std::time::{Duration, Instant};
@@ -23,6 +23,10 @@ use crate::pivot::contention::Contender;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Run {
+    /// The lock is ours, but a kubelet may start only once the evidence of
+    /// the holder record allows it (`takeover::decide`): no other live
+    /// supervisor is recorded, and no dead one's kubelet still runs.
+    Clearing,
     /// Spawn requested, not yet confirmed.
     Starting,
     Running(Kubelet),
@@ -94,6 +98,13 @@ pub enum Input {
     LockLost,
     /// While deferring: the contender has taken the lock (or is gone).
     HandoverSeen,
+    /// While clearing: our record names us now; the kubelet may start.
+    Cleared,
+    /// While clearing: the holder record names another live supervisor (its
+    /// kubelet runs, or is about to, under a lock file the path may no
+    /// longer name): hand the lock to it instead of starting a second
+    /// kubelet.
+    HolderAlive(Contender),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,8 +112,9 @@ pub enum Effect {
     /// Take the lock (non-blocking first, then block in a thread).
     Acquire,
     Release,
-    /// Kill whatever the previous holder left running.
-    Fence,
+    /// Look at the holder record: take over (fencing what a dead holder
+    /// left), or report `Cleared` / `HolderAlive` (or nothing: look again).
+    Clear,
     /// Write the holder record for the current state.
     WriteHolder,
     RemoveHolder,
@@ -185,12 +197,18 @@ impl Pivot {
         fx
     }
 
-    /// After losing the lock: let go of the old file and wait for the one
-    /// the path names now. The holder record is left alone (it may already
-    /// be the new holder's).
+    /// After losing the lock (our kubelet's group is gone): remove our
+    /// holder record (only if it still names us: nobody else writes a
+    /// record that names a live supervisor, see `takeover`), let go of the
+    /// old file and wait for the one the path names now.
     fn wait_again(&mut self) -> Vec<Effect> {
         self.state = State::Waiting;
-        vec![Effect::Release, Effect::Reopen, Effect::Acquire]
+        vec![
+            Effect::RemoveHolder,
+            Effect::Release,
+            Effect::Reopen,
+            Effect::Acquire,
+        ]
     }
 
     fn exit(&mut self, code: i32, held: bool) -> Vec<Effect> {
@@ -225,11 +243,23 @@ impl Pivot {
                 vec![Effect::Release]
             }
             (State::Waiting, I::Acquired { defer_to: None }) => {
+                // Holding the lock the path names proves nothing about a
+                // kubelet started under another inode of the path: the
+                // holder record decides first (I1).
+                self.state = State::Holding(Run::Clearing);
+                vec![Effect::Clear]
+            }
+            (State::Holding(Run::Clearing), I::Cleared) => {
                 self.state = State::Holding(Run::Starting);
-                // The record is written once the kubelet runs (KubeletStarted):
-                // fencing reads the previous record first, and the kubelet is
-                // protected by the inherited lock meanwhile.
-                vec![Effect::Fence, Effect::Spawn]
+                vec![Effect::Spawn]
+            }
+            (State::Holding(Run::Clearing), I::HolderAlive(to)) => {
+                self.state = State::Deferring {
+                    to,
+                    since: now,
+                    patience: self.settings.defer_timeout,
+                };
+                vec![Effect::Release]
             }
             (State::Deferring { .. }, I::HandoverSeen) => {
                 self.state = State::Waiting;
@@ -439,18 +469,59 @@ mod tests {
 
     fn holding(p: &mut Pivot, pid: i32, now: Instant) {
         p.step(Input::Acquired { defer_to: None }, now);
+        p.step(Input::Cleared, now);
         p.step(Input::KubeletStarted(kubelet(pid, now)), now);
     }
 
     #[test]
-    fn acquire_fences_then_spawns() {
+    fn acquire_clears_then_spawns() {
         let mut p = pivot(false);
         let now = Instant::now();
         let fx = p.step(Input::Acquired { defer_to: None }, now);
-        assert_eq!(fx, vec![Effect::Fence, Effect::Spawn]);
+        assert_eq!(fx, vec![Effect::Clear]);
+        assert_eq!(p.state, State::Holding(Run::Clearing));
+        // A kubelet start is not even possible before the record allows it.
+        assert!(p.step(Input::KubeletStarted(kubelet(9, now)), now).is_empty());
+        assert!(p.step(Input::BackoffElapsed, now).is_empty());
+        let fx = p.step(Input::Cleared, now);
+        assert_eq!(fx, vec![Effect::Spawn]);
         let fx = p.step(Input::KubeletStarted(kubelet(10, now)), now);
         assert_eq!(fx, vec![Effect::WriteHolder]);
         assert_eq!(p.kubelet().map(|k| k.pid), Some(10));
+    }
+
+    #[test]
+    fn a_live_recorded_holder_gets_the_lock_instead_of_a_second_kubelet() {
+        let mut p = pivot(false);
+        let now = Instant::now();
+        p.step(Input::Acquired { defer_to: None }, now);
+        let holder = Contender::Holder {
+            rank: Rank::self_hosted(1),
+            pid: 77,
+        };
+        let fx = p.step(Input::HolderAlive(holder.clone()), now);
+        assert_eq!(fx, vec![Effect::Release]);
+        assert!(!p.holds_lock());
+        assert!(matches!(&p.state, State::Deferring { to, .. } if *to == holder));
+        assert_eq!(p.step(Input::HandoverSeen, now), vec![Effect::Acquire]);
+        // Terminate and contention while clearing: no kubelet to stop.
+        p.step(Input::Acquired { defer_to: None }, now);
+        assert_eq!(
+            p.step(Input::Contended(v2()), now),
+            vec![Effect::RemoveHolder, Effect::Release]
+        );
+        p.step(Input::HandoverSeen, now);
+        p.step(Input::Acquired { defer_to: None }, now);
+        assert_eq!(
+            p.step(Input::Terminate, now),
+            vec![
+                Effect::NotifyStopping,
+                Effect::RemoveHolder,
+                Effect::WithdrawClaim,
+                Effect::Release,
+                Effect::Exit(0)
+            ]
+        );
     }
 
     #[test]
@@ -650,17 +721,17 @@ mod tests {
         );
         // No graceful-stop deadline to wait for: it was killed already.
         assert_eq!(p.step(Input::StopDeadline, now), vec![]);
-        assert_eq!(
-            p.step(Input::GroupGone, now),
-            vec![Effect::Release, Effect::Reopen, Effect::Acquire]
-        );
+        let again = vec![
+            Effect::RemoveHolder,
+            Effect::Release,
+            Effect::Reopen,
+            Effect::Acquire,
+        ];
+        assert_eq!(p.step(Input::GroupGone, now), again);
         assert_eq!(p.state, State::Waiting);
         // Lost before a kubelet ran (the check before spawning): wait again.
         p.step(Input::Acquired { defer_to: None }, now);
-        assert_eq!(
-            p.step(Input::LockLost, now),
-            vec![Effect::Release, Effect::Reopen, Effect::Acquire]
-        );
+        assert_eq!(p.step(Input::LockLost, now), again);
     }
 
     #[test]

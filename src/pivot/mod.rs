@@ -1,7 +1,8 @@
 //! The lock protocol: who runs the node's kubelet.
 //!
 //! Owns the lock file ([`lock`]), the holder record ([`holder`]), the claims
-//! ([`claims`]) in the trusted state directory ([`state`]), the decision
+//! ([`claims`]) in the trusted state directory ([`state`]), when a holder
+//! may start a kubelet ([`takeover`], the evidence rule of I1), the decision
 //! whether to yield ([`contention`], pure), the proof needed before a
 //! recorded kubelet is killed ([`fence`]), the inotify hints ([`watch`]),
 //! `/proc` parsing ([`procfs`]), roles and ranks ([`role`]) and the pure
@@ -19,4 +20,5 @@ pub mod machine;
 pub mod procfs;
 pub mod role;
 pub mod state;
+pub mod takeover;
 pub mod watch;

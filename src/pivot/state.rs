@@ -7,6 +7,7 @@
 //!
 //! ```text
 //! holder.json                      the holder record (0600)
+//! takeover.lock                    flock'ed around a takeover of the record (0600)
 //! claims/<pid>-<starttime>.json    one claim per live supervisor (0600, flocked by its owner)
 //! ```
 
@@ -61,6 +62,10 @@ impl StateDir {
 
     pub fn holder_path(&self) -> PathBuf {
         self.root.join("holder.json")
+    }
+
+    pub fn takeover_path(&self) -> PathBuf {
+        self.root.join("takeover.lock")
     }
 
     pub fn claims_dir(&self) -> PathBuf {

@@ -62,6 +62,14 @@ impl Driver {
     pub(super) fn on_recheck(&mut self) -> Vec<Input> {
         match &self.pivot.state {
             State::Deferring { .. } => self.check_handover(),
+            State::Holding(Run::Clearing) => {
+                let inputs = self.check_contention();
+                if inputs.is_empty() {
+                    self.try_clear()
+                } else {
+                    inputs
+                }
+            }
             State::Holding(_) => self.check_contention(),
             _ => vec![],
         }
@@ -247,12 +255,20 @@ impl Driver {
             return vec![Input::HandoverSeen];
         }
         if since.elapsed() >= *patience {
+            if let Contender::Holder { .. } = to {
+                // The recorded holder did not take the replaced lock file
+                // (slow, or stopped with its kubelet running): take it back
+                // and look at the record again; never skipped, its kubelet
+                // may run.
+                debug!(holder = %to, "the recorded holder did not take the lock; looking at the record again");
+                return vec![Input::HandoverSeen];
+            }
             let skipped = match to {
                 Contender::Claimant { pid, .. } | Contender::Unclaimed { pid } => {
                     let start = procfs::stat(*pid).map(|s| s.start_time);
                     Some(self.skips.skip(*pid, start, Instant::now()))
                 }
-                Contender::AnyOpen => None,
+                Contender::AnyOpen | Contender::Holder { .. } => None,
             };
             warn!(contender = %to, skipped_for = ?skipped, "contender did not take the lock within {:?}; taking it back and not yielding to it again for a while", patience);
             self.metrics.takeback(TakebackReason::ContenderTimedOut);
@@ -261,7 +277,9 @@ impl Driver {
         // Between our release and the contender's flock returning it is
         // neither blocked nor holding; only its death ends the wait early.
         let contender_pid = match to {
-            Contender::Claimant { pid, .. } | Contender::Unclaimed { pid } => Some(*pid),
+            Contender::Claimant { pid, .. }
+            | Contender::Unclaimed { pid }
+            | Contender::Holder { pid, .. } => Some(*pid),
             Contender::AnyOpen => None,
         };
         if let Some(pid) = contender_pid {
@@ -346,6 +364,15 @@ impl Driver {
             }
         }
     }
+    /// Lets go of the description a kubelet that is gone inherited (its
+    /// inode is not the one the path names any more).
+    pub(super) fn release_kubelet_lock(&mut self) {
+        if let Some(old) = self.kubelet_lock.take() {
+            if let Err(err) = old.release() {
+                warn!(%err, "cannot release the lock of the replaced lock file");
+            }
+        }
+    }
     pub(super) fn handle_replacement(&mut self) -> Vec<Input> {
         let path = self.opts.lock_path.clone();
         warn!(path = %path.display(), "lock file was deleted or replaced while we hold it; re-creating and re-locking it (the kubelet keeps running)");
@@ -359,9 +386,19 @@ impl Driver {
         match fresh.try_acquire() {
             Ok(true) => {
                 let old = std::mem::replace(&mut self.lock, fresh);
-                // Waiters blocked on the old inode wake up, see it is no
-                // longer at the path, and reopen the new one.
-                let _ = old.release();
+                if self.pivot.kubelet().is_some() && self.kubelet_lock.is_none() {
+                    // Our kubelet holds the old inode's description, and our
+                    // record names that inode: it stays locked until the
+                    // kubelet is gone, so that nobody who takes the new file
+                    // takes over while it runs (a flock guards an inode, not
+                    // a path). Waiters on the old inode move to the new file
+                    // once they see it locked.
+                    self.kubelet_lock = Some(old);
+                } else {
+                    // No kubelet holds it (or it holds an older one, kept
+                    // already): nobody needs this inode any more.
+                    let _ = old.release();
+                }
                 self.watcher.rewatch_lock();
                 info!(path = %path.display(), "re-created and re-locked the lock file");
                 vec![]

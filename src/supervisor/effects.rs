@@ -47,11 +47,14 @@ impl Driver {
             Effect::Release => {
                 self.stop_disruption_task().await;
                 self.stop_syncer().await;
+                // Our kubelet's group is gone: the description it inherited
+                // (of a lock file replaced since) goes too.
+                self.release_kubelet_lock();
                 if let Err(err) = self.lock.release() {
                     error!(%err, "failed to release the lock");
                 }
             }
-            Effect::Fence => self.fence().await,
+            Effect::Clear => return Ok(self.try_clear()),
             Effect::WriteHolder => {
                 // Only a holder writes the record: one that lost the lock
                 // (its kubelet unlocked the inherited descriptor and another
@@ -70,6 +73,7 @@ impl Driver {
                 if let Err(err) = HolderRecord::remove_if_ours(&self.state, self.me) {
                     warn!(%err, "failed to remove the holder record");
                 }
+                self.recorded_lock = None;
             }
             Effect::Reopen => {
                 self.lock = LockFile::open(&self.opts.lock_path)?;
@@ -81,10 +85,17 @@ impl Driver {
                     return Ok(vec![Input::Terminate]);
                 }
                 // Never start a kubelet without holding the lock the path
-                // names now.
+                // names now, and without our record naming the inode the
+                // kubelet inherits (see `takeover`).
                 let lost = self.confirm_holding();
                 if !lost.is_empty() {
                     return Ok(lost);
+                }
+                // A kubelet that ran under an older inode is gone (backoff,
+                // restart): the new one inherits the inode the path names.
+                self.release_kubelet_lock();
+                if self.recorded_lock != Some(self.lock.key()) {
+                    self.write_record_now(None);
                 }
                 let (cmd, from_prepared) = match self.take_prepared() {
                     Some(cmd) => (cmd, true),

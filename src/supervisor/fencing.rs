@@ -48,35 +48,17 @@ impl Driver {
         }
         None
     }
-    /// Kills whatever kubelet the previous holder left behind, and waits
-    /// until its process group is gone, before ours may start.
-    pub(super) async fn fence(&mut self) {
-        let rec = match HolderRecord::read(&self.state) {
-            Ok(Some(r)) if r.supervisor() != self.me => r,
-            Ok(_) => {
-                // A holder that yields or stops removes its record first.
-                info!(rank = %self.rank(), "took the lock: it was free (no holder, or the holder released it)");
-                return;
-            }
-            Err(err) => {
-                warn!(%err, "took the lock; cannot read the previous holder record, nothing to fence");
-                return;
-            }
-        };
-        info!(rank = %self.rank(), previous = %rec.rank(), previous_pid = rec.pid, "took the lock: the previous holder is gone without releasing it (killed or crashed)");
-        self.fence_kubelet_of(&rec).await;
-    }
-    /// While waiting: if the recorded holder is dead (its claim's flock is
-    /// free AND its pid/start time are gone) but the lock is still held, the
-    /// lock is held by leftovers of its kubelet (a helper process that
-    /// inherited the locked descriptor and has no PDEATHSIG). Fence them from
-    /// outside, or nobody would ever get the lock.
-    /// While waiting: if the process that took the lock is gone but the lock
-    /// is still held, it is held by descriptors it handed down: its kubelet's
-    /// group (fenced by the holder record) and anything that escaped the
-    /// group holding the same open file description (a helper that
-    /// daemonized with the inherited descriptor). Fence both from outside,
-    /// or nobody would get the lock until they exit by themselves.
+    /// While blocked in flock (every `DEAD_HOLDER_CHECK`): the lock's taker
+    /// (its pid in /proc/locks) may keep the node without a kubelet.
+    /// * It is gone (or it is the recorded holder and that record is dead),
+    ///   yet the lock is held: by descriptors it handed down, its kubelet's
+    ///   group (fenced by the holder record) and anything that escaped the
+    ///   group with the same open file description (a helper that
+    ///   daemonized with the inherited descriptor). Fence both from
+    ///   outside, or nobody would get the lock until they exit by themselves.
+    /// * It is a supervisor (verified claim) that is stopped and runs no
+    ///   kubelet (a SIGSTOP that landed while its flock was granted, or
+    ///   while its kubelet was down): fenced after `STOPPED_PATIENCE`.
     pub(super) async fn fence_dead_holder(&mut self) {
         let key = self.lock.key();
         let locks = procfs::read_locks().unwrap_or_default();
@@ -85,6 +67,7 @@ impl Driver {
             .find(|e| !e.blocked && e.file == key)
             .map(|e| e.pid)
         else {
+            self.stopped_seen = None;
             return;
         };
         let rec = match HolderRecord::read(&self.state) {
@@ -95,6 +78,15 @@ impl Driver {
         // is dead (its pid may have been reused since).
         let recorded_dead = rec.as_ref().is_some_and(|r| r.pid == taker && !r.is_live());
         if !fence::taker_gone(taker) && !recorded_dead {
+            let its_kubelet_runs = rec.as_ref().is_some_and(|r| {
+                r.pid == taker && r.is_live() && r.kubelet().is_some_and(|k| k.is_alive())
+            });
+            let verified = self.live_claims(&locks).iter().any(|c| c.owner == taker);
+            if verified && !its_kubelet_runs {
+                self.fence_stopped(taker, "it holds the lock");
+            } else {
+                self.stopped_seen = None;
+            }
             return;
         }
         if let Some(rec) = rec.filter(|r| !r.is_live()) {
@@ -103,11 +95,57 @@ impl Driver {
                 .iter()
                 .any(|c| c.claim.process() == rec.supervisor());
             if !holder_claim_alive {
-                self.fence_kubelet_of(&rec).await;
+                self.fence_kubelet_of(&rec);
             }
         }
-        let me = self.me.pid;
-        let holders = fence::lock_holders(key, taker, me);
+        self.fence_leftovers(key, taker);
+    }
+    /// Kills the kubelet a dead holder's record names, once `fence::prove`
+    /// accepts it; true when nothing of it is left (or nothing can be
+    /// proven), false while its group still has a live member (look again).
+    /// Never blocks: the loop stays responsive (SIGTERM within 100 ms).
+    pub(super) fn fence_kubelet_of(&mut self, rec: &HolderRecord) -> bool {
+        let pgid = match fence::prove(rec, fence::own_view_pgid()) {
+            Ok(pgid) => pgid,
+            Err(NotProven::NoKubelet | NotProven::Gone(_)) => return true,
+            Err(reason @ NotProven::Reused { .. }) => {
+                debug!(%reason, "previous kubelet is gone");
+                return true;
+            }
+            Err(reason) => {
+                let line = format!("not fencing the kubelet named by the holder record: {reason}");
+                if self.reported.len() < MAX_REPORTED && self.reported.insert(line.clone()) {
+                    error!("{line}");
+                }
+                return true;
+            }
+        };
+        let line = format!("the previous holder (gone) left its kubelet running: killing process group {pgid} before starting ours");
+        if self.reported.len() < MAX_REPORTED && self.reported.insert(line.clone()) {
+            warn!(previous = %rec.rank(), previous_pid = rec.pid, "{line}");
+        }
+        child::signal_view_group(pgid, Signal::SIGKILL);
+        child::reap_all();
+        if child::view_group_gone(pgid) {
+            info!(pgid, "previous kubelet fenced");
+            return true;
+        }
+        let now = Instant::now();
+        if self
+            .last_unkillable_report
+            .is_none_or(|t| now.duration_since(t) >= UNKILLABLE_REPORT)
+        {
+            self.last_unkillable_report = Some(now);
+            error!(pgid, "previous kubelet's process group survives SIGKILL; not starting ours until it is gone");
+        }
+        false
+    }
+    /// SIGKILLs the processes that hold the locked description of `key`
+    /// taken by `taker` (gone): leftovers of a dead holder's kubelet (a
+    /// helper that inherited the descriptor and left the kubelet's group).
+    /// Never a supervisor with a verified claim, never ourselves.
+    pub(super) fn fence_leftovers(&mut self, key: procfs::FileKey, taker: i32) {
+        let holders = fence::lock_holders(key, taker, self.me.pid);
         if holders.is_empty() {
             return;
         }
@@ -130,40 +168,40 @@ impl Driver {
             }
         }
     }
-    pub(super) async fn fence_kubelet_of(&mut self, rec: &HolderRecord) {
-        let k = match fence::prove(rec, fence::own_view_pgid()) {
-            Ok(pgid) => ProcessId {
-                pid: pgid,
-                start_time: rec.kubelet_start_time.unwrap_or_default(),
-            },
-            Err(NotProven::NoKubelet | NotProven::Gone(_)) => return,
-            Err(reason @ NotProven::Reused { .. }) => {
-                debug!(%reason, "previous kubelet is gone");
-                return;
-            }
-            Err(reason) => {
-                let line = format!("not fencing the kubelet named by the holder record: {reason}");
-                if self.reported.len() < MAX_REPORTED && self.reported.insert(line.clone()) {
-                    error!("{line}");
-                }
+    /// `pid` is a supervisor (verified by the caller: our holder record
+    /// names it, or it holds a verified claim) that is stopped while it
+    /// keeps the node without a kubelet. Once it has been seen so for
+    /// `STOPPED_PATIENCE`, it is fenced with SIGKILL (a stopped process
+    /// cannot take the lock it holds, or start the kubelet it is about to;
+    /// killed, it lets go of both, and a kubelet it may have spawned dies
+    /// with it by PDEATHSIG and holds its inode until then).
+    pub(super) fn fence_stopped(&mut self, pid: i32, why: &str) {
+        let Some(stat) = procfs::stat(pid).filter(|s| matches!(s.state, 'T' | 't')) else {
+            self.stopped_seen = None;
+            return;
+        };
+        let id = ProcessId {
+            pid,
+            start_time: stat.start_time,
+        };
+        let now = Instant::now();
+        let since = match self.stopped_seen {
+            Some((seen, since)) if seen == id => since,
+            _ => {
+                self.stopped_seen = Some((id, now));
+                debug!(pid, why, "a stopped supervisor keeps the node without a kubelet");
                 return;
             }
         };
-        warn!(pgid = k.pid, previous = %rec.rank(), "the previous holder's kubelet is still running; killing its process group before starting ours");
-        let started = Instant::now();
-        let mut last_report = started;
-        loop {
-            child::signal_view_group(k.pid, Signal::SIGKILL);
-            child::reap_all();
-            if child::view_group_gone(k.pid) {
-                info!(pgid = k.pid, waited = ?started.elapsed(), "previous kubelet fenced");
-                return;
+        if now.duration_since(since) < STOPPED_PATIENCE {
+            return;
+        }
+        warn!(pid, why, stopped_for = ?now.duration_since(since), "fencing a stopped supervisor that keeps the node without a kubelet: SIGKILL");
+        if !child::signal_view_pid(pid, Signal::SIGKILL) {
+            let line = format!("cannot fence stopped supervisor pid {pid} (not in our PID namespace); the node has no kubelet until it is resumed or killed");
+            if self.reported.len() < MAX_REPORTED && self.reported.insert(line.clone()) {
+                error!("{line}");
             }
-            if last_report.elapsed() >= UNKILLABLE_REPORT {
-                last_report = Instant::now();
-                error!(pgid = k.pid, "previous kubelet's process group survives SIGKILL; not starting ours until it is gone");
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 }

@@ -9,6 +9,7 @@ mod disrupt;
 mod effects;
 mod fencing;
 mod status;
+mod takeover;
 
 pub use disrupt::DisruptionOptions;
 
@@ -48,6 +49,7 @@ use crate::pivot::machine::{Deferral, Effect, Input, Pivot, Run, Settings, State
 use crate::pivot::procfs::{self, ProcessId};
 use crate::pivot::role::{now_rfc3339, Rank};
 use crate::pivot::state::StateDir;
+use crate::pivot::takeover::{TakeoverLock, STOPPED_PATIENCE};
 use crate::pivot::watch::{Hint, Watcher};
 use crate::safefs::trust::TrustError;
 use crate::signals::{Debounce, TerminateFlag};
@@ -113,6 +115,8 @@ pub enum SupervisorError {
     State(#[source] TrustError),
     #[error("cannot read this process's identity from /proc: {0}; is /proc mounted?")]
     Proc(#[source] std::io::Error),
+    #[error("cannot open the takeover lock in the state directory: {0}")]
+    Takeover(#[source] std::io::Error),
     #[error("cannot install signal handlers: {0}")]
     Signals(#[source] std::io::Error),
     #[error("cannot open the checkpoint store: {0}")]
@@ -169,6 +173,20 @@ struct Driver {
     opts: Options,
     me: ProcessId,
     lock: LockFile,
+    /// The locked description our running kubelet inherited, when the lock
+    /// path has named another file since (we hold that one as `lock`): kept
+    /// locked until the kubelet's group is gone, because the holder record
+    /// names it and waiters judge by it (see `pivot::takeover`).
+    kubelet_lock: Option<LockFile>,
+    /// The inode our holder record names (None: no record of ours).
+    recorded_lock: Option<crate::pivot::procfs::FileKey>,
+    /// `STATE/takeover.lock`, held around a takeover of the holder record.
+    takeover: TakeoverLock,
+    /// A stopped supervisor that keeps the node without a kubelet, and
+    /// since when we see it so (fenced after `STOPPED_PATIENCE`).
+    stopped_seen: Option<(ProcessId, Instant)>,
+    /// The last reason a takeover waited (logged when it changes).
+    clear_note: Option<String>,
     state: StateDir,
     claim: ClaimGuard,
     /// Rejected claim files already reported (each is reported once).
@@ -267,6 +285,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     }
     lock::prepare(&opts.lock_path)?;
     let state = StateDir::open(&opts.state_dir).map_err(SupervisorError::State)?;
+    let takeover = TakeoverLock::open(&state).map_err(SupervisorError::Takeover)?;
     // Everything that takes time happens before we announce ourselves: from
     // the claim on, a holder is waiting for us to block in flock.
     let store = Store::open(&opts.store_dir)?;
@@ -329,6 +348,11 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         opts,
         me,
         lock,
+        kubelet_lock: None,
+        recorded_lock: None,
+        takeover,
+        stopped_seen: None,
+        clear_note: None,
         state,
         claim,
         reported: Default::default(),
@@ -482,7 +506,9 @@ impl Driver {
 
     fn next_recheck(&mut self, now: Instant) -> Option<Instant> {
         match &self.pivot.state {
-            State::Stopping { .. } | State::Deferring { .. } => Some(now + SLOW_RECHECK),
+            State::Stopping { .. } | State::Deferring { .. } | State::Holding(Run::Clearing) => {
+                Some(now + SLOW_RECHECK)
+            }
             State::Waiting if self.acquiring.is_some() => Some(now + DEAD_HOLDER_CHECK),
             State::Holding(_) => match self.recheck_until {
                 Some(until) if until > now => Some(now + FAST_RECHECK),

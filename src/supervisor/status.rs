@@ -4,16 +4,46 @@
 use super::*;
 
 impl Driver {
-    pub(super) async fn write_holder(&mut self) {
+    /// Our holder record as of now: the kubelet we run (if any) and the
+    /// inode whose locked description it holds.
+    fn record_now(&self, kubelet: Option<crate::kubelet::child::Kubelet>) -> HolderRecord {
         let since = humantime::format_rfc3339_millis(self.holder_since_time).to_string();
         let mut rec = HolderRecord::new(self.rank(), self.me, since);
-        if let Some(k) = self.pivot.kubelet() {
+        if let Some(k) = kubelet {
             rec.kubelet_pid = Some(k.id.pid);
             rec.kubelet_start_time = Some(k.id.start_time);
         }
+        rec.lock_file = Some(self.kubelet_lock_key());
+        rec
+    }
+    /// The inode whose lock our kubelet holds (or the next one will).
+    pub(super) fn kubelet_lock_key(&self) -> crate::pivot::procfs::FileKey {
+        self.kubelet_lock
+            .as_ref()
+            .map_or_else(|| self.lock.key(), LockFile::key)
+    }
+    /// Writes our record inline (a few hundred bytes, no fsync: runtime
+    /// state), on the path to a spawn. False when it could not be written.
+    pub(super) fn write_record_now(&mut self, kubelet: Option<crate::kubelet::child::Kubelet>) -> bool {
+        let rec = self.record_now(kubelet);
+        let key = rec.lock_file;
+        match rec.write(&self.state) {
+            Ok(()) => {
+                self.recorded_lock = key;
+                true
+            }
+            Err(err) => {
+                error!(%err, "cannot write the holder record; until it is written, a supervisor that takes a replaced lock file cannot see this kubelet (check the state directory's disk)");
+                false
+            }
+        }
+    }
+    pub(super) async fn write_holder(&mut self) {
+        let rec = self.record_now(self.pivot.kubelet());
+        let key = rec.lock_file;
         let state = self.state.clone();
         match tokio::task::spawn_blocking(move || rec.write(&state)).await {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => self.recorded_lock = key,
             Ok(Err(err)) => {
                 warn!(%err, "failed to write the holder record; `status` will be wrong until the next write")
             }
@@ -30,6 +60,9 @@ impl Driver {
                 _ => "waiting for the lock".to_string(),
             },
             State::Deferring { to, .. } => format!("standing by: handing the lock to {to}"),
+            State::Holding(Run::Clearing) => {
+                "holding the lock; waiting for the recorded holder's kubelet to be gone".to_string()
+            }
             State::Holding(Run::Starting) => "starting kubelet".to_string(),
             State::Holding(Run::Running(k)) => format!("running kubelet pid {}", k.pid),
             State::Holding(Run::Backoff { delay, .. }) => {
