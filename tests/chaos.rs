@@ -47,6 +47,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use support::load::{self, Load};
 use support::lock_state::{blocked_on, claim_pids, holder_record, status};
 use support::sampler::Sampler;
 use support::{
@@ -345,14 +346,36 @@ struct Settled {
 /// exactly one kubelet, run by a non-frozen supervisor of the highest non-frozen generation that
 /// the holder record names, every other non-frozen supervisor standing by (claim written,
 /// blocked in flock on the lock) and every frozen one still claimed.
-fn settle(scene: &Scene, tail: &mut LogTail, pool: &[Supervisor], context: &str) -> Settled {
-    let max_generation = pool
-        .iter()
-        .filter(|sup| !sup.frozen())
-        .map(|sup| sup.generation)
-        .max();
+fn settle(
+    scene: &Scene,
+    tail: &mut LogTail,
+    pool: &mut Vec<Supervisor>,
+    tally: &mut Tally,
+    context: &str,
+) -> Settled {
     let deadline = Instant::now() + SETTLE;
     loop {
+        // A frozen supervisor that held the lock without a kubelet (a SIGSTOP that landed while
+        // its flock was granted) is fenced by a waiter: it is gone, by design, and says so.
+        let output = scene.output();
+        pool.retain(|sup| {
+            let fenced = sup.frozen()
+                && !pid_alive(sup.proc.pid())
+                && output.lines().any(|line| {
+                    line.contains("fencing a stopped supervisor")
+                        && line.contains(&format!(" pid={} ", sup.proc.pid()))
+                });
+            if fenced {
+                tally.fenced_stopped += 1;
+            }
+            !fenced
+        });
+        let pool: &[Supervisor] = pool;
+        let max_generation = pool
+            .iter()
+            .filter(|sup| !sup.frozen())
+            .map(|sup| sup.generation)
+            .max();
         // A supervisor the driver did not stop must never die (a waiter that fences the wrong
         // process would kill one).
         let dead: Vec<(i32, u32)> = pool
@@ -441,6 +464,8 @@ struct Tally {
     lost_lock_kills: u64,
     max_lost_lock_kill: Duration,
     stale_helpers_killed: u64,
+    /// Frozen supervisors fenced (SIGKILL) for keeping the node without a kubelet.
+    fenced_stopped: u64,
     handoffs: usize,
     justified: usize,
     takeovers: u64,
@@ -473,6 +498,9 @@ fn check_sampler(sampler: &Sampler, context: &str) {
 
 #[test]
 fn chaos() {
+    // Under load by default (PIVOT_TEST_LOAD=0 turns it off): a busy node is what the
+    // invariants must survive, and where the timing failures showed.
+    let load = Load::from_env(load::cores());
     let seed = env_u64("CHAOS_SEED").unwrap_or_else(rand::random);
     let iterations = env_u64("CHAOS_ITERATIONS").unwrap_or(DEFAULT_ITERATIONS);
     println!("chaos: seed={seed} iterations={iterations} (replay with CHAOS_SEED={seed})");
@@ -619,14 +647,22 @@ fn chaos() {
                 arm(&sampler, &pool, false);
                 tally.thawed += 1;
             }
+            // A replaced lock file may cost one kubelet restart (ARCHITECTURE.md, "Lock file
+            // replaced"): a waiter may take the new file first and the holder then yields.
             Action::RemoveLock => {
                 fs::remove_file(scene.lock()).expect("rm the lock file");
+                if state.holder.is_some() {
+                    justified = 1;
+                }
                 tally.removed += 1;
             }
             Action::ReplaceFresh => {
                 let (path, file) = fresh_lock_file(&scene, "fresh");
                 drop(file);
                 fs::rename(&path, scene.lock()).expect("mv a fresh file over the lock file");
+                if state.holder.is_some() {
+                    justified = 1;
+                }
                 tally.replaced_fresh += 1;
             }
             Action::ReplaceHeld(hold) => {
@@ -689,7 +725,7 @@ fn chaos() {
             }
         }
 
-        state = settle(&scene, &mut tail, &pool, &context);
+        state = settle(&scene, &mut tail, &mut pool, &mut tally, &context);
         check_sampler(&sampler, &context);
         let new_starts = &tail.starts[starts_before..];
         assert!(
@@ -730,7 +766,7 @@ fn chaos() {
         tally.thawed += 1;
     }
     arm(&sampler, &pool, false);
-    settle(&scene, &mut tail, &pool, &context);
+    settle(&scene, &mut tail, &mut pool, &mut tally, &context);
     check_sampler(&sampler, &context);
 
     // All gone: no kubelet may be left behind.
@@ -761,7 +797,7 @@ fn chaos() {
          max_takeover_ready_ms={:.1} started={} with_helper={} slow_to_stop={} killed={} \
          terminated={} opens={} statuses={} frozen={} thawed={} rm={} replaced_fresh={} \
          replaced_held={} lost_lock_kills={} max_lost_lock_kill_ms={:.1} stale_helpers_killed={} \
-         sampler: {} elapsed_s={:.1}",
+         fenced_stopped={} load_loops={} sampler: {} elapsed_s={:.1}",
         report.overlaps.len() + tail.overlaps.len(),
         report.longest_gap().as_secs_f64() * 1e3,
         tally.handoffs,
@@ -784,6 +820,8 @@ fn chaos() {
         tally.lost_lock_kills,
         tally.max_lost_lock_kill.as_secs_f64() * 1e3,
         tally.stale_helpers_killed,
+        tally.fenced_stopped,
+        load.loops(),
         report.summary(),
         began.elapsed().as_secs_f64()
     );

@@ -279,6 +279,12 @@ pub struct FileKey {
     pub inode: u64,
 }
 
+impl std::fmt::Display for FileKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:02x}:{:02x}:{}", self.major, self.minor, self.inode)
+    }
+}
+
 impl FileKey {
     pub fn of_metadata(meta: &fs::Metadata) -> Self {
         use std::os::unix::fs::MetadataExt;

@@ -74,6 +74,9 @@ pub enum RecordFacts {
     },
     /// The supervisor it names is gone.
     Dead {
+        /// Its pid (in this /proc): the taker /proc/locks shows for the
+        /// lock its kubelet inherited.
+        pid: i32,
         /// The inode whose lock its kubelet inherited, if recorded.
         lock_file: Option<FileKey>,
     },
@@ -101,6 +104,7 @@ impl RecordFacts {
             };
         }
         RecordFacts::Dead {
+            pid: rec.pid,
             lock_file: rec.lock_file,
         }
     }
@@ -129,11 +133,15 @@ pub enum Decision {
 }
 
 /// The rule (see the module doc). `my_lock` is the inode we hold; `locks`
-/// is `/proc/locks` as read after the record.
+/// is `/proc/locks` as read after the record; `other_files` are inodes that
+/// name other files now (our state directory's: claim files, the takeover
+/// lock), so a recorded inode among them was reused after the old lock file
+/// was deleted.
 pub fn decide(
     facts: &RecordFacts,
     my_lock: FileKey,
     locks: &Result<Vec<LockEntry>, String>,
+    other_files: &[FileKey],
 ) -> Decision {
     match facts {
         RecordFacts::Absent | RecordFacts::OtherBoot => Decision::TakeOver {
@@ -150,8 +158,8 @@ pub fn decide(
             rank: *rank,
             pid: *pid,
         },
-        RecordFacts::Dead { lock_file } => {
-            let Some(old) = lock_file.filter(|k| *k != my_lock) else {
+        RecordFacts::Dead { pid, lock_file } => {
+            let Some(old) = lock_file.filter(|k| *k != my_lock && !other_files.contains(k)) else {
                 // Same inode: we hold it, so no description of the dead
                 // holder's does (its kubelet unlocked or closed it): only
                 // the record's proof can find that kubelet.
@@ -160,7 +168,12 @@ pub fn decide(
             let Ok(locks) = locks else {
                 return Decision::Unknown;
             };
-            match locks.iter().find(|e| !e.blocked && e.file == old) {
+            // Only a lock the dead holder took counts: once the old file is
+            // gone, its inode number is reused (measured: a claim file
+            // created right after got it), and a lock on the new file is
+            // somebody else's. A taker not visible from here (0) may be it.
+            let its = |e: &&LockEntry| !e.blocked && e.file == old && (e.pid == *pid || e.pid == 0);
+            match locks.iter().find(its) {
                 Some(e) => Decision::OldLockHeld {
                     lock_file: old,
                     taker: e.pid,
@@ -277,7 +290,7 @@ mod tests {
         let locks = Ok(vec![]);
         for kubelet_runs in [false, true] {
             assert_eq!(
-                decide(&live(false, kubelet_runs), key(1), &locks),
+                decide(&live(false, kubelet_runs), key(1), &locks, &[]),
                 Decision::HandOver {
                     rank: Rank::self_hosted(3),
                     pid: 50
@@ -286,12 +299,12 @@ mod tests {
         }
         // Stopped with its kubelet running: the node has its kubelet.
         assert!(matches!(
-            decide(&live(true, true), key(1), &locks),
+            decide(&live(true, true), key(1), &locks, &[]),
             Decision::HandOver { .. }
         ));
         // Stopped and no kubelet of it runs: it keeps the node without one.
         assert_eq!(
-            decide(&live(true, false), key(1), &locks),
+            decide(&live(true, false), key(1), &locks, &[]),
             Decision::FenceStopped { pid: 50 }
         );
     }
@@ -299,11 +312,12 @@ mod tests {
     #[test]
     fn a_dead_holder_is_taken_over_only_once_its_inode_is_free() {
         let dead = RecordFacts::Dead {
+            pid: 99,
             lock_file: Some(key(7)),
         };
         // Its kubelet still holds the old inode (the path names inode 1 now).
         assert_eq!(
-            decide(&dead, key(1), &Ok(vec![held(1, 10), held(7, 99)])),
+            decide(&dead, key(1), &Ok(vec![held(1, 10), held(7, 99)]), &[]),
             Decision::OldLockHeld {
                 lock_file: key(7),
                 taker: 99
@@ -315,23 +329,42 @@ mod tests {
             ..held(7, 12)
         };
         assert_eq!(
-            decide(&dead, key(1), &Ok(vec![held(1, 10), waiter])),
+            decide(&dead, key(1), &Ok(vec![held(1, 10), waiter]), &[]),
             Decision::TakeOver { fence_record: true }
         );
+        // The old file is gone and its inode number reused by another file that somebody
+        // else locked (a new claim file, say): not the dead holder's lock.
+        assert_eq!(
+            decide(&dead, key(1), &Ok(vec![held(1, 10), held(7, 12)]), &[]),
+            Decision::TakeOver { fence_record: true }
+        );
+        // ... also when the taker is not visible, if that inode names one of our files now.
+        assert_eq!(
+            decide(&dead, key(1), &Ok(vec![held(7, 0)]), &[key(7)]),
+            Decision::TakeOver { fence_record: true }
+        );
+        // A taker in a PID namespace we cannot see may be the dead holder.
+        assert!(matches!(
+            decide(&dead, key(1), &Ok(vec![held(7, 0)]), &[]),
+            Decision::OldLockHeld { .. }
+        ));
         // /proc/locks unreadable (say, inflated past its cap by a local
         // user): absence cannot be concluded.
         assert_eq!(
-            decide(&dead, key(1), &Err("too large".into())),
+            decide(&dead, key(1), &Err("too large".into()), &[]),
             Decision::Unknown
         );
         // The same inode as ours: we hold it, so nobody else does.
         assert_eq!(
-            decide(&dead, key(7), &Err("too large".into())),
+            decide(&dead, key(7), &Err("too large".into()), &[]),
             Decision::TakeOver { fence_record: true }
         );
         // An old record without the inode: the record's proof only.
         assert_eq!(
-            decide(&RecordFacts::Dead { lock_file: None }, key(1), &Ok(vec![])),
+            decide(&RecordFacts::Dead {
+                    pid: 99,
+                    lock_file: None
+                }, key(1), &Ok(vec![]), &[]),
             Decision::TakeOver { fence_record: true }
         );
     }
@@ -340,19 +373,19 @@ mod tests {
     fn absent_ours_and_other_boot() {
         let locks = Ok(vec![]);
         assert_eq!(
-            decide(&RecordFacts::Absent, key(1), &locks),
+            decide(&RecordFacts::Absent, key(1), &locks, &[]),
             Decision::TakeOver {
                 fence_record: false
             }
         );
         assert_eq!(
-            decide(&RecordFacts::OtherBoot, key(1), &locks),
+            decide(&RecordFacts::OtherBoot, key(1), &locks, &[]),
             Decision::TakeOver {
                 fence_record: false
             }
         );
         assert_eq!(
-            decide(&RecordFacts::Ours, key(1), &locks),
+            decide(&RecordFacts::Ours, key(1), &locks, &[]),
             Decision::Ours
         );
     }
@@ -380,7 +413,10 @@ mod tests {
         };
         assert_eq!(
             RecordFacts::of(Some(&reused), me),
-            RecordFacts::Dead { lock_file: None }
+            RecordFacts::Dead {
+                pid: parent.pid,
+                lock_file: None
+            }
         );
         assert_eq!(RecordFacts::of(None, me), RecordFacts::Absent);
     }

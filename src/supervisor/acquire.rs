@@ -62,6 +62,9 @@ impl Driver {
     pub(super) fn on_recheck(&mut self) -> Vec<Input> {
         match &self.pivot.state {
             State::Deferring { .. } => self.check_handover(),
+            State::Holding(_) if self.retake_since.is_some() && !self.lock.path_is_ours() => {
+                self.handle_replacement()
+            }
             State::Holding(Run::Clearing) => {
                 let inputs = self.check_contention();
                 if inputs.is_empty() {
@@ -364,6 +367,20 @@ impl Driver {
             }
         }
     }
+    /// Whether the process holding `file`'s lock is a supervisor with a
+    /// verified claim.
+    fn supervisor_took(&mut self, file: &LockFile) -> bool {
+        let key = file.key();
+        let locks = procfs::read_locks().unwrap_or_default();
+        let Some(taker) = locks
+            .iter()
+            .find(|e| !e.blocked && e.file == key)
+            .map(|e| e.pid)
+        else {
+            return false;
+        };
+        self.live_claims(&locks).iter().any(|c| c.owner == taker)
+    }
     /// Lets go of the description a kubelet that is gone inherited (its
     /// inode is not the one the path names any more).
     pub(super) fn release_kubelet_lock(&mut self) {
@@ -385,6 +402,7 @@ impl Driver {
         };
         match fresh.try_acquire() {
             Ok(true) => {
+                self.retake_since = None;
                 let old = std::mem::replace(&mut self.lock, fresh);
                 if self.pivot.kubelet().is_some() && self.kubelet_lock.is_none() {
                     // Our kubelet holds the old inode's description, and our
@@ -403,7 +421,28 @@ impl Driver {
                 info!(path = %path.display(), "re-created and re-locked the lock file");
                 vec![]
             }
+            Ok(false) if self.supervisor_took(&fresh) => {
+                // A waiter moved to the new file first. It is a supervisor:
+                // it starts nothing while our record names us (see
+                // `pivot::takeover`) and hands the file back, so our kubelet
+                // keeps running while we try again every few milliseconds.
+                let now = Instant::now();
+                let since = *self.retake_since.get_or_insert(now);
+                if now.duration_since(since) < RETAKE_PATIENCE {
+                    if since == now {
+                        info!(path = %path.display(), "another supervisor took the re-created lock file first; it hands it back to the recorded holder (the kubelet keeps running)");
+                    }
+                    return vec![];
+                }
+                error!(path = %path.display(), patience = ?RETAKE_PATIENCE, "another supervisor keeps the re-created lock file; killing our kubelet and waiting for the new lock");
+                self.retake_since = None;
+                vec![Input::LockLost]
+            }
             Ok(false) | Err(_) => {
+                // Held by a process that reads no holder record (a plain
+                // kubelet, or anything else): another kubelet may already
+                // run, so ours ends at once.
+                self.retake_since = None;
                 error!(path = %path.display(), "the lock file was replaced by one another process holds; killing our kubelet at once and waiting for the new lock");
                 vec![Input::LockLost]
             }

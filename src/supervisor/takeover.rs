@@ -46,7 +46,8 @@ impl Driver {
         };
         let facts = RecordFacts::of(rec.as_ref(), self.me);
         let locks = procfs::read_locks().map_err(|e| e.to_string());
-        match decide(&facts, self.lock.key(), &locks) {
+        let ours = self.state_files();
+        match decide(&facts, self.lock.key(), &locks, &ours) {
             Decision::Ours | Decision::TakeOver {
                 fence_record: false,
             } => {}
@@ -71,8 +72,8 @@ impl Driver {
             Decision::OldLockHeld { lock_file, taker } => {
                 drop(guard);
                 self.note_wait(format!(
-                    "the previous holder is gone but the lock file it held (inode {}) is still locked by pid {taker}: its kubelet may still run",
-                    lock_file.inode
+                    "the previous holder is gone but the lock file it held ({lock_file}) is still locked (taken by pid {taker}; we hold {}): its kubelet may still run",
+                    self.lock.key()
                 ));
                 if fence::taker_gone(taker) {
                     if let Some(prev) = &rec {
@@ -90,7 +91,7 @@ impl Driver {
         }
         match &rec {
             Some(prev) if facts != RecordFacts::Ours => {
-                info!(rank = %self.rank(), previous = %prev.rank(), previous_pid = prev.pid, "took the lock and the holder record: the previous holder's process is gone")
+                info!(rank = %self.rank(), previous = %prev.rank(), previous_pid = prev.pid, "took the lock: the previous holder is gone without releasing it (killed or crashed)")
             }
             _ => {
                 info!(rank = %self.rank(), "took the lock: it was free (no holder, or the holder released it)")
@@ -103,6 +104,22 @@ impl Driver {
         self.clear_note = None;
         self.stopped_seen = None;
         vec![Input::Cleared]
+    }
+
+    /// Inodes of the state directory's files (claims, takeover lock): an
+    /// old lock file's inode number found among them was reused.
+    fn state_files(&self) -> Vec<procfs::FileKey> {
+        let mut keys = vec![self.takeover.key()];
+        if let Ok(entries) = std::fs::read_dir(self.state.claims_dir()) {
+            keys.extend(
+                entries
+                    .flatten()
+                    .take(MAX_REPORTED)
+                    .filter_map(|e| std::fs::symlink_metadata(e.path()).ok())
+                    .map(|m| procfs::FileKey::of_metadata(&m)),
+            );
+        }
+        keys
     }
 
     /// Logs why a takeover waits, once per reason.
