@@ -18,14 +18,21 @@
 //!   within 1 s of the kill (of the supervisor's exit for a SIGTERM, whose kubelet may be slow
 //!   to stop; the stand-in's own start time, `ready - t`, comes on top);
 //! - I3: the holder has the highest non-frozen generation, and no step starts more kubelets than
-//!   it could justify (a start or thaw of a higher generation, the holder's death, or a locked
-//!   replacement: one each; anything else: none), so there is no ping-pong.
+//!   it could justify (a start or thaw of a higher generation, the holder's death, or any
+//!   replacement or removal of the lock file while a kubelet runs: one each, since a replaced
+//!   lock file may cost one restart (ARCHITECTURE.md, "Lock file replaced: the rule");
+//!   anything else: none), so there is no ping-pong. A frozen supervisor that holds the lock
+//!   without a kubelet may be fenced (SIGKILL) by a waiter, and says so in its log; it then
+//!   leaves the pool.
 //!
 //! A background sampler (`support::sampler`, every ~2 ms) fails the run on two live kubelets at
 //! any instant (also a kubelet exec'd while an earlier one was still seen alive), and on more
 //! than 1 s without a kubelet while a non-frozen bootstrap is alive, outside the windows in
 //! which the driver itself holds a replacing lock (which legitimately keeps everyone out); a
 //! gap ends at the next kubelet's exec, so the stand-in's start time is allowed on top.
+//!
+//! The run is loaded: a busy loop and a fork loop per core beside it (`PIVOT_TEST_LOAD`, 0 for
+//! none), the conditions under which the timing failures of issue 20 showed.
 //!
 //! Knobs: `CHAOS_SEED` (default: random, printed) and `CHAOS_ITERATIONS` (default 300).
 //! A failure prints the seed and the step; rerunning with that seed replays the same random

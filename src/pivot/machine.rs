@@ -481,7 +481,9 @@ mod tests {
         assert_eq!(fx, vec![Effect::Clear]);
         assert_eq!(p.state, State::Holding(Run::Clearing));
         // A kubelet start is not even possible before the record allows it.
-        assert!(p.step(Input::KubeletStarted(kubelet(9, now)), now).is_empty());
+        assert!(p
+            .step(Input::KubeletStarted(kubelet(9, now)), now)
+            .is_empty());
         assert!(p.step(Input::BackoffElapsed, now).is_empty());
         let fx = p.step(Input::Cleared, now);
         assert_eq!(fx, vec![Effect::Spawn]);

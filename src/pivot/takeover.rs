@@ -361,10 +361,15 @@ mod tests {
         );
         // An old record without the inode: the record's proof only.
         assert_eq!(
-            decide(&RecordFacts::Dead {
+            decide(
+                &RecordFacts::Dead {
                     pid: 99,
                     lock_file: None
-                }, key(1), &Ok(vec![]), &[]),
+                },
+                key(1),
+                &Ok(vec![]),
+                &[]
+            ),
             Decision::TakeOver { fence_record: true }
         );
     }

@@ -189,7 +189,10 @@ impl Driver {
             Some((seen, since)) if seen == id => since,
             _ => {
                 self.stopped_seen = Some((id, now));
-                debug!(pid, why, "a stopped supervisor keeps the node without a kubelet");
+                debug!(
+                    pid,
+                    why, "a stopped supervisor keeps the node without a kubelet"
+                );
                 return;
             }
         };

@@ -24,7 +24,10 @@ impl Driver {
     }
     /// Writes our record inline (a few hundred bytes, no fsync: runtime
     /// state), on the path to a spawn. False when it could not be written.
-    pub(super) fn write_record_now(&mut self, kubelet: Option<crate::kubelet::child::Kubelet>) -> bool {
+    pub(super) fn write_record_now(
+        &mut self,
+        kubelet: Option<crate::kubelet::child::Kubelet>,
+    ) -> bool {
         let rec = self.record_now(kubelet);
         let key = rec.lock_file;
         match rec.write(&self.state) {

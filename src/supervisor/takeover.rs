@@ -48,7 +48,8 @@ impl Driver {
         let locks = procfs::read_locks().map_err(|e| e.to_string());
         let ours = self.state_files();
         match decide(&facts, self.lock.key(), &locks, &ours) {
-            Decision::Ours | Decision::TakeOver {
+            Decision::Ours
+            | Decision::TakeOver {
                 fence_record: false,
             } => {}
             Decision::TakeOver { fence_record: true } => {
@@ -85,7 +86,10 @@ impl Driver {
             }
             Decision::Unknown => {
                 drop(guard);
-                self.note_wait("cannot read /proc/locks; not concluding that the previous kubelet is gone".into());
+                self.note_wait(
+                    "cannot read /proc/locks; not concluding that the previous kubelet is gone"
+                        .into(),
+                );
                 return vec![];
             }
         }
