@@ -420,11 +420,15 @@ fn t3_a_kubelet_that_unlocks_the_inherited_lock_never_runs_beside_another() {
     );
     // The first supervisor holds the lock again (its 1 s safety tick re-takes a free lock),
     // the second waits in flock, and the first kubelet still runs.
-    wait_until(SETTLE, "the first supervisor to hold the lock again", || {
-        let flocks = flocks_on(&scene.lock());
-        (flocks.contains(&(true, second.pid())) && flocks.contains(&(false, first.pid())))
-            .then_some(())
-    });
+    wait_until(
+        SETTLE,
+        "the first supervisor to hold the lock again",
+        || {
+            let flocks = flocks_on(&scene.lock());
+            (flocks.contains(&(true, second.pid())) && flocks.contains(&(false, first.pid())))
+                .then_some(())
+        },
+    );
     // Negative window (bounded sleep): no second kubelet while the first lives; longer than
     // the 1 s safety tick and a few deferral rounds.
     thread::sleep(Duration::from_millis(1500));
@@ -1256,15 +1260,19 @@ fn replace_with_fresh(scene: &Scene) {
 
 /// The supervisor among `sups` whose kubelet is the only one running, once the node settled.
 fn settled_holder(scene: &Scene, sups: &[i32], generation: i64) -> (i32, LogLine) {
-    let holder = wait_until(SETTLE, "one of the supervisors to run the only kubelet", || {
-        let running = scene.running_kubelets();
-        let [kubelet] = running[..] else {
-            return None;
-        };
-        sups.iter()
-            .copied()
-            .find(|sup| kubelet_of(scene, *sup) == Some(kubelet))
-    });
+    let holder = wait_until(
+        SETTLE,
+        "one of the supervisors to run the only kubelet",
+        || {
+            let running = scene.running_kubelets();
+            let [kubelet] = running[..] else {
+                return None;
+            };
+            sups.iter()
+                .copied()
+                .find(|sup| kubelet_of(scene, *sup) == Some(kubelet))
+        },
+    );
     let kubelet = wait_holds(scene, holder, generation, &[]);
     for other in sups.iter().filter(|sup| **sup != holder) {
         wait_standing_by(scene, *other);
@@ -1377,7 +1385,10 @@ fn t8b_a_stopped_holder_without_a_kubelet_is_fenced_within_1s() {
     let mut holder = self_hosted(
         &scene,
         2,
-        &[("STANDIN_CRASH_AFTER_MS", "50"), ("STANDIN_CRASH_CODE", "3")],
+        &[
+            ("STANDIN_CRASH_AFTER_MS", "50"),
+            ("STANDIN_CRASH_CODE", "3"),
+        ],
     );
     let first = wait_event(&scene, "start", "the holder's kubelet to start", |line| {
         line.ppid() == holder.pid()
