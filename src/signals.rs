@@ -5,6 +5,15 @@
 //! store opened or the lock taken is remembered (instead of killing the
 //! process with the default action) and acted on by the supervisor, which
 //! then exits 0 without starting a kubelet.
+//!
+//! Once the supervisor's signal stream exists (`signal_hook_tokio::Signals`,
+//! registered for the same signals), one run of signal-hook's handler does
+//! both: it sets the flag here, then marks the signal pending for the stream
+//! and writes the stream's wake-up byte. The supervisor therefore reads the
+//! flag only where the stream cannot be heard: right after creating the
+//! stream (a SIGTERM from before it), during config work and right before
+//! the fork. Its event loop takes SIGTERM from the stream alone; a poll of
+//! the flag there would see the same signal a second time.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
-/// Set once SIGTERM or SIGINT arrived; shared with the supervisor.
+/// Set once SIGTERM or SIGINT arrived; shared with the supervisor (never
+/// cleared: it says "termination was requested", not "one is pending").
 #[derive(Debug, Clone, Default)]
 pub struct TerminateFlag(Arc<AtomicBool>);
 

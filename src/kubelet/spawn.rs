@@ -102,7 +102,13 @@ pub fn spawn(plan: &Plan) -> io::Result<i32> {
     let failed = AtomicI32::new(0);
     let mut stack = vec![0u8; CHILD_STACK];
     // All signals blocked from here to after the clone: no handler of ours
-    // may run in the child, which shares our memory.
+    // may run in the child, which shares our memory (it resets them to the
+    // default before it unblocks). A signal sent to the supervisor meanwhile
+    // is not lost: the kernel hands it to another thread that does not block
+    // it (the handler runs there: early flag, and the wake-up byte for the
+    // event loop's signal stream), or, if there is none, keeps it pending
+    // for the process until the mask is restored below and the handler runs
+    // here (tests/sigterm.rs sends SIGTERM inside this window).
     let mut old = SigSet::empty();
     pthread_sigmask(
         SigmaskHow::SIG_SETMASK,

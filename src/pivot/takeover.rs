@@ -144,9 +144,12 @@ pub fn decide(
     other_files: &[FileKey],
 ) -> Decision {
     match facts {
-        RecordFacts::Absent | RecordFacts::OtherBoot => Decision::TakeOver {
+        RecordFacts::Absent => Decision::TakeOver {
             fence_record: false,
         },
+        // Nothing of another boot runs; the record's proof says so (and
+        // logs its refusal, which an operator may want to see).
+        RecordFacts::OtherBoot => Decision::TakeOver { fence_record: true },
         RecordFacts::Ours => Decision::Ours,
         RecordFacts::Live {
             pid,
@@ -385,9 +388,7 @@ mod tests {
         );
         assert_eq!(
             decide(&RecordFacts::OtherBoot, key(1), &locks, &[]),
-            Decision::TakeOver {
-                fence_record: false
-            }
+            Decision::TakeOver { fence_record: true }
         );
         assert_eq!(
             decide(&RecordFacts::Ours, key(1), &locks, &[]),

@@ -90,8 +90,6 @@ const DEAD_HOLDER_CHECK: Duration = Duration::from_millis(100);
 /// [`SKIP_MAX`]: at most a few takebacks a minute from one stuck contender.
 const SKIP_INITIAL: Duration = Duration::from_secs(10);
 const SKIP_MAX: Duration = Duration::from_secs(300);
-/// How often the loop looks at the termination flag besides the signal stream.
-const FLAG_POLL: Duration = Duration::from_millis(50);
 /// How long a holder keeps its kubelet while another supervisor holds the
 /// re-created lock file (it hands it back: our record names us).
 const RETAKE_PATIENCE: Duration = Duration::from_secs(2);
@@ -217,7 +215,9 @@ struct Driver {
     metrics: Arc<Metrics>,
     /// A higher claimant seen not blocked yet (its pid), while holding.
     pending: Option<i32>,
-    /// A SIGTERM/SIGINT was acted on (the flag needs no second look).
+    /// Set by `on_signal` on SIGTERM/SIGINT. Nothing reads it since the flag
+    /// poll it switched off is gone (issue 20); goes with that assignment.
+    #[allow(dead_code)]
     terminate_seen: bool,
     /// While waiting: since when the path names another file than ours.
     replaced_since: Option<Instant>,
@@ -253,17 +253,6 @@ async fn recv_opt<T>(rx: &mut Option<oneshot::Receiver<T>>) -> Option<T> {
     match rx.as_mut() {
         Some(r) => r.await.ok(),
         None => std::future::pending().await,
-    }
-}
-
-/// Resolves once SIGTERM/SIGINT set the early handler's flag.
-async fn flag_raised(flag: &TerminateFlag) {
-    let mut poll = tokio::time::interval(FLAG_POLL);
-    loop {
-        poll.tick().await;
-        if flag.is_set() {
-            return;
-        }
     }
 }
 
@@ -420,13 +409,14 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         let reload_due = d.reload.due();
         let wake = tokio::select! {
             // Signals first: a SIGTERM that arrives with the lock is acted on
-            // before a kubelet is started for it.
+            // before a kubelet is started for it. Every SIGTERM since
+            // `Signals::new` comes through this stream: the handler run that
+            // sets the early flag queues it here too, also during a spawn
+            // (see `kubelet::spawn`). The flag is read only inside work that
+            // keeps the loop away from here; polling it here took one SIGTERM
+            // for two, the second SIGKILLing the kubelet (tests/sigterm.rs).
             biased;
             Some(sig) = signals.next() => Wake::Signal(sig),
-            // The early handler's flag, as a second path: a SIGTERM is acted
-            // on within 50 ms even if the signal stream missed it (seen once
-            // under load in CI, around a kubelet spawn).
-            _ = flag_raised(&d.opts.terminate), if !d.terminate_seen => Wake::Signal(SIGTERM),
             Some(res) = recv_opt(&mut d.acquiring) => Wake::Acquired(res),
             hint = d.watcher.next() => Wake::Hint(hint),
             _ = sleep_opt(backoff_until) => Wake::BackoffElapsed,
