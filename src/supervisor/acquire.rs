@@ -421,7 +421,7 @@ impl Driver {
                 info!(path = %path.display(), "re-created and re-locked the lock file");
                 vec![]
             }
-            Ok(false) if self.supervisor_took(&fresh) => {
+            Ok(false) if self.pivot.kubelet().is_some() && self.supervisor_took(&fresh) => {
                 // A waiter moved to the new file first. It is a supervisor:
                 // it starts nothing while our record names us (see
                 // `pivot::takeover`) and hands the file back, so our kubelet

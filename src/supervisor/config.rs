@@ -63,7 +63,13 @@ impl Driver {
     /// The syncer runs exactly while we hold the lock (only the holder
     /// writes the store and reports status).
     pub(super) fn tend_syncer(&mut self) {
-        let holding = self.pivot.holds_lock() && !matches!(self.pivot.state, State::Exited(_));
+        // Not while clearing: until our holder record is written, another
+        // supervisor's record may name the node's holder (see `takeover`).
+        let holding = self.pivot.holds_lock()
+            && !matches!(
+                self.pivot.state,
+                State::Exited(_) | State::Holding(Run::Clearing)
+            );
         match (&self.client, holding, &self.sync_task) {
             (Some(client), true, None) => {
                 let syncer = Syncer::new(

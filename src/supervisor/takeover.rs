@@ -62,7 +62,15 @@ impl Driver {
             Decision::HandOver { rank, pid } => {
                 drop(guard);
                 self.stopped_seen = None;
-                info!(holder = %rank, holder_pid = pid, "took the lock, but the holder record names a live supervisor whose kubelet may run under a replaced lock file; handing the lock to it instead of starting a second kubelet");
+                // Once per holder and lock file: a stopped holder whose
+                // kubelet runs is handed the lock again every deferral round.
+                let note = format!("hand over to {pid} on {}", self.lock.key());
+                if self.clear_note.as_deref() == Some(note.as_str()) {
+                    debug!(holder = %rank, holder_pid = pid, "handing the lock to the recorded holder again");
+                } else {
+                    info!(holder = %rank, holder_pid = pid, "took the lock, but the holder record names a live supervisor whose kubelet may run under a replaced lock file; handing the lock to it instead of starting a second kubelet");
+                    self.clear_note = Some(note);
+                }
                 return vec![Input::HolderAlive(Contender::Holder { rank, pid })];
             }
             Decision::FenceStopped { pid } => {
