@@ -94,7 +94,10 @@ impl RecordFacts {
         if !rec.this_boot() {
             return RecordFacts::OtherBoot;
         }
-        if rec.supervisor().is_alive() {
+        // A supervisor that was killed but is not gone yet (its threads stuck
+        // in the kernel) runs no code again: its kubelet is fenced by the
+        // record like a dead holder's.
+        if rec.supervisor().is_alive() && !crate::pivot::procfs::doomed(rec.pid) {
             return RecordFacts::Live {
                 rank: rec.rank(),
                 pid: rec.pid,

@@ -286,7 +286,7 @@ impl Driver {
             Contender::AnyOpen => None,
         };
         if let Some(pid) = contender_pid {
-            if procfs::gone(pid) {
+            if procfs::gone(pid) || procfs::doomed(pid) {
                 info!(contender = %to, "contender died before taking the lock; taking it back");
                 self.metrics.takeback(TakebackReason::ContenderDied);
                 return vec![Input::HandoverSeen];

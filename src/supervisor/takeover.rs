@@ -84,7 +84,7 @@ impl Driver {
                     "the previous holder is gone but the lock file it held ({lock_file}) is still locked (taken by pid {taker}; we hold {}): its kubelet may still run",
                     self.lock.key()
                 ));
-                if fence::taker_gone(taker) {
+                if fence::taker_gone(taker) || procfs::doomed(taker) {
                     if let Some(prev) = &rec {
                         self.fence_kubelet_of(prev);
                     }
