@@ -114,7 +114,15 @@ impl Watcher {
             .unwrap_or(Path::new("."))
             .to_path_buf();
         let mut watches = inotify.watches();
-        self.lock_wd = Some(watches.add(&self.lock_path, lock_mask())?);
+        // The lock file may be gone for a moment (deleted, being replaced):
+        // the directory watch still sees its name come back.
+        match watches.add(&self.lock_path, lock_mask()) {
+            Ok(wd) => self.lock_wd = Some(wd),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                tracing::debug!(path = %self.lock_path.display(), "lock file missing while setting up watches; the directory watch covers it")
+            }
+            Err(err) => return Err(err),
+        }
         self.dir_wd = Some(watches.add(
             &dir,
             WatchMask::MOVED_TO | WatchMask::CREATE | WatchMask::DELETE,
@@ -126,10 +134,18 @@ impl Watcher {
             WatchMask::MOVED_TO | WatchMask::DELETE | WatchMask::MOVED_FROM,
         )?);
         if let Some(meta) = &self.meta_dir {
-            self.meta_wd = Some(watches.add(
+            // Created by the first holder's first write: until then, config
+            // changes are seen on the safety tick.
+            match watches.add(
                 meta,
                 WatchMask::MOVED_TO | WatchMask::DELETE | WatchMask::CLOSE_WRITE,
-            )?);
+            ) {
+                Ok(wd) => self.meta_wd = Some(wd),
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                    tracing::debug!(dir = %meta.display(), "checkpoint meta directory not there yet; config changes are seen on the safety tick")
+                }
+                Err(err) => return Err(err),
+            }
         }
         self.stream = Some(inotify.into_event_stream(vec![0u8; 4096])?);
         Ok(())

@@ -447,6 +447,18 @@ impl Driver {
             Wake::Hint(Hint::LockChanged) if self.pivot.state == State::Waiting => {
                 self.rewait_if_replaced()?.unwrap_or_default()
             }
+            // When polling (no inotify), the poll tick comes as often as the
+            // waiting re-check and, first in the select, would starve it:
+            // the tick does the re-check's work.
+            Wake::Hint(Hint::Tick)
+                if self.pivot.state == State::Waiting && self.acquiring.is_some() =>
+            {
+                if let Some(inputs) = self.rewait_if_replaced()? {
+                    return Ok(inputs);
+                }
+                self.fence_dead_holder().await;
+                vec![]
+            }
             Wake::Hint(hint) => {
                 let mut inputs = self.on_hint(hint);
                 if inputs.is_empty() && matches!(hint, Hint::LockOpened | Hint::ClaimsChanged) {
