@@ -15,12 +15,14 @@ tests=(
     "bad_day t1_mv_of_a_locked_file"
     "bad_day t2_rm_keeps_the_kubelet"
     "bad_day t8a_a_replaced_lock_file"
+    "bootstrap a_polling_waiter_follows"
 )
 cargo test --locked --no-run --test bootstrap --test bad_day >/dev/null 2>&1 || {
     echo "soak: build failed" >&2
     exit 1
 }
-bin() { ls -t target/debug/deps/"$1"-* 2>/dev/null | grep -v '\.d$' | head -1; }
+# The newest test executable of that name (not a .d file or an object).
+bin() { ls -t target/debug/deps/ | grep -E "^$1-[0-9a-f]{16}\$" | head -1 | sed 's|^|target/debug/deps/|'; }
 loops=()
 for _ in $(seq 1 "$(nproc)"); do
     sh -c 'while :; do :; done' & loops+=($!)
