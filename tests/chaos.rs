@@ -488,7 +488,8 @@ fn check_sampler(sampler: &Sampler, context: &str) {
         assert!(
             longest <= TAKEOVER,
             "I2 violated {context}: {longest:?} without a kubelet while a non-frozen bootstrap \
-             was alive (sampler; longest gaps (ms, ended by kubelet): {:?})",
+             was alive (sampler: {}; longest gaps (ms, ended by kubelet): {:?})",
+            report.summary(),
             {
                 let mut gaps: Vec<(f64, Option<i32>)> = report
                     .gaps

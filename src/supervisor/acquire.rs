@@ -4,7 +4,12 @@
 
 use super::*;
 
-pub(super) type AcquireRx = oneshot::Receiver<Result<(), LockError>>;
+/// When flock returned (or why it failed).
+pub(super) type AcquireRx = oneshot::Receiver<Result<Instant, LockError>>;
+/// A flock that returned this long before the loop saw it is reported: the
+/// supervisor did not run meanwhile (a loaded node), and the node may have
+/// been without a kubelet for that long.
+const LATE_ACQUIRE: Duration = Duration::from_millis(100);
 
 /// Takes the lock if it is free (`None`), else starts a thread blocked in
 /// flock on the same descriptor and returns where its result will arrive.
@@ -17,10 +22,10 @@ pub(super) fn begin_acquire(lock: &LockFile) -> Result<Option<AcquireRx>, Superv
     std::thread::Builder::new()
         .name("flock".into())
         .spawn(move || {
-            let result = waiter.acquire_blocking();
+            let result = waiter.acquire_blocking().map(|()| Instant::now());
             // Nobody waits for it any more (the path was replaced while we
             // were blocked on the old file): let go of the old file's lock.
-            if let Err(Ok(())) = tx.send(result) {
+            if let Err(Ok(_)) = tx.send(result) {
                 let _ = waiter.release();
             }
         })
@@ -293,6 +298,14 @@ impl Driver {
             }
         }
         vec![]
+    }
+    /// The flock thread's result, seen by the loop.
+    pub(super) fn on_flock_returned(&mut self, at: Instant) -> Result<Vec<Input>, SupervisorError> {
+        let late = at.elapsed();
+        if late >= LATE_ACQUIRE {
+            warn!(late_ms = late.as_millis() as u64, "the lock was granted {late:?} before this supervisor could act on it (a loaded node: the process did not run)");
+        }
+        self.on_acquired()
     }
     pub(super) fn on_acquired(&mut self) -> Result<Vec<Input>, SupervisorError> {
         if !self.lock.path_is_ours() {

@@ -159,7 +159,7 @@ pub struct Options {
 /// Why the loop woke up.
 enum Wake {
     Signal(i32),
-    Acquired(Result<(), LockError>),
+    Acquired(Result<Instant, LockError>),
     Hint(Hint),
     BackoffElapsed,
     StopDeadline,
@@ -441,8 +441,8 @@ impl Driver {
             Wake::Signal(sig) => self.on_signal(sig).await,
             Wake::Acquired(res) => {
                 self.acquiring = None;
-                res?;
-                self.on_acquired()?
+                let at = res?;
+                self.on_flock_returned(at)?
             }
             Wake::Hint(Hint::LockChanged) if self.pivot.state == State::Waiting => {
                 self.rewait_if_replaced()?.unwrap_or_default()
