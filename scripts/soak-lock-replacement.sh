@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every lock-replacement test N times (default 200) under load: per core,
-# a busy loop and a fork loop beside the tests (../shared/tools/under-load when
-# present, else the same loops started here). Each test fails on any overlap
+# a busy loop and a fork loop beside the tests (the shape of
+# ../shared/tools/under-load, started here). Each test fails on any overlap
 # (the stand-in's overlap probe and the background sampler), so a pass is a
 # run with 0 overlaps. Prints one line per failure and a summary.
 #
