@@ -25,7 +25,6 @@ impl Driver {
     pub(super) async fn on_signal(&mut self, sig: i32) -> Vec<Input> {
         match sig {
             SIGTERM | SIGINT => {
-                self.terminate_seen = true;
                 info!(signal = sig, "termination requested");
                 vec![Input::Terminate]
             }

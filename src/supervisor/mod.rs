@@ -215,10 +215,6 @@ struct Driver {
     metrics: Arc<Metrics>,
     /// A higher claimant seen not blocked yet (its pid), while holding.
     pending: Option<i32>,
-    /// Set by `on_signal` on SIGTERM/SIGINT. Nothing reads it since the flag
-    /// poll it switched off is gone (issue 20); goes with that assignment.
-    #[allow(dead_code)]
-    terminate_seen: bool,
     /// While waiting: since when the path names another file than ours.
     replaced_since: Option<Instant>,
     /// SIGHUPs not acted on yet (a burst restarts the kubelet once).
@@ -367,7 +363,6 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         reports: tokio::sync::watch::channel(None).0,
         metrics,
         pending: None,
-        terminate_seen: false,
         replaced_since: None,
         reload: Debounce::default(),
         skips: Skips::new(SKIP_INITIAL, SKIP_MAX),
