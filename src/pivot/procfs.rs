@@ -348,6 +348,14 @@ pub struct LockEntry {
     pub file: FileKey,
 }
 
+/// The pid that took the (granted, not waiting) lock on `key`, if any.
+pub fn taker(locks: &[LockEntry], key: FileKey) -> Option<i32> {
+    locks
+        .iter()
+        .find(|e| !e.blocked && e.file == key)
+        .map(|e| e.pid)
+}
+
 /// Parses /proc/locks. Lines that do not parse are skipped (the format is
 /// stable since Linux 2.6 but OFD and lease lines vary).
 pub fn parse_locks(content: &str) -> Vec<LockEntry> {

@@ -385,11 +385,7 @@ impl Driver {
     fn supervisor_took(&mut self, file: &LockFile) -> bool {
         let key = file.key();
         let locks = procfs::read_locks().unwrap_or_default();
-        let Some(taker) = locks
-            .iter()
-            .find(|e| !e.blocked && e.file == key)
-            .map(|e| e.pid)
-        else {
+        let Some(taker) = procfs::taker(&locks, key) else {
             return false;
         };
         self.live_claims(&locks).iter().any(|c| c.owner == taker)

@@ -62,11 +62,7 @@ impl Driver {
     pub(super) async fn fence_dead_holder(&mut self) {
         let key = self.lock.key();
         let locks = procfs::read_locks().unwrap_or_default();
-        let Some(taker) = locks
-            .iter()
-            .find(|e| !e.blocked && e.file == key)
-            .map(|e| e.pid)
-        else {
+        let Some(taker) = procfs::taker(&locks, key) else {
             self.stopped_seen = None;
             return;
         };

@@ -148,11 +148,7 @@ impl Driver {
     fn fence_stopped_takeover_holder(&mut self) {
         let key = self.takeover.key();
         let locks = procfs::read_locks().unwrap_or_default();
-        let Some(taker) = locks
-            .iter()
-            .find(|e| !e.blocked && e.file == key)
-            .map(|e| e.pid)
-        else {
+        let Some(taker) = procfs::taker(&locks, key) else {
             return;
         };
         if self.live_claims(&locks).iter().any(|c| c.owner == taker) {
