@@ -527,8 +527,16 @@ fn stopping_a_standing_by_bootstrap_leaves_the_holder_alone() {
 /// it still takes over when the holder dies.
 #[test]
 fn waiter_on_a_deleted_lock_file_follows_the_recreated_one() {
+    waiter_follows_a_recreated_lock_file_and_takes_over(&[]);
+}
+
+/// A holder and a waiter (started with `waiter_args`); the lock file is removed: the holder
+/// re-creates it, the waiter follows it, and takes over once the holder is SIGKILLed.
+fn waiter_follows_a_recreated_lock_file_and_takes_over(waiter_args: &[&str]) {
     let scene = Scene::new();
-    let (mut holder, old, waiter) = start_holder_and_waiter(&scene, &[]);
+    let (mut holder, old) = start_holding(&scene, &[], &[]);
+    let waiter = bootstrap(&scene, waiter_args, &[]);
+    wait_blocked(&scene, waiter.pid());
     let old_inode = inode_of(&scene.lock());
 
     fs::remove_file(scene.lock()).unwrap_or_else(|err| panic!("rm lock file: {err}"));
@@ -557,30 +565,7 @@ fn a_polling_waiter_follows_a_recreated_lock_file_and_takes_over() {
     // Without inotify (exhausted, or --watch-mode poll) the poll tick came as often as the
     // waiting re-check and, first in the select, starved it: a polling waiter never moved to a
     // re-created lock file and never fenced a dead holder's leftovers.
-    let scene = Scene::new();
-    let (mut holder, old) = start_holding(&scene, &[], &[]);
-    let waiter = bootstrap(&scene, &["--watch-mode", "poll"], &[]);
-    wait_blocked(&scene, waiter.pid());
-    let old_inode = inode_of(&scene.lock());
-
-    fs::remove_file(scene.lock()).unwrap_or_else(|err| panic!("rm lock file: {err}"));
-    wait_until(
-        DEADLINE,
-        "the holder on the re-created lock file and the polling waiter blocked on it",
-        || {
-            let inode = fs::metadata(scene.lock()).ok()?.ino();
-            let locks = flocks_on(&scene.lock());
-            (inode != old_inode
-                && locks.contains(&(false, holder.pid()))
-                && locks.contains(&(true, waiter.pid())))
-            .then_some(())
-        },
-    );
-    assert_eq!(scene.running_kubelets(), vec![old.pid]);
-    assert!(holder.signal(Signal::SIGKILL), "holder exited by itself");
-    holder.wait_exit(DEADLINE);
-    let new = kubelet_of(&scene, waiter.pid(), &[]);
-    assert_sole_kubelet(&scene, waiter.pid(), new.pid);
+    waiter_follows_a_recreated_lock_file_and_takes_over(&["--watch-mode", "poll"]);
 }
 
 /// When the holder dies, what is left of its kubelet's process group (a helper process that
