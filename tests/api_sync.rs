@@ -1114,3 +1114,83 @@ fn refused_annotation_patch_is_retried_without_a_second_event() {
     });
     assert_eq!(warnings(), 1, "{:#?}", node_events(&c));
 }
+
+const OVERRIDE_ANNOTATION: &str = "kubelet-pivot.io/disruption-actions";
+
+/// 12d. The per-class action override is node-writable input: an over-long value (200,000
+///      bytes of valid items) and an invalid one are refused where they enter, with one bounded
+///      log line and a Warning Event each; the previous record is removed (the defaults apply),
+///      a later valid value is recorded again, and removing the annotation removes the record.
+#[test]
+fn node_overrides_annotation_is_bounded_where_it_enters() {
+    let c = Cluster::new();
+    let _p = c.bootstrap();
+    c.running_config();
+    c.wait_condition("the initial KubeletConfigOK True", |c| {
+        c["status"] == "True"
+    });
+    let record = c.scene.config_dir().join("meta").join("node-overrides");
+    let recorded = || std::fs::read_to_string(&record).ok();
+    let wait_record = |what: &str, want: Option<&str>| {
+        wait_until(DEADLINE, what, || {
+            (recorded().as_deref() == want).then_some(())
+        })
+    };
+    let refusals = || {
+        node_events(&c)
+            .into_iter()
+            .filter(|e| e["reason"] == "InvalidDisruptionActions")
+            .collect::<Vec<_>>()
+    };
+
+    c.server
+        .set_node_annotation(NODE, OVERRIDE_ANNOTATION, Some("allocatable=restart"));
+    wait_record("the override recorded", Some("allocatable=restart"));
+
+    let huge: String = "allocatable=restart ".repeat(10_000);
+    assert_eq!(huge.len(), 200_000);
+    c.server
+        .set_node_annotation(NODE, OVERRIDE_ANNOTATION, Some(&huge));
+    wait_record("the previous record removed", None);
+    let event = wait_until(DEADLINE, "the Warning Event of the long value", || {
+        refusals().into_iter().next()
+    });
+    let message = field(&event, "message");
+    assert_eq!(event["type"], "Warning", "{event}");
+    assert!(message.len() <= 1024, "Event of {} bytes", message.len());
+    assert!(message.contains("200000 bytes"), "{message}");
+
+    c.server
+        .set_node_annotation(NODE, OVERRIDE_ANNOTATION, Some("state-bound=restart"));
+    wait_record("a later valid value recorded", Some("state-bound=restart"));
+
+    let bad: String = "allocatable=explode\u{1b}[7m\n"
+        .chars()
+        .cycle()
+        .take(100_019)
+        .collect();
+    c.server
+        .set_node_annotation(NODE, OVERRIDE_ANNOTATION, Some(&bad));
+    wait_record("the record removed after an invalid value", None);
+    wait_until(DEADLINE, "the second Warning Event", || {
+        (refusals().len() == 2).then_some(())
+    });
+    for event in refusals() {
+        let message = field(&event, "message");
+        assert!(message.len() <= 1024, "Event of {} bytes", message.len());
+        assert!(!message.chars().any(char::is_control), "{message:?}");
+    }
+
+    c.server
+        .set_node_annotation(NODE, OVERRIDE_ANNOTATION, Some("allocatable=hold"));
+    wait_record("the valid value recorded", Some("allocatable=hold"));
+    c.server
+        .set_node_annotation(NODE, OVERRIDE_ANNOTATION, None);
+    wait_record("the record removed with the annotation", None);
+
+    let longest = c.scene.output().lines().map(str::len).max().unwrap_or(0);
+    assert!(
+        longest <= 4096,
+        "a log line of {longest} bytes carries a node-supplied value"
+    );
+}

@@ -177,16 +177,22 @@ pub fn choose_start(
 /// The per-class actions for this node: the supervisor's (defaults and
 /// `--disruption-action`), then the Node's annotation as last copied to the
 /// store.
+/// A record that cannot be read or parsed is reported, never applied in
+/// part: the supervisor's actions apply until the syncer rewrites it.
 pub fn node_policy(base: &Policy, store: &Store) -> Policy {
     match store.node_overrides() {
         Ok(Some(text)) => match text.parse() {
             Ok(overrides) => base.with(&overrides),
             Err(err) => {
-                warn!(%err, "ignoring the node's disruption-action override");
+                warn!(%err, "ignoring the recorded disruption-action override of this node; the supervisor's actions apply");
                 base.clone()
             }
         },
-        _ => base.clone(),
+        Ok(None) => base.clone(),
+        Err(err) => {
+            warn!(%err, "cannot read the recorded disruption-action override of this node; the supervisor's actions apply");
+            base.clone()
+        }
     }
 }
 

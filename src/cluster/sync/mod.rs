@@ -27,10 +27,12 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::cluster::events::{self, EventType, NodeEvent};
 use crate::cluster::nodeconfig::{self, Assignment, ConfigReport};
 use crate::config::disruption::{Overrides, NODE_OVERRIDE_ANNOTATION};
 use crate::config::store::{ConfigSource, Store};
 use crate::observe::metrics::Metrics;
+use crate::pivot::role::now_rfc3339;
 use backoff::WatchBackoff;
 
 /// First retry delay of a failed download (doubles up to DOWNLOAD_BACKOFF_MAX).
@@ -201,7 +203,11 @@ impl Syncer {
     /// Copies the Node's per-class action override (annotation
     /// [`NODE_OVERRIDE_ANNOTATION`]) into the store, where the supervisor
     /// reads it (also before the Node can be read, after a restart). An
-    /// invalid annotation is logged once per value and ignored.
+    /// invalid or over-long annotation ([`MAX_OVERRIDES_BYTES`](crate::config::disruption::MAX_OVERRIDES_BYTES), the cap the
+    /// store reads with) is refused once per value: one bounded log line, a
+    /// Warning Event, and the previous record removed, so that the
+    /// supervisor's actions apply, visibly. Removing the annotation removes
+    /// the record.
     async fn sync_overrides(&mut self, node: &Node) {
         let text = node
             .metadata
@@ -220,7 +226,18 @@ impl Syncer {
                     Some(t.clone())
                 }
                 Err(err) => {
-                    warn!(annotation = NODE_OVERRIDE_ANNOTATION, %err, "ignoring the node's disruption-action annotation");
+                    warn!(annotation = NODE_OVERRIDE_ANNOTATION, %err, "refusing the node's disruption-action annotation; the supervisor's actions apply until it is fixed or removed");
+                    let message = format!(
+                        "annotation {NODE_OVERRIDE_ANNOTATION} refused: {err}; the supervisor's actions apply until it is fixed or removed"
+                    );
+                    let ev = NodeEvent {
+                        type_: EventType::Warning,
+                        reason: "InvalidDisruptionActions",
+                        message: &message,
+                        action: "Sync",
+                    };
+                    let uid = node.metadata.uid.clone();
+                    events::post(&self.client, &self.node, uid, &ev, &now_rfc3339()).await;
                     None
                 }
             },

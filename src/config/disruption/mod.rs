@@ -30,7 +30,7 @@ mod value;
 
 pub use classify::classify;
 pub(crate) use normalize::{class_documents, normalized_document};
-pub use policy::{Action, Overrides, Policy, NODE_OVERRIDE_ANNOTATION};
+pub use policy::{Action, Overrides, Policy, MAX_OVERRIDES_BYTES, NODE_OVERRIDE_ANNOTATION};
 pub use table::{markdown_table, Condition, Rule, DEFAULT_REASON, RULES};
 
 /// How disruptive a change is, from least to most severe.
@@ -92,7 +92,8 @@ impl FromStr for Class {
             .find(|c| c.as_str() == s)
             .ok_or_else(|| {
                 format!(
-                    "unknown disruption class {s:?}; expected one of {}",
+                    "unknown disruption class {}; expected one of {}",
+                    crate::cluster::nodeconfig::excerpt(s),
                     names(&Class::ALL, Class::as_str)
                 )
             })

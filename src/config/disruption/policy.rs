@@ -9,10 +9,18 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::{names, Class};
+use crate::cluster::nodeconfig::excerpt;
 
 /// The Node annotation overriding the per-class actions on one node, e.g.
 /// `kubelet-pivot.io/disruption-actions: allocatable=restart`.
 pub const NODE_OVERRIDE_ANNOTATION: &str = "kubelet-pivot.io/disruption-actions";
+
+/// Longest override text accepted, in bytes: where it enters (the syncer
+/// copying the Node's annotation, `--disruption-action`) and where it is
+/// read back (`meta/node-overrides`). Four classes with the longest action
+/// take about 100 bytes; whoever may patch the Node must not make the
+/// store hold more.
+pub const MAX_OVERRIDES_BYTES: usize = 1024;
 
 /// What to do about a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -53,7 +61,8 @@ impl FromStr for Action {
             .find(|a| a.as_str() == s)
             .ok_or_else(|| {
                 format!(
-                    "unknown disruption action {s:?}; expected one of {}",
+                    "unknown disruption action {}; expected one of {}",
+                    crate::cluster::nodeconfig::excerpt(s),
                     names(&Action::ALL, Action::as_str)
                 )
             })
@@ -155,20 +164,39 @@ impl FromStr for Overrides {
     /// `CLASS=ACTION` items separated by commas and/or whitespace; the last
     /// of two items for one class wins; `""` is no override.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.len() > MAX_OVERRIDES_BYTES {
+            return Err(format!(
+                "disruption actions {} are {} bytes long; at most {MAX_OVERRIDES_BYTES} are accepted",
+                excerpt(s),
+                s.len()
+            ));
+        }
         let mut pairs: Vec<(Class, Action)> = Vec::new();
         let items = s
             .split(|c: char| c == ',' || c.is_whitespace())
             .filter(|item| !item.is_empty());
         for item in items {
             let (class, action) = item.split_once('=').ok_or_else(|| {
-                format!("{item:?} in disruption actions {s:?} is not CLASS=ACTION")
+                format!(
+                    "{} in disruption actions {} is not CLASS=ACTION",
+                    excerpt(item),
+                    excerpt(s)
+                )
             })?;
-            let class: Class = class
-                .parse()
-                .map_err(|e| format!("{e} (in {item:?} of disruption actions {s:?})"))?;
-            let action: Action = action
-                .parse()
-                .map_err(|e| format!("{e} (in {item:?} of disruption actions {s:?})"))?;
+            let class: Class = class.parse().map_err(|e| {
+                format!(
+                    "{e} (in {} of disruption actions {})",
+                    excerpt(item),
+                    excerpt(s)
+                )
+            })?;
+            let action: Action = action.parse().map_err(|e| {
+                format!(
+                    "{e} (in {} of disruption actions {})",
+                    excerpt(item),
+                    excerpt(s)
+                )
+            })?;
             pairs.retain(|(c, _)| *c != class);
             pairs.push((class, action));
         }
@@ -238,6 +266,18 @@ mod tests {
         assert!(parse("").expect("valid").is_empty());
         assert!(parse(" , ").expect("valid").is_empty());
         assert_eq!(Overrides::default().to_string(), "");
+    }
+
+    #[test]
+    fn overrides_errors_quote_bounded_escaped_excerpts() {
+        let long = "allocatable=restart ".repeat(100);
+        let err = parse(&long).expect_err("over the cap");
+        assert!(err.contains("2000 bytes long; at most 1024"), "{err}");
+        assert!(err.len() < 400, "{} bytes: {err}", err.len());
+        let bad: String = "x\u{1b}[7m\n".repeat(100) + "=drain";
+        let err = parse(&bad).expect_err("bad class");
+        assert!(err.len() < 1000, "{} bytes: {err}", err.len());
+        assert!(!err.chars().any(char::is_control), "{err:?}");
     }
 
     #[test]

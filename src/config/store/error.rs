@@ -28,6 +28,9 @@ pub enum StoreError {
     BadKey { key: String, reason: &'static str },
     #[error("payload of {size} bytes exceeds the {MAX_PAYLOAD}-byte limit")]
     TooLarge { size: usize },
+    /// A node override longer than the store records.
+    #[error("the node override is {size} bytes long; at most {max} are recorded")]
+    OverridesTooLong { size: usize, max: usize },
     #[error("invalid {what} {value:?}: {reason}")]
     BadSource {
         what: &'static str,

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::{ConfigSource, Store, StoreError, DIR_MODE, FILE_MODE, MAX_META_BYTES, MAX_PAYLOAD};
-use crate::config::disruption::{Action, Class};
+use crate::config::disruption::{Action, Class, MAX_OVERRIDES_BYTES};
 use crate::safefs::fsutil;
 
 /// Where a disruptive change stands.
@@ -101,19 +101,32 @@ impl Store {
     }
 
     /// The Node's override of the per-class actions, as last copied from its
-    /// annotation (the text; parsed by the caller).
+    /// annotation (the text; parsed by the caller). Read with the cap the
+    /// syncer checks before it writes ([`MAX_OVERRIDES_BYTES`]): a longer
+    /// file was not written by us and is an error, not a truncated policy.
     pub fn node_overrides(&self) -> Result<Option<String>, StoreError> {
         let bytes = self.read_file(
             &self.node_overrides_path(),
             "node override record",
-            MAX_META_BYTES,
+            MAX_OVERRIDES_BYTES as u64,
         )?;
         Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned()))
     }
 
-    /// Writes (or removes) the node override; unchanged text is not rewritten.
+    /// Writes (or removes) the node override; unchanged text is not
+    /// rewritten. A record that cannot be read (too long, not a regular
+    /// file) is replaced or removed all the same, so that a bad record never
+    /// outlives the annotation that produced it.
     pub fn set_node_overrides(&self, text: Option<&str>) -> Result<(), StoreError> {
-        if self.node_overrides()?.as_deref() == text {
+        if let Some(t) = text {
+            if t.len() > MAX_OVERRIDES_BYTES {
+                return Err(StoreError::OverridesTooLong {
+                    size: t.len(),
+                    max: MAX_OVERRIDES_BYTES,
+                });
+            }
+        }
+        if matches!(self.node_overrides(), Ok(current) if current.as_deref() == text) {
             return Ok(());
         }
         let path = self.node_overrides_path();
@@ -148,5 +161,42 @@ impl Store {
         self.check_no_symlink(&dir)?;
         fsutil::ensure_dir(&dir, DIR_MODE)?;
         Ok(dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreadable_override_record_is_replaced_and_removed_not_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path()).unwrap();
+        store
+            .set_node_overrides(Some("allocatable=restart"))
+            .unwrap();
+        // As an older build (no cap where it entered) left it: longer than reads accept.
+        let path = store.node_overrides_path();
+        std::fs::write(&path, "allocatable=restart ".repeat(10_000)).unwrap();
+        assert!(store.node_overrides().is_err(), "reads stop at the cap");
+        store.set_node_overrides(Some("state-bound=hold")).unwrap();
+        assert_eq!(
+            store.node_overrides().unwrap().as_deref(),
+            Some("state-bound=hold")
+        );
+        std::fs::write(&path, "x".repeat(MAX_OVERRIDES_BYTES + 1)).unwrap();
+        store.set_node_overrides(None).unwrap();
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn an_override_over_the_cap_is_never_written() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path()).unwrap();
+        let long = "allocatable=restart,".repeat(60);
+        assert!(long.len() > MAX_OVERRIDES_BYTES);
+        let err = store.set_node_overrides(Some(&long)).unwrap_err();
+        assert!(err.to_string().contains("at most 1024"), "{err}");
+        assert!(store.node_overrides().unwrap().is_none());
     }
 }
