@@ -212,6 +212,9 @@ pub enum DisruptionReason {
     RollRequired,
     /// The last drain did not finish within --drain-timeout; retried later.
     DrainTimeout,
+    /// The server refused the last drain for good (several
+    /// PodDisruptionBudgets select a pod, 403, ...); retried later.
+    DrainFailed,
 }
 
 impl DisruptionReason {
@@ -220,6 +223,7 @@ impl DisruptionReason {
             DisruptionReason::Draining => "Draining",
             DisruptionReason::RollRequired => "RollRequired",
             DisruptionReason::DrainTimeout => "DrainTimeout",
+            DisruptionReason::DrainFailed => "DrainFailed",
         }
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::config::store::{
-    BadConfigs, ConfigSource, DisruptionRecord, EffectiveRecord, Store, StoreError,
+    BadConfigs, BlockedPods, ConfigSource, DisruptionRecord, EffectiveRecord, Store, StoreError,
 };
 use crate::pivot::claims::{self, Claim, Cleanup};
 use crate::pivot::holder::{HolderError, HolderRecord};
@@ -349,13 +349,34 @@ fn write_pending(out: &mut impl Write, pending: Option<&DisruptionRecord>) -> st
             "       CORDONED  by kubelet-pivot (uncordoned when the change is done)"
         )?;
     }
-    if let Some(e) = &p.last_error {
-        writeln!(out, "       LAST TRY  {e}")?;
+    for b in &p.blocked {
+        writeln!(out, "       BLOCKED   {}", describe_blocked(b))?;
+    }
+    match (&p.last_error, p.failure) {
+        (Some(e), Some(kind)) => writeln!(out, "       LAST TRY  failed ({}): {e}", kind.as_str())?,
+        (Some(e), None) => writeln!(out, "       LAST TRY  {e}")?,
+        (None, _) => {}
     }
     if let Some(t) = &p.retry_at {
         writeln!(out, "       RETRY AT  {t}")?;
     }
     Ok(())
+}
+
+/// One reason pods of a drain are refused: how many, and the server's last
+/// answer of that kind.
+fn describe_blocked(b: &BlockedPods) -> String {
+    let answer = match b.code {
+        0 => "no answer".to_string(),
+        code => format!("HTTP {code}"),
+    };
+    format!(
+        "{} pod(s) {}, asked again with backoff; last: {}, {answer}: {}",
+        b.pods,
+        b.reason.describe(),
+        b.example,
+        b.message
+    )
 }
 
 fn write_bad(
@@ -391,6 +412,72 @@ mod tests {
             resource_version: rv.into(),
             kubelet_config_key: "kubelet".into(),
         }
+    }
+
+    #[test]
+    fn a_pending_drain_says_what_blocks_it_and_why_it_failed() {
+        use crate::config::disruption::{Action, Class};
+        use crate::config::store::{BlockReason, DrainFailure, DrainPhase};
+        let mut record = DisruptionRecord {
+            target_hash: "h".into(),
+            hash_algorithm: "a".into(),
+            target: None,
+            class: Class::Allocatable,
+            action: Action::Drain,
+            fields: vec!["maxPods".into()],
+            phase: DrainPhase::Evicting,
+            cordoned_by_us: true,
+            since: "T0".into(),
+            attempts: 1,
+            retry_at: None,
+            waiting_for: "3 pod(s) to leave the node".into(),
+            last_error: None,
+            blocked: vec![
+                BlockedPods {
+                    reason: BlockReason::DisruptionBudget,
+                    pods: 2,
+                    example: "default/web-1".into(),
+                    code: 429,
+                    message:
+                        "\"Cannot evict pod as it would violate the pod's disruption budget.\""
+                            .into(),
+                },
+                BlockedPods {
+                    reason: BlockReason::ServerError,
+                    pods: 1,
+                    example: "default/api-1".into(),
+                    code: 503,
+                    message: "\"the server is currently unable to handle the request\"".into(),
+                },
+            ],
+            failure: None,
+        };
+        let text = |r: &DisruptionRecord| {
+            let mut out = Vec::new();
+            write_pending(&mut out, Some(r)).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let evicting = text(&record);
+        for needle in [
+            "BLOCKED   2 pod(s) blocked by a PodDisruptionBudget, asked again with backoff; last: default/web-1, HTTP 429: \"Cannot evict pod",
+            "BLOCKED   1 pod(s) refused by API server errors, asked again with backoff; last: default/api-1, HTTP 503: \"the server is currently",
+        ] {
+            assert!(evicting.contains(needle), "missing {needle:?} in\n{evicting}");
+        }
+        record.phase = DrainPhase::BackingOff;
+        record.blocked.clear();
+        record.failure = Some(DrainFailure::MultipleBudgets);
+        record.last_error = Some(
+            "cannot evict pod default/web-1: more than one PodDisruptionBudget selects it".into(),
+        );
+        let failed = text(&record);
+        assert!(
+            failed.contains(
+                "LAST TRY  failed (multiple PodDisruptionBudgets): cannot evict pod default/web-1"
+            ),
+            "{failed}"
+        );
+        assert!(!failed.contains("BLOCKED"), "{failed}");
     }
 
     #[test]

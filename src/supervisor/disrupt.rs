@@ -12,13 +12,13 @@
 
 use super::*;
 
-use crate::cluster::drain::{Drainer, EvictState, Round, POLL};
+use crate::cluster::drain::{Drainer, Failure, Round};
 use crate::cluster::events::EventType;
 use crate::cluster::nodeconfig::{DisruptionReason, DisruptionReport};
 use crate::config::disruption::{Action, Change, Policy};
 use crate::config::kubeconfig::HASH_ALGORITHM;
 use crate::config::running;
-use crate::config::store::{DisruptionRecord, DrainPhase};
+use crate::config::store::{DisruptionRecord, DrainFailure, DrainPhase};
 use crate::kubelet::health;
 use crate::observe::disruption_metrics::DrainResult;
 
@@ -102,7 +102,10 @@ pub(super) fn report_of(record: &DisruptionRecord) -> DisruptionReport {
             ),
         },
         DrainPhase::BackingOff => DisruptionReport {
-            reason: DisruptionReason::DrainTimeout,
+            reason: match record.failure {
+                None | Some(DrainFailure::Timeout) => DisruptionReason::DrainTimeout,
+                Some(_) => DisruptionReason::DrainFailed,
+            },
             message: format!(
                 "{what}: the drain did not finish ({}); next try at {}",
                 record.last_error.as_deref().unwrap_or("timeout"),
@@ -137,6 +140,8 @@ fn new_record(
         retry_at: None,
         waiting_for: String::new(),
         last_error: None,
+        blocked: Vec::new(),
+        failure: None,
     })
 }
 
@@ -358,7 +363,7 @@ impl Driver {
                 )
                 .await;
             let deadline = tokio::time::Instant::now() + timeout;
-            let mut failure: Option<String> = None;
+            let mut failure: Option<Failure> = None;
             if !rec.cordoned_by_us {
                 match drainer.cordon().await {
                     Ok(true) => {
@@ -373,48 +378,70 @@ impl Driver {
                             .await;
                     }
                     Ok(false) => {}
-                    Err(err) => failure = Some(format!("cannot cordon the node: {err}")),
+                    Err(err) => {
+                        failure = Some(Failure {
+                            kind: match &err {
+                                kube::Error::Api(s) if s.code == 403 => DrainFailure::Forbidden,
+                                _ => DrainFailure::Refused,
+                            },
+                            message: format!("cannot cordon the node: {err}"),
+                        })
+                    }
                 }
             }
-            let mut state = EvictState::default();
+            let mut session = drainer.session();
             let mut last_progress = None;
+            rec.blocked.clear();
             let outcome = loop {
                 if let Some(f) = failure.take() {
                     break Err((f, DrainResult::Failed));
                 }
-                match drainer.round(&mut state).await {
+                let round = match tokio::time::timeout_at(deadline, session.step()).await {
+                    Ok(round) => round,
+                    Err(_) => Round::Pending(session.progress()),
+                };
+                match round {
                     Round::Drained { evicted } => break Ok(evicted),
-                    Round::Failed(reason) => break Err((reason, DrainResult::Failed)),
+                    Round::Failed(f) => break Err((f, DrainResult::Failed)),
                     Round::Pending(progress) => {
                         if tokio::time::Instant::now() >= deadline {
-                            let reason = format!(
-                                "{} after --drain-timeout {} (for example {})",
-                                progress,
-                                humantime::format_duration(timeout),
-                                state.examples.join(", ")
-                            );
-                            break Err((reason, DrainResult::Timeout));
+                            let f = Failure {
+                                kind: DrainFailure::Timeout,
+                                message: format!(
+                                    "{} after --drain-timeout {} (for example {})",
+                                    progress,
+                                    humantime::format_duration(timeout),
+                                    session.examples().join(", ")
+                                ),
+                            };
+                            rec.blocked = progress.blocked;
+                            break Err((f, DrainResult::Timeout));
                         }
                         if last_progress.as_ref() != Some(&progress) {
                             rec.waiting_for = progress.to_string();
+                            rec.blocked = progress.blocked.clone();
                             save_async(&store, Some(rec.clone())).await;
                             last_progress = Some(progress);
                         }
-                        tokio::time::sleep(POLL).await;
                     }
                 }
             };
+            // The pods' list and watch end here, before the restart.
+            drop(session);
             metrics.disruption.set_draining(false);
             match outcome {
                 Ok(evicted) => {
+                    rec.blocked.clear();
+                    rec.failure = None;
                     rec.phase = DrainPhase::Restarting;
                     rec.waiting_for = "kubelet restart with the new config".into();
                     save_async(&store, Some(rec.clone())).await;
                     drainer.event(EventType::Normal, "Drained", &format!("{evicted} pod(s) evicted for a {what}; restarting the kubelet with the new config")).await;
                     Some(TaskDone::Drained)
                 }
-                Err((reason, result)) => {
-                    warn!(%reason, "drain did not finish; nothing forced, the node is uncordoned and the drain is tried again later");
+                Err((failure, result)) => {
+                    let reason = failure.message;
+                    warn!(%reason, kind = failure.kind.as_str(), "drain did not finish; nothing forced, the node is uncordoned and the drain is tried again later");
                     metrics.disruption.drain(result);
                     if rec.cordoned_by_us {
                         match drainer.uncordon().await {
@@ -428,6 +455,7 @@ impl Driver {
                     rec.phase = DrainPhase::BackingOff;
                     rec.retry_at = Some(time_after(wait));
                     rec.last_error = Some(crate::cluster::nodeconfig::bounded(&reason, 512));
+                    rec.failure = Some(failure.kind);
                     rec.waiting_for = format!("next drain in {}", humantime::format_duration(wait));
                     save_async(&store, Some(rec)).await;
                     Some(TaskDone::GaveUp)

@@ -4,116 +4,88 @@
 //! policy/v1 Eviction subresource, wait until they are gone, uncordon.
 //!
 //! What the node identity may not do is never tried: no DaemonSet or PDB is
-//! read (DaemonSet pods are recognised by their ownerReferences, PDBs by the
-//! eviction's 429), no taint is touched. Nothing is ever forced: a pod a
-//! PodDisruptionBudget protects is asked again with backoff until the
-//! deadline, then the drain gives up (the caller uncordons and retries
-//! later).
+//! read (DaemonSet pods are recognised by their controller reference, PDBs
+//! by the eviction's answer), no taint is touched. Nothing is ever forced:
+//! a pod a PodDisruptionBudget protects, or whose eviction the server
+//! cannot handle now, is asked again with backoff until the deadline, then
+//! the drain gives up (the caller uncordons and retries later). Modules:
+//! which pods leave and what is kept of each ([`pods`]), what an eviction's
+//! answer means ([`answer`]), the list, watch and eviction loop
+//! ([`session`]).
 
-use std::collections::HashMap;
+mod answer;
+pub mod pods;
+mod session;
+
 use std::sync::Arc;
-use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{EvictParams, ListParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
-use tokio::time::Instant;
-use tracing::{debug, info, warn};
+use tracing::info;
 
 use crate::cluster::events::{self, EventType, NodeEvent};
-use crate::observe::disruption_metrics::EvictionResult;
+use crate::config::store::{BlockedPods, DrainFailure};
 use crate::observe::metrics::Metrics;
 use crate::pivot::role::now_rfc3339;
 
-/// Annotation of a static pod's mirror (the kubelet owns it; eviction is
-/// pointless).
-pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
-/// How often the pods bound to the node are listed while waiting.
-pub const POLL: Duration = Duration::from_millis(500);
-/// Backoff of a pod whose eviction was refused (429 or a server error).
-const EVICT_BACKOFF: Duration = Duration::from_millis(500);
-const EVICT_BACKOFF_MAX: Duration = Duration::from_secs(8);
+pub use answer::{Answer, MULTIPLE_BUDGETS};
+pub use pods::MIRROR_ANNOTATION;
+pub use session::{Session, PAGE_SIZE, REPORT_EVERY};
 
-/// The result of one drain round.
+/// The result of one drain step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Round {
-    /// No evictable pod is left.
+    /// No pod that must leave is left.
     Drained { evicted: usize },
     /// Pods are still bound to the node.
     Pending(Progress),
-    /// The API refused the drain for good (403).
-    Failed(String),
+    /// The API refused the drain for good.
+    Failed(Failure),
 }
 
-/// What a drain remembers between rounds.
-#[derive(Debug, Default)]
-pub struct EvictState {
-    evicted: usize,
-    /// Per pod (namespace/name#uid): when to ask again, and the delay.
-    retry: HashMap<String, (Instant, Duration)>,
-    remaining: usize,
-    /// A few of the pods still there (`namespace/name`).
-    pub examples: Vec<String>,
+/// Why a drain gave up: the kind and the words (with the server's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub kind: DrainFailure,
+    pub message: String,
 }
 
-impl EvictState {
-    fn progress(&mut self, remaining: Option<usize>, blocked: usize) -> Progress {
-        if let Some(r) = remaining {
-            self.remaining = r;
-        }
-        Progress {
-            remaining: self.remaining,
-            blocked,
-            evicted: self.evicted,
-        }
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
     }
 }
 
 /// Progress, for the store record and `status`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Progress {
+    /// Pods still to leave the node.
     pub remaining: usize,
-    pub blocked: usize,
     pub evicted: usize,
+    /// Pods refused, by reason.
+    pub blocked: Vec<BlockedPods>,
+    /// Why listing or watching the pods fails, while it does.
+    pub list_error: Option<String>,
 }
 
 impl std::fmt::Display for Progress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} pod(s) to leave the node ({} evicted so far, {} blocked by a PodDisruptionBudget)",
-            self.remaining, self.evicted, self.blocked
-        )
+            "{} pod(s) to leave the node ({} evicted so far",
+            self.remaining, self.evicted
+        )?;
+        for b in &self.blocked {
+            write!(f, "; {} {}", b.pods, b.reason.describe())?;
+        }
+        f.write_str(")")?;
+        if let Some(err) = &self.list_error {
+            write!(f, "; cannot list or watch them, retrying: {err}")?;
+        }
+        Ok(())
     }
-}
-
-/// Why a pod bound to the node is not evicted, if it is not.
-pub fn skip_reason(pod: &Pod) -> Option<&'static str> {
-    let meta = &pod.metadata;
-    if meta
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
-    {
-        return Some("mirror pod");
-    }
-    if meta
-        .owner_references
-        .as_ref()
-        .is_some_and(|refs| refs.iter().any(|r| r.kind == "DaemonSet"))
-    {
-        return Some("DaemonSet pod");
-    }
-    None
-}
-
-fn pod_key(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or_default(),
-        pod.metadata.name.as_deref().unwrap_or_default()
-    )
 }
 
 /// The API side of a drain of one node.
@@ -163,113 +135,39 @@ impl Drainer {
         Ok(())
     }
 
-    /// The pods bound to the node that a drain evicts (and waits for).
-    async fn evictable(&self) -> Result<Vec<Pod>, kube::Error> {
-        let pods: Api<Pod> = Api::all(self.client.clone());
-        let lp = ListParams::default().fields(&format!("spec.nodeName={}", self.node));
-        let list = pods.list(&lp).await?;
-        Ok(list
-            .items
-            .into_iter()
-            .filter(|p| skip_reason(p).is_none())
-            .collect())
+    /// A drain session: lists and watches the node's pods and evicts
+    /// them; see [`Session::step`].
+    pub fn session(&self) -> Session {
+        Session::new(self.clone())
     }
 
-    /// One round of a drain: lists the evictable pods bound to the node and
-    /// asks for the eviction of each that is not on its way out already and
-    /// not backing off. The caller repeats rounds every [`POLL`] until
-    /// [`Round::Drained`] or its deadline.
-    pub async fn round(&self, state: &mut EvictState) -> Round {
-        let pods = match self.evictable().await {
-            Ok(p) => p,
-            Err(kube::Error::Api(status)) if status.code == 403 => {
-                return Round::Failed(format!(
-                    "the node's credentials may not list its pods: {}",
-                    status.message
-                ))
-            }
-            Err(err) => {
-                warn!(%err, "cannot list the pods bound to this node; retrying");
-                return Round::Pending(state.progress(None, 0));
-            }
-        };
-        if pods.is_empty() {
-            return Round::Drained {
-                evicted: state.evicted,
-            };
+    /// One eviction request: a policy/v1 Eviction with a uid precondition,
+    /// so that only the pod the drain knows is evicted, not a new one of
+    /// the same name.
+    async fn evict(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), kube::Error> {
+        let mut body = json!({
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        });
+        if let Some(uid) = uid {
+            body["deleteOptions"] = json!({"preconditions": {"uid": uid}});
         }
-        let now = Instant::now();
-        let mut blocked = 0usize;
-        for pod in &pods {
-            if pod.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let key = format!(
-                "{}#{}",
-                pod_key(pod),
-                pod.metadata.uid.as_deref().unwrap_or("")
-            );
-            if state.retry.get(&key).is_some_and(|(at, _)| *at > now) {
-                blocked += 1;
-                continue;
-            }
-            match self.evict(pod).await {
-                Ok(EvictionResult::Evicted) => {
-                    state.evicted += 1;
-                    state.retry.remove(&key);
-                }
-                Ok(EvictionResult::Gone) => {
-                    state.retry.remove(&key);
-                }
-                Ok(result) => {
-                    if result == EvictionResult::Blocked {
-                        blocked += 1;
-                    }
-                    let delay = state
-                        .retry
-                        .get(&key)
-                        .map(|(_, d)| (*d * 2).min(EVICT_BACKOFF_MAX))
-                        .unwrap_or(EVICT_BACKOFF);
-                    state.retry.insert(key, (Instant::now() + delay, delay));
-                }
-                Err(reason) => return Round::Failed(reason),
-            }
-        }
-        state.examples = pods.iter().take(5).map(pod_key).collect();
-        Round::Pending(state.progress(Some(pods.len()), blocked))
-    }
-
-    /// One eviction request. `Err` only for answers that end the drain
-    /// (403: the node's credentials may not evict this pod).
-    async fn evict(&self, pod: &Pod) -> Result<EvictionResult, String> {
-        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let name = pod.metadata.name.as_deref().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-        let result = match api.evict(name, &EvictParams::default()).await {
-            Ok(_) => {
-                debug!(pod = %pod_key(pod), "evicted");
-                EvictionResult::Evicted
-            }
-            Err(kube::Error::Api(status)) if status.code == 404 => EvictionResult::Gone,
-            Err(kube::Error::Api(status)) if status.code == 429 => {
-                debug!(pod = %pod_key(pod), message = %status.message, "eviction refused by a PodDisruptionBudget; asking again later");
-                EvictionResult::Blocked
-            }
-            Err(kube::Error::Api(status)) if status.code == 403 => {
-                self.metrics.disruption.eviction(EvictionResult::Failed);
-                return Err(format!(
-                    "the node's credentials may not evict pod {}: {}",
-                    pod_key(pod),
-                    status.message
-                ));
-            }
-            Err(err) => {
-                warn!(%err, pod = %pod_key(pod), "eviction failed; asking again later");
-                EvictionResult::Failed
-            }
-        };
-        self.metrics.disruption.eviction(result);
-        Ok(result)
+        let data = serde_json::to_vec(&body).map_err(kube::Error::SerdeError)?;
+        let request = kube::core::Request::new(format!(
+            "/api/v1/namespaces/{namespace}/pods/{name}/eviction"
+        ))
+        .create(&PostParams::default(), data)
+        .map_err(kube::Error::BuildRequest)?;
+        self.client
+            .request::<kube::core::Status>(request)
+            .await
+            .map(|_| ())
     }
 
     /// Posts an Event on the own Node (best effort).
@@ -291,31 +189,35 @@ impl Drainer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-    use std::collections::BTreeMap;
+    use crate::config::store::BlockReason;
 
     #[test]
-    fn mirror_and_daemonset_pods_are_skipped() {
-        let mut pod = Pod::default();
-        assert_eq!(skip_reason(&pod), None);
-        pod.metadata.annotations = Some(BTreeMap::from([(
-            MIRROR_ANNOTATION.to_string(),
-            "abc".to_string(),
-        )]));
-        assert_eq!(skip_reason(&pod), Some("mirror pod"));
-        let mut ds = Pod::default();
-        ds.metadata.owner_references = Some(vec![OwnerReference {
-            kind: "DaemonSet".into(),
-            api_version: "apps/v1".into(),
-            name: "x".into(),
-            uid: "u".into(),
-            ..Default::default()
-        }]);
-        assert_eq!(skip_reason(&ds), Some("DaemonSet pod"));
-        let mut rs = ds.clone();
-        if let Some(refs) = rs.metadata.owner_references.as_mut() {
-            refs[0].kind = "ReplicaSet".into();
-        }
-        assert_eq!(skip_reason(&rs), None);
+    fn progress_names_each_reason_apart() {
+        let mut p = Progress {
+            remaining: 3,
+            evicted: 1,
+            blocked: vec![],
+            list_error: None,
+        };
+        assert_eq!(
+            p.to_string(),
+            "3 pod(s) to leave the node (1 evicted so far)"
+        );
+        let blocked = |reason, pods| BlockedPods {
+            reason,
+            pods,
+            example: "default/web-1".into(),
+            code: 429,
+            message: String::new(),
+        };
+        p.blocked = vec![
+            blocked(BlockReason::DisruptionBudget, 1),
+            blocked(BlockReason::ServerError, 2),
+        ];
+        p.list_error = Some("connection refused".into());
+        assert_eq!(
+            p.to_string(),
+            "3 pod(s) to leave the node (1 evicted so far; 1 blocked by a PodDisruptionBudget; 2 refused by API server errors); cannot list or watch them, retrying: connection refused"
+        );
     }
 }

@@ -21,28 +21,28 @@ const WATCH_BACKOFF_API_MAX: Duration = Duration::from_secs(10);
 
 /// The backoff of one watch: failures delay the next poll of its stream;
 /// any event and any 410 reset it.
-pub(super) struct WatchBackoff {
+pub(crate) struct WatchBackoff {
     delay: Duration,
     /// The stream is not polled before this.
-    pub(super) until: Option<tokio::time::Instant>,
+    pub(crate) until: Option<tokio::time::Instant>,
 }
 
 impl WatchBackoff {
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         WatchBackoff {
             delay: WATCH_BACKOFF,
             until: None,
         }
     }
 
-    pub(super) fn ok(&mut self) {
+    pub(crate) fn ok(&mut self) {
         self.delay = WATCH_BACKOFF;
         self.until = None;
     }
 
     /// Records a failure; returns the wait before the next try (zero after
     /// a 410, which the watcher answers with a fresh list).
-    pub(super) fn failed(&mut self, err: &watcher::Error) -> Duration {
+    pub(crate) fn failed(&mut self, err: &watcher::Error) -> Duration {
         if is_gone(err) {
             self.ok();
             return Duration::ZERO;

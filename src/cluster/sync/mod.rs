@@ -9,7 +9,7 @@
 //! (`backoff`), downloading and checkpointing the assigned ConfigMap
 //! (`download`), and status reporting and Events (`report`).
 
-mod backoff;
+pub(crate) mod backoff;
 mod client;
 mod download;
 mod report;

@@ -47,7 +47,7 @@ mod types;
 
 pub use error::StoreError;
 pub use open::FileStamp;
-pub use pending::{DisruptionRecord, DrainPhase};
+pub use pending::{BlockReason, BlockedPods, DisruptionRecord, DrainFailure, DrainPhase};
 pub use types::{validate_key, BadConfigs, BadEntry, ConfigSource, EffectiveRecord, Trial};
 
 use std::fs::File;

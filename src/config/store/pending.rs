@@ -47,6 +47,87 @@ impl DrainPhase {
     }
 }
 
+/// Why pods a drain asked to evict are still on the node: the server's
+/// answer, by kind (`kubectl drain` tells the same answers apart). Each is
+/// asked again with backoff until `--drain-timeout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BlockReason {
+    /// 429 with the cause `DisruptionBudget`: a PodDisruptionBudget allows
+    /// no disruption now.
+    DisruptionBudget,
+    /// 403 with the cause `NamespaceTerminating`: the pod's namespace is
+    /// being deleted (its pods go with it).
+    NamespaceTerminating,
+    /// 5xx, or 429 without the `DisruptionBudget` cause (API priority and
+    /// fairness): the server could not handle the eviction now.
+    ServerError,
+    /// No answer (connection refused, reset, timed out).
+    Unreachable,
+}
+
+impl BlockReason {
+    pub const ALL: [BlockReason; 4] = [
+        BlockReason::DisruptionBudget,
+        BlockReason::NamespaceTerminating,
+        BlockReason::ServerError,
+        BlockReason::Unreachable,
+    ];
+
+    /// How the reason reads after "N pod(s) ...".
+    pub fn describe(self) -> &'static str {
+        match self {
+            BlockReason::DisruptionBudget => "blocked by a PodDisruptionBudget",
+            BlockReason::NamespaceTerminating => "in a namespace being deleted",
+            BlockReason::ServerError => "refused by API server errors",
+            BlockReason::Unreachable => "not answered by the API server",
+        }
+    }
+}
+
+/// Pods of a drain refused for one [`BlockReason`], with the server's last
+/// answer of that kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockedPods {
+    pub reason: BlockReason,
+    pub pods: usize,
+    /// The pod of the last such answer, `namespace/name`.
+    pub example: String,
+    /// HTTP status of that answer (0: none).
+    pub code: u16,
+    /// The server's message (an escaped excerpt).
+    pub message: String,
+}
+
+/// Why a drain gave up, typed (the words are in `last_error`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DrainFailure {
+    /// Pods were still there at `--drain-timeout`.
+    Timeout,
+    /// 500: more than one PodDisruptionBudget selects a pod, which the
+    /// eviction subresource does not support; asking again cannot help, so
+    /// the round fails at once (as `kubectl drain` does).
+    MultipleBudgets,
+    /// 403: the node's credentials may not list, evict or cordon.
+    Forbidden,
+    /// Another answer that asking again cannot change (400, 422, ...), or
+    /// the cordon failed.
+    Refused,
+}
+
+impl DrainFailure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DrainFailure::Timeout => "timeout",
+            DrainFailure::MultipleBudgets => "multiple PodDisruptionBudgets",
+            DrainFailure::Forbidden => "forbidden",
+            DrainFailure::Refused => "refused",
+        }
+    }
+}
+
 /// A disruptive change in progress or held.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -72,6 +153,12 @@ pub struct DisruptionRecord {
     /// What the change waits for, in words.
     pub waiting_for: String,
     pub last_error: Option<String>,
+    /// Pods the drain could not evict yet, by reason (empty: none refused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<BlockedPods>,
+    /// Why the last drain gave up, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<DrainFailure>,
 }
 
 impl Store {

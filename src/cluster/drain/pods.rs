@@ -1,0 +1,552 @@
+//! The pods bound to the node as a drain sees them: each Pod decoded into
+//! the few facts the drain decides on ([`DrainPod`]; the rest of the object
+//! is skipped while it is parsed, never held), and the set of pods that
+//! must leave the node ([`NodePods`]), kept from a paginated list and the
+//! watch that follows it.
+//!
+//! Which pods stay follows `kubectl drain`'s filters
+//! (k8s.io/kubectl/pkg/drain/filters.go): a pod whose *controller*
+//! reference (the ownerReference with `controller: true`) is a DaemonSet
+//! stays unless it is finished (Succeeded or Failed); a mirror pod
+//! (annotation `kubernetes.io/config.mirror`) stays. Every other pod is
+//! evicted, including pods without a controller and pods with emptyDir
+//! volumes (`kubectl drain --force --delete-emptydir-data`).
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::NamespaceResourceScope;
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+
+use crate::config::store::BlockReason;
+
+/// Annotation of a static pod's mirror (the kubelet owns it; eviction is
+/// pointless).
+pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// What the drain needs to know of a pod, beyond its name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PodFacts {
+    /// A static pod's mirror.
+    pub mirror: bool,
+    /// Its controller reference names a DaemonSet.
+    pub daemonset: bool,
+    /// Succeeded or Failed.
+    pub terminal: bool,
+    /// Has a deletionTimestamp: on its way out, only waited for.
+    pub deleting: bool,
+    /// No controller reference: nothing re-creates it elsewhere.
+    pub bare: bool,
+    /// Has an emptyDir volume, whose data goes with the pod.
+    pub local_storage: bool,
+}
+
+/// Why a pod bound to the node is not evicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    Mirror,
+    DaemonSet,
+}
+
+impl Skip {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Skip::Mirror => "mirror pod",
+            Skip::DaemonSet => "DaemonSet pod",
+        }
+    }
+}
+
+impl PodFacts {
+    /// Why the drain leaves this pod alone, if it does (kubectl drain's
+    /// daemonSetFilter and mirrorPodFilter).
+    pub fn skip(&self) -> Option<Skip> {
+        if self.daemonset && !self.terminal {
+            return Some(Skip::DaemonSet);
+        }
+        if self.mirror {
+            return Some(Skip::Mirror);
+        }
+        None
+    }
+}
+
+/// A Pod as the drain lists and watches it: name, namespace, uid and
+/// resourceVersion, and its [`PodFacts`]. Implements [`kube::Resource`] as
+/// `v1 Pod`, so `Api<DrainPod>` lists and watches `/api/v1/pods`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(from = "RawPod")]
+pub struct DrainPod {
+    meta: ObjectMeta,
+    pub facts: PodFacts,
+}
+
+impl DrainPod {
+    pub fn namespace(&self) -> &str {
+        self.meta.namespace.as_deref().unwrap_or_default()
+    }
+    pub fn name(&self) -> &str {
+        self.meta.name.as_deref().unwrap_or_default()
+    }
+    pub fn uid(&self) -> &str {
+        self.meta.uid.as_deref().unwrap_or_default()
+    }
+}
+
+impl kube::Resource for DrainPod {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Pod".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "pods".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
+    }
+}
+
+/// The decoded subset of a Pod; everything else is skipped by the parser.
+#[derive(Deserialize)]
+struct RawPod {
+    #[serde(default)]
+    metadata: RawMeta,
+    #[serde(default)]
+    spec: Option<RawSpec>,
+    #[serde(default)]
+    status: Option<RawStatus>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    deletion_timestamp: Option<IgnoredAny>,
+    annotations: Option<BTreeMap<String, IgnoredAny>>,
+    owner_references: Option<Vec<RawOwner>>,
+}
+
+#[derive(Deserialize)]
+struct RawOwner {
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    controller: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct RawSpec {
+    #[serde(default)]
+    volumes: Option<Vec<RawVolume>>,
+}
+
+#[derive(Deserialize)]
+struct RawVolume {
+    #[serde(default, rename = "emptyDir")]
+    empty_dir: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct RawStatus {
+    #[serde(default)]
+    phase: Option<String>,
+}
+
+impl From<RawPod> for DrainPod {
+    fn from(raw: RawPod) -> DrainPod {
+        let m = raw.metadata;
+        // metav1.GetControllerOf: the first reference with controller: true.
+        let controller = m
+            .owner_references
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .find(|r| r.controller == Some(true));
+        let phase = raw.status.and_then(|s| s.phase);
+        let facts = PodFacts {
+            mirror: m
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)),
+            daemonset: controller.is_some_and(|r| r.kind == "DaemonSet"),
+            terminal: matches!(phase.as_deref(), Some("Succeeded" | "Failed")),
+            deleting: m.deletion_timestamp.is_some(),
+            bare: controller.is_none(),
+            local_storage: raw
+                .spec
+                .and_then(|s| s.volumes)
+                .unwrap_or_default()
+                .iter()
+                .any(|v| v.empty_dir.is_some()),
+        };
+        DrainPod {
+            meta: ObjectMeta {
+                name: m.name,
+                namespace: m.namespace,
+                uid: m.uid,
+                resource_version: m.resource_version,
+                ..ObjectMeta::default()
+            },
+            facts,
+        }
+    }
+}
+
+/// Where the drain stands with one pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// To be asked (queued).
+    Due,
+    /// Refused `attempts` times (the last time for `reason`); asked again
+    /// after a backoff.
+    Refused { attempts: u8, reason: BlockReason },
+    /// The eviction was accepted, or the server said the pod was gone:
+    /// waiting for the watch to see it leave.
+    Asked,
+}
+
+/// One pod that must leave the node.
+#[derive(Debug)]
+pub struct Tracked {
+    pub namespace: Arc<str>,
+    pub name: Box<str>,
+    pub facts: PodFacts,
+    pub ask: Ask,
+    /// The list generation that last saw it (see [`NodePods::begin_list`]).
+    seen: u32,
+}
+
+impl Tracked {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The pods bound to the node that must leave it, by uid. Pods the drain
+/// leaves alone are not kept at all.
+#[derive(Debug, Default)]
+pub struct NodePods {
+    pods: HashMap<Arc<str>, Tracked>,
+    /// Namespace names, shared by their pods.
+    namespaces: HashSet<Arc<str>>,
+    generation: u32,
+    /// A list is being read: pods it has not shown yet may be gone.
+    listing: bool,
+    /// A complete list has been read.
+    listed: bool,
+}
+
+impl NodePods {
+    /// A (re)list starts: every pod it does not show again is gone.
+    pub fn begin_list(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+        self.listing = true;
+    }
+
+    /// The list is complete: pods it did not show are forgotten.
+    pub fn end_list(&mut self) {
+        let generation = self.generation;
+        self.pods.retain(|_, t| t.seen == generation);
+        self.listing = false;
+        self.listed = true;
+    }
+
+    /// A pod as listed or watched. Returns its uid when it is new and must
+    /// be asked to leave.
+    pub fn apply(&mut self, pod: &DrainPod) -> Option<Arc<str>> {
+        let uid = self.uid_of(pod);
+        if pod.facts.skip().is_some() {
+            // A pod can turn into one the drain leaves alone (its
+            // controller reference changed).
+            self.pods.remove(uid.as_ref());
+            return None;
+        }
+        if let Some(t) = self.pods.get_mut(uid.as_ref()) {
+            t.facts = pod.facts;
+            t.seen = self.generation;
+            return None;
+        }
+        let namespace = self.intern(pod.namespace());
+        let tracked = Tracked {
+            namespace,
+            name: pod.name().into(),
+            facts: pod.facts,
+            ask: Ask::Due,
+            seen: self.generation,
+        };
+        let due = !pod.facts.deleting;
+        let key: Arc<str> = uid;
+        self.pods.insert(key.clone(), tracked);
+        due.then_some(key)
+    }
+
+    /// A pod was deleted.
+    pub fn remove(&mut self, pod: &DrainPod) {
+        let uid = self.uid_of(pod);
+        self.pods.remove(uid.as_ref());
+    }
+
+    /// The map key of a pod: its uid (`namespace/name` for a pod without
+    /// one, which no real server sends).
+    fn uid_of(&self, pod: &DrainPod) -> Arc<str> {
+        match pod.uid() {
+            "" => Arc::from(format!("{}/{}", pod.namespace(), pod.name())),
+            uid => Arc::from(uid),
+        }
+    }
+
+    fn intern(&mut self, namespace: &str) -> Arc<str> {
+        if let Some(ns) = self.namespaces.get(namespace) {
+            return ns.clone();
+        }
+        let ns: Arc<str> = Arc::from(namespace);
+        self.namespaces.insert(ns.clone());
+        ns
+    }
+
+    pub fn get(&self, uid: &str) -> Option<&Tracked> {
+        self.pods.get(uid)
+    }
+
+    pub fn get_mut(&mut self, uid: &str) -> Option<&mut Tracked> {
+        self.pods.get_mut(uid)
+    }
+
+    /// Pods still to leave the node.
+    pub fn remaining(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// Whether a complete, current list shows no pod that must leave.
+    pub fn drained(&self) -> bool {
+        self.listed && !self.listing && self.pods.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Tracked> {
+        self.pods.values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(v: serde_json::Value) -> DrainPod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn named(name: &str, uid: &str, extra: serde_json::Value) -> DrainPod {
+        let mut v = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": uid, "resourceVersion": "7"},
+            "spec": {"nodeName": "node-a", "containers": [{"name": "main", "image": "x"}]},
+            "status": {"phase": "Running"},
+        });
+        if let (Some(base), Some(more)) = (v.as_object_mut(), extra.as_object()) {
+            for (k, val) in more {
+                match (base.get_mut(k), val) {
+                    (Some(serde_json::Value::Object(b)), serde_json::Value::Object(m)) => {
+                        for (mk, mv) in m {
+                            b.insert(mk.clone(), mv.clone());
+                        }
+                    }
+                    _ => {
+                        base.insert(k.clone(), val.clone());
+                    }
+                }
+            }
+        }
+        pod(v)
+    }
+
+    fn owner(kind: &str, controller: Option<bool>) -> serde_json::Value {
+        let mut o = json!({"apiVersion": "apps/v1", "kind": kind, "name": "x", "uid": "u"});
+        if let Some(c) = controller {
+            o["controller"] = json!(c);
+        }
+        o
+    }
+
+    #[test]
+    fn decodes_only_the_facts_the_drain_needs() {
+        let p = named(
+            "web-1",
+            "u-1",
+            json!({
+                "metadata": {
+                    "annotations": {"a": "b", "big": "x".repeat(10_000)},
+                    "ownerReferences": [owner("ReplicaSet", Some(true))],
+                    "managedFields": [{"manager": "kubectl"}],
+                    "deletionTimestamp": "2026-01-01T00:00:00Z",
+                },
+                "spec": {"volumes": [{"name": "cache", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "c"}}]},
+            }),
+        );
+        assert_eq!(p.name(), "web-1");
+        assert_eq!(p.namespace(), "default");
+        assert_eq!(p.uid(), "u-1");
+        assert_eq!(p.meta.resource_version.as_deref(), Some("7"));
+        assert!(p.meta.annotations.is_none() && p.meta.managed_fields.is_none());
+        assert_eq!(
+            p.facts,
+            PodFacts {
+                deleting: true,
+                local_storage: true,
+                ..PodFacts::default()
+            }
+        );
+        // Nulls and missing sections decode as absent.
+        let bare = pod(
+            json!({"metadata": {"name": "b", "annotations": null, "ownerReferences": null,
+            "deletionTimestamp": null}, "spec": null, "status": null}),
+        );
+        assert_eq!(
+            bare.facts,
+            PodFacts {
+                bare: true,
+                ..PodFacts::default()
+            }
+        );
+    }
+
+    #[test]
+    fn daemonset_pods_are_known_by_the_controller_reference_only() {
+        let ds = named(
+            "agent",
+            "u",
+            json!({"metadata": {"ownerReferences": [owner("DaemonSet", Some(true))]}}),
+        );
+        assert_eq!(ds.facts.skip(), Some(Skip::DaemonSet));
+        // Not the controller: evicted, as kubectl drain does.
+        for refs in [
+            json!([owner("DaemonSet", None)]),
+            json!([owner("DaemonSet", Some(false))]),
+            json!([
+                owner("DaemonSet", Some(false)),
+                owner("ReplicaSet", Some(true))
+            ]),
+        ] {
+            let p = named("x", "u", json!({"metadata": {"ownerReferences": refs}}));
+            assert_eq!(p.facts.skip(), None, "{refs}");
+        }
+        // The first controller reference counts.
+        let p = named(
+            "x",
+            "u",
+            json!({"metadata": {"ownerReferences": [owner("ReplicaSet", Some(true)), owner("DaemonSet", Some(true))]}}),
+        );
+        assert_eq!(p.facts.skip(), None);
+        assert!(!p.facts.bare);
+        // A finished DaemonSet pod is evicted (kubectl deletes it too).
+        let done = named(
+            "agent",
+            "u",
+            json!({"metadata": {"ownerReferences": [owner("DaemonSet", Some(true))]},
+                   "status": {"phase": "Failed"}}),
+        );
+        assert!(done.facts.terminal);
+        assert_eq!(done.facts.skip(), None);
+    }
+
+    #[test]
+    fn mirror_pods_are_skipped() {
+        let p = named(
+            "etcd",
+            "u",
+            json!({"metadata": {"annotations": {MIRROR_ANNOTATION: "abc"}}}),
+        );
+        assert_eq!(p.facts.skip(), Some(Skip::Mirror));
+        let mut finished = p.clone();
+        finished.facts.terminal = true;
+        assert_eq!(finished.facts.skip(), Some(Skip::Mirror));
+    }
+
+    #[test]
+    fn a_relist_forgets_pods_it_no_longer_shows_and_keeps_what_was_asked() {
+        let mut pods = NodePods::default();
+        assert!(!pods.drained(), "nothing is known before a list");
+        pods.begin_list();
+        let a = named("a", "u-a", json!({}));
+        let b = named("b", "u-b", json!({}));
+        let going = named(
+            "c",
+            "u-c",
+            json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+        );
+        let ds = named(
+            "d",
+            "u-d",
+            json!({"metadata": {"ownerReferences": [owner("DaemonSet", Some(true))]}}),
+        );
+        assert_eq!(pods.apply(&a).as_deref(), Some("u-a"));
+        assert_eq!(pods.apply(&b).as_deref(), Some("u-b"));
+        assert_eq!(
+            pods.apply(&going),
+            None,
+            "a deleting pod is only waited for"
+        );
+        assert_eq!(pods.apply(&ds), None);
+        assert_eq!(pods.remaining(), 3, "the DaemonSet pod is not kept");
+        assert!(!pods.drained(), "listing");
+        pods.end_list();
+        if let Some(t) = pods.get_mut("u-a") {
+            t.ask = Ask::Asked;
+        }
+        // A watch event for a known pod changes its facts, not its state.
+        assert_eq!(pods.apply(&a), None);
+        assert_eq!(pods.get("u-a").map(|t| t.ask), Some(Ask::Asked));
+        // The relist after a 410 no longer shows b and c.
+        pods.begin_list();
+        assert_eq!(pods.apply(&a), None);
+        assert_eq!(pods.remaining(), 3, "kept until the list is complete");
+        pods.end_list();
+        assert_eq!(pods.remaining(), 1);
+        assert_eq!(pods.get("u-a").map(|t| t.ask), Some(Ask::Asked));
+        pods.remove(&a);
+        assert!(pods.drained());
+        // Namespaces are shared, not copied per pod.
+        pods.apply(&named("e", "u-e", json!({})));
+        pods.apply(&named("f", "u-f", json!({})));
+        let e = pods.get("u-e").map(|t| t.namespace.clone());
+        let f = pods.get("u-f").map(|t| t.namespace.clone());
+        assert!(matches!((e, f), (Some(e), Some(f)) if Arc::ptr_eq(&e, &f)));
+        assert_eq!(
+            pods.get("u-e").map(Tracked::key).as_deref(),
+            Some("default/e")
+        );
+    }
+
+    #[test]
+    fn a_pod_that_becomes_a_daemonset_pod_is_no_longer_waited_for() {
+        let mut pods = NodePods::default();
+        pods.begin_list();
+        pods.apply(&named("a", "u-a", json!({})));
+        pods.end_list();
+        let adopted = named(
+            "a",
+            "u-a",
+            json!({"metadata": {"ownerReferences": [owner("DaemonSet", Some(true))]}}),
+        );
+        assert_eq!(pods.apply(&adopted), None);
+        assert!(pods.drained());
+    }
+}
