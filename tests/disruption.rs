@@ -12,7 +12,7 @@ mod support;
 #[path = "support/scrape.rs"]
 mod scrape;
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -33,6 +33,9 @@ const CONDITION: &str = "KubeletConfigOK";
 const DEADLINE: Duration = Duration::from_secs(15);
 /// Window of a "does NOT happen" check (a bounded sleep by design).
 const QUIET_WINDOW: Duration = Duration::from_millis(1500);
+/// What the eviction subresource answers (500) for a pod that several PDBs select.
+const SEVERAL_PDBS: &str =
+    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.";
 
 /// A free TCP port on loopback (bound, read, released).
 fn free_port() -> u16 {
@@ -229,6 +232,43 @@ impl Node {
             Some("ReplicaSet"),
             json!({}),
         );
+    }
+
+    /// POSTs `body` to `path` as the server's admin; returns the HTTP status and body.
+    fn post(&self, path: &str, body: &Value) -> (u16, String) {
+        let body = body.to_string();
+        let raw = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.server.token(),
+            body.len()
+        );
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.server.port()));
+        let (code, _, text) = scrape::request(addr, &raw).expect("POST to the test API server");
+        (code, text)
+    }
+
+    /// A (Pending) pod bound to the node with these ownerReferences, which
+    /// [`ApiServer::create_pod`] cannot express.
+    fn pod_owned_by(&self, name: &str, owners: Value) {
+        let (code, text) = self.post(
+            &format!("/api/v1/namespaces/{APP_NS}/pods"),
+            &json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": APP_NS, "ownerReferences": owners},
+                "spec": {"nodeName": NODE,
+                         "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
+            }),
+        );
+        assert_eq!(code, 201, "create pod {name}: {text}");
+    }
+
+    /// The eviction requests for pod `name`, by answer.
+    fn evictions_of(&self, name: &str) -> Vec<u16> {
+        self.evictions()
+            .iter()
+            .filter(|r| r.path.ends_with(&format!("/pods/{name}/eviction")))
+            .map(|r| r.status)
+            .collect()
     }
 
     fn pods_left(&self) -> Vec<String> {
@@ -431,15 +471,26 @@ fn a_blocking_pdb_holds_the_drain_until_it_allows() {
     });
     assert!(n.unschedulable(), "cordoned while draining");
     n.assert_untouched(first, "no restart while the PDB blocks the drain");
-    let status = n.status_text();
+    let status = wait_until(DEADLINE, "a BLOCKED line in status", || {
+        let s = n.status_text();
+        s.contains("BLOCKED").then_some(s)
+    });
     assert!(
         status.contains("PENDING CHANGE   allocatable change, action drain, evicting"),
         "{status}"
     );
     assert!(
-        status.contains("blocked by a PodDisruptionBudget"),
+        status.contains(
+            "1 pod(s) to leave the node (0 evicted so far; 1 blocked by a PodDisruptionBudget)"
+        ),
         "{status}"
     );
+    // The budget's reason, with the server's words (message and cause).
+    assert!(
+        status.contains("BLOCKED   1 pod(s) blocked by a PodDisruptionBudget, asked again with backoff; last: default/web-1, HTTP 429: Cannot evict pod as it would violate the pod's disruption budget. (The disruption budget web needs"),
+        "{status}"
+    );
+    assert!(!status.contains("server errors"), "{status}");
     n.server.set_pdb_disruptions_allowed(APP_NS, "web", 1);
     n.wait_kubelet_with("\"maxPods\":90", Some(first));
     n.wait_true("using current");
@@ -447,6 +498,166 @@ fn a_blocking_pdb_holds_the_drain_until_it_allows() {
         (!n.unschedulable()).then_some(())
     });
     assert!(n.pods_left().is_empty());
+}
+
+#[test]
+fn several_pdbs_fail_the_round_at_once_with_the_servers_message() {
+    let n = Node::new();
+    let (_p, first) = n.running_on_a("maxPods: 100\n", &[]);
+    n.web_pod("web-1");
+    // Each budget alone would allow the eviction; together the server refuses it.
+    n.server
+        .create_pdb(APP_NS, "web-a", json!({"app": "web"}), 1);
+    n.server
+        .create_pdb(APP_NS, "web-b", json!({"app": "web"}), 1);
+    n.configmap("cfg-b", "maxPods: 90\n");
+    let assigned = Instant::now();
+    n.assign("cfg-b");
+    let cond = n.wait_reason("DrainFailed");
+    let took = assigned.elapsed();
+    assert_eq!(cond["status"], "False");
+    let message = cond["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains(&format!("cannot evict pod default/web-1: {SEVERAL_PDBS}")),
+        "{cond}"
+    );
+    // At once: one request, not a retry until --drain-timeout (10m).
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(n.evictions_of("web-1"), vec![500]);
+    assert!(!n.unschedulable(), "uncordoned when the round failed");
+    n.assert_untouched(first, "the old kubelet keeps running after a failed drain");
+    assert_eq!(n.evictions_of("web-1"), vec![500], "not asked again");
+    assert_eq!(n.pods_left(), vec!["web-1"]);
+    let record = n.record().expect("a disruption record");
+    assert_eq!(record["phase"], "backing-off", "{record}");
+    assert_eq!(record["failure"], "multiple-budgets", "{record}");
+    let status = n.status_text();
+    assert!(
+        status.contains(&format!(
+            "LAST TRY  failed (multiple PodDisruptionBudgets): cannot evict pod default/web-1: {SEVERAL_PDBS}"
+        )),
+        "{status}"
+    );
+    assert!(!status.contains("BLOCKED"), "{status}");
+    let reasons: Vec<String> = n
+        .server
+        .events()
+        .iter()
+        .filter_map(|e| e["reason"].as_str().map(str::to_string))
+        .collect();
+    assert!(reasons.iter().any(|r| r == "DrainFailed"), "{reasons:?}");
+    assert!(!reasons.iter().any(|r| r == "DrainTimeout"), "{reasons:?}");
+}
+
+#[test]
+fn server_errors_are_asked_again_with_backoff_and_never_called_a_pdb() {
+    let n = Node::new();
+    let (_p, first) = n.running_on_a("maxPods: 100\n", &[]);
+    n.web_pod("web-1");
+    let eviction = format!("/api/v1/namespaces/{APP_NS}/pods/web-1/eviction");
+    // API priority and fairness (429 without a budget's cause), then 503s.
+    n.server.fail_next_matching(1, 429, "POST", &eviction);
+    n.server.fail_next_matching(3, 503, "POST", &eviction);
+    n.configmap("cfg-b", "maxPods: 90\n");
+    let assigned = Instant::now();
+    n.assign("cfg-b");
+    let status = wait_until(DEADLINE, "a BLOCKED line for server errors", || {
+        let s = n.status_text();
+        s.contains("HTTP 503").then_some(s)
+    });
+    assert!(
+        status.contains("BLOCKED   1 pod(s) refused by API server errors, asked again with backoff; last: default/web-1, HTTP 503: the server is currently unable to handle the request"),
+        "{status}"
+    );
+    assert!(
+        status.contains("(0 evicted so far; 1 refused by API server errors)"),
+        "{status}"
+    );
+    assert!(!status.contains("PodDisruptionBudget"), "{status}");
+    n.wait_kubelet_with("\"maxPods\":90", Some(first));
+    // 0.5 + 1 + 2 + 4 s of backoff before the fifth request.
+    assert!(
+        assigned.elapsed() >= Duration::from_secs(7),
+        "{:?}",
+        assigned.elapsed()
+    );
+    assert_eq!(n.evictions_of("web-1"), vec![429, 503, 503, 503, 201]);
+    n.wait_true("using current");
+    assert!(n.pods_left().is_empty());
+    let reasons: Vec<String> = n
+        .server
+        .events()
+        .iter()
+        .filter_map(|e| e["reason"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        !reasons
+            .iter()
+            .any(|r| r == "DrainFailed" || r == "DrainTimeout"),
+        "{reasons:?}"
+    );
+}
+
+#[test]
+fn daemonset_pods_are_known_by_their_controller_reference() {
+    let n = Node::new();
+    let (_p, first) = n.running_on_a("maxPods: 100\n", &[]);
+    let owner = |kind: &str, controller: Option<bool>| {
+        let mut o = json!({"apiVersion": "apps/v1", "kind": kind, "name": "x",
+                           "uid": format!("uid-{kind}-{controller:?}")});
+        if let Some(c) = controller {
+            o["controller"] = json!(c);
+        }
+        o
+    };
+    // The DaemonSet's own pod: skipped, as kubectl drain --ignore-daemonsets does.
+    n.server.create_pod(
+        APP_NS,
+        "agent-x",
+        NODE,
+        json!({"app": "agent"}),
+        Some("DaemonSet"),
+        json!({}),
+    );
+    // A finished one of its pods: evicted, as kubectl drain does.
+    n.server.create_pod(
+        APP_NS,
+        "agent-done",
+        NODE,
+        json!({"app": "agent"}),
+        Some("DaemonSet"),
+        json!({}),
+    );
+    n.server.set_pod_phase(APP_NS, "agent-done", "Succeeded");
+    // A DaemonSet reference that is not the controller: evicted.
+    n.pod_owned_by("not-controller", json!([owner("DaemonSet", Some(false))]));
+    n.pod_owned_by("no-controller-field", json!([owner("DaemonSet", None)]));
+    n.pod_owned_by(
+        "replicaset-controlled",
+        json!([owner("DaemonSet", None), owner("ReplicaSet", Some(true))]),
+    );
+    n.configmap("cfg-b", "maxPods: 90\n");
+    n.assign("cfg-b");
+    n.wait_kubelet_with("\"maxPods\":90", Some(first));
+    let mut evicted: Vec<String> = n
+        .evictions()
+        .iter()
+        .filter(|r| r.status == 201)
+        .filter_map(|r| r.path.rsplit('/').nth(1).map(str::to_string))
+        .collect();
+    evicted.sort();
+    assert_eq!(
+        evicted,
+        vec![
+            "agent-done",
+            "no-controller-field",
+            "not-controller",
+            "replicaset-controlled"
+        ]
+    );
+    assert!(n.evictions_of("agent-x").is_empty());
+    assert_eq!(n.pods_left(), vec!["agent-x"]);
+    assert!(n.forbidden().is_empty(), "{:?}", n.forbidden());
 }
 
 #[test]
