@@ -16,134 +16,9 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
-use std::time::{Duration, Instant};
 
-use serde_json::json;
-use support::bench::{fail, stand_in, stats};
-use support::{kubelet_config, Proc, Scene};
-use testkit::{ApiServer, RequestRecord};
-
-const NODE: &str = "bench-node";
-const NS: &str = "kubelet-config";
-const SOURCE_ANNOTATION: &str = "kubelet-pivot.io/config-source";
-const DEADLINE: Duration = Duration::from_secs(60);
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-struct Bench {
-    scene: Scene,
-    server: ApiServer,
-    healthz: u16,
-    _sup: Proc,
-    /// ConfigMaps created so far (names are unique per change).
-    made: usize,
-}
-
-impl Bench {
-    fn start() -> Bench {
-        let scene = Scene::new();
-        let server = ApiServer::start();
-        server.create_node(NODE, std::iter::empty::<(&str, &str)>());
-        let kubeconfig = server.node_kubeconfig_in(scene.path(), NODE);
-        let root = scene.path().join("kubelet-root");
-        if let Err(err) = std::fs::create_dir_all(&root) {
-            fail(&format!("cannot create {}: {err}", root.display()));
-        }
-        let healthz = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .unwrap_or_else(|err| fail(&format!("no free port: {err}")));
-        let kubeconfig = path_str(&kubeconfig);
-        let root = path_str(&root);
-        let sup = scene.spawn(scene.pivot(
-            &[
-                "bootstrap",
-                "--kubeconfig",
-                &kubeconfig,
-                "--node-name",
-                NODE,
-                "--kubelet-root-dir",
-                &root,
-                "--stop-timeout",
-                "5s",
-            ],
-            &["--root-dir", &root],
-            &[("STANDIN_HEALTHZ", "1"), ("RUST_LOG", "warn")],
-        ));
-        let mut b = Bench {
-            scene,
-            server,
-            healthz,
-            _sup: sup,
-            made: 0,
-        };
-        b.change("maxPods: 110\neventBurst: 100\n");
-        b
-    }
-
-    /// Assigns a new ConfigMap with `extra`; returns the wall time until the node is settled.
-    fn change(&mut self, extra: &str) -> Duration {
-        self.made += 1;
-        let name = format!("cfg-{}", self.made);
-        let body = kubelet_config(&format!("healthzPort: {}\n{extra}", self.healthz));
-        let data: BTreeMap<String, String> = [("kubelet".to_string(), body)].into_iter().collect();
-        let cm = self.server.create_configmap(NS, &name, data, true);
-        let uid = cm["metadata"]["uid"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let start = Instant::now();
-        self.server
-            .set_node_annotation(NODE, SOURCE_ANNOTATION, Some(&format!("{NS}/{name}")));
-        let record = self.scene.config_dir().join("v1/disruption.json");
-        loop {
-            let node = self.server.node(NODE);
-            let settled = node["status"]["conditions"]
-                .as_array()
-                .and_then(|c| c.iter().find(|c| c["type"] == "KubeletConfigOK"))
-                .is_some_and(|c| {
-                    c["status"] == "True" && c["message"].as_str().unwrap_or("").contains(&uid)
-                })
-                && node["spec"]["unschedulable"] != json!(true)
-                && !record.exists();
-            if settled {
-                return start.elapsed();
-            }
-            if start.elapsed() > DEADLINE {
-                fail(&format!(
-                    "change to {name} did not settle within {DEADLINE:?}\n{}",
-                    self.scene.output()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-
-    fn pods(&self, n: usize, round: usize) {
-        for i in 0..n {
-            self.server.create_pod(
-                "default",
-                &format!("web-{round}-{i}"),
-                NODE,
-                json!({"app": "web"}),
-                Some("ReplicaSet"),
-                json!({}),
-            );
-        }
-    }
-}
-
-fn path_str(p: &std::path::Path) -> String {
-    p.to_str()
-        .unwrap_or_else(|| fail("temp path is not UTF-8"))
-        .to_string()
-}
+use support::bench::{env_usize, fail, stand_in, stats, DrainNode};
+use testkit::RequestRecord;
 
 /// Requests by `METHOD resource` (the path with names and namespaces folded).
 fn by_kind(requests: &[RequestRecord]) -> BTreeMap<String, usize> {
@@ -178,7 +53,7 @@ fn main() {
         "drain: kubelet-pivot {}, {rounds} rounds, {pods} pods per drain",
         support::pivot_bin().display()
     );
-    let mut b = Bench::start();
+    let mut b = DrainNode::start();
     let mut drain = Vec::new();
     let mut in_place = Vec::new();
     let mut drain_requests = Vec::new();

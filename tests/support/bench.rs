@@ -1,14 +1,19 @@
 //! For the benches (`benches/*.rs` include this module with `#[path]`): a bench reports a
 //! failure on stderr and exits 2 instead of panicking.
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use inotify::{Inotify, WatchMask};
+use serde_json::json;
+use testkit::ApiServer;
 
-use super::{now_ns, stand_in_path};
+use super::{kubelet_config, now_ns, stand_in_path, Proc, Scene};
 
 /// Prints `<bench> bench: <msg>` and exits 2; `<bench>` is the bench target's name.
 pub fn fail(msg: &str) -> ! {
@@ -95,4 +100,142 @@ pub fn stats(samples: &[f64]) -> Stats {
         max: sorted[n - 1],
         mean: sorted.iter().sum::<f64>() / n as f64,
     }
+}
+
+/// `name` from the environment as a number, else `default`.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+const DRAIN_NODE: &str = "bench-node";
+const CONFIG_NS: &str = "kubelet-config";
+const SOURCE_ANNOTATION: &str = "kubelet-pivot.io/config-source";
+
+/// A node for the drain benches: the test API server with the Node, a bootstrap supervisor
+/// with the node's credentials (RUST_LOG=warn) and the stand-in kubelet serving healthz, settled
+/// on a first assigned config.
+pub struct DrainNode {
+    pub scene: Scene,
+    pub server: ApiServer,
+    healthz: u16,
+    sup: Proc,
+    /// ConfigMaps created so far (names are unique per change).
+    made: usize,
+    /// Longest a change may take to settle.
+    pub deadline: Duration,
+}
+
+impl DrainNode {
+    pub fn start() -> DrainNode {
+        let scene = Scene::new();
+        let server = ApiServer::start();
+        server.create_node(DRAIN_NODE, std::iter::empty::<(&str, &str)>());
+        let kubeconfig = server.node_kubeconfig_in(scene.path(), DRAIN_NODE);
+        let root = scene.path().join("kubelet-root");
+        if let Err(err) = std::fs::create_dir_all(&root) {
+            fail(&format!("cannot create {}: {err}", root.display()));
+        }
+        let healthz = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or_else(|err| fail(&format!("no free port: {err}")));
+        let kubeconfig = path_str(&kubeconfig);
+        let root = path_str(&root);
+        let sup = scene.spawn(scene.pivot(
+            &[
+                "bootstrap",
+                "--kubeconfig",
+                &kubeconfig,
+                "--node-name",
+                DRAIN_NODE,
+                "--kubelet-root-dir",
+                &root,
+                "--stop-timeout",
+                "5s",
+            ],
+            &["--root-dir", &root],
+            &[("STANDIN_HEALTHZ", "1"), ("RUST_LOG", "warn")],
+        ));
+        let mut b = DrainNode {
+            scene,
+            server,
+            healthz,
+            sup,
+            made: 0,
+            deadline: Duration::from_secs(60),
+        };
+        b.change("maxPods: 110\neventBurst: 100\n");
+        b
+    }
+
+    /// The supervisor's pid.
+    pub fn supervisor(&self) -> i32 {
+        self.sup.pid()
+    }
+
+    /// Assigns a new ConfigMap with `extra`; returns the wall time until the node is settled
+    /// (condition True for it, uncordoned, no drain record).
+    pub fn change(&mut self, extra: &str) -> Duration {
+        self.made += 1;
+        let name = format!("cfg-{}", self.made);
+        let body = kubelet_config(&format!("healthzPort: {}\n{extra}", self.healthz));
+        let data: BTreeMap<String, String> = [("kubelet".to_string(), body)].into_iter().collect();
+        let cm = self.server.create_configmap(CONFIG_NS, &name, data, true);
+        let uid = cm["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let start = Instant::now();
+        self.server.set_node_annotation(
+            DRAIN_NODE,
+            SOURCE_ANNOTATION,
+            Some(&format!("{CONFIG_NS}/{name}")),
+        );
+        let record = self.scene.config_dir().join("v1/disruption.json");
+        loop {
+            let node = self.server.node(DRAIN_NODE);
+            let settled = node["status"]["conditions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["type"] == "KubeletConfigOK"))
+                .is_some_and(|c| {
+                    c["status"] == "True" && c["message"].as_str().unwrap_or("").contains(&uid)
+                })
+                && node["spec"]["unschedulable"] != json!(true)
+                && !record.exists();
+            if settled {
+                return start.elapsed();
+            }
+            if start.elapsed() > self.deadline {
+                fail(&format!(
+                    "change to {name} did not settle within {:?}\n{}",
+                    self.deadline,
+                    self.scene.output()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Creates `n` ReplicaSet pods bound to the node (`web-{round}-{i}`, label `app=web`).
+    pub fn pods(&self, n: usize, round: usize) {
+        for i in 0..n {
+            self.server.create_pod(
+                "default",
+                &format!("web-{round}-{i}"),
+                DRAIN_NODE,
+                json!({"app": "web"}),
+                Some("ReplicaSet"),
+                json!({}),
+            );
+        }
+    }
+}
+
+fn path_str(p: &Path) -> String {
+    p.to_str()
+        .unwrap_or_else(|| fail("temp path is not UTF-8"))
+        .to_string()
 }
