@@ -11,6 +11,7 @@
 
 mod backoff;
 mod client;
+mod credentials;
 mod download;
 mod report;
 
