@@ -88,6 +88,33 @@ impl Cluster {
         support::rollout::controller(&self.kubeconfig, identity, &timings, log)
     }
 
+    /// A controller whose Lease outlives a 10 s outage (30 s, renewed within 20 s).
+    fn patient_controller(&self, identity: &str) -> Proc {
+        let log = std::fs::File::create(self.log_path(identity)).expect("controller log");
+        let timings = Timings {
+            lease_duration: "30s",
+            renew_deadline: "20s",
+            retry_period: "1s",
+            debounce: "50ms",
+        };
+        support::rollout::controller(&self.kubeconfig, identity, &timings, log)
+    }
+
+    /// Successful PATCHes of each node's object, by node.
+    fn node_patches_ok(&self) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for r in self.server.requests() {
+            if r.method == "PATCH" && r.status < 300 {
+                if let Some(name) = r.path.strip_prefix("/api/v1/nodes/") {
+                    if !name.contains('/') {
+                        *out.entry(name.to_string()).or_default() += 1;
+                    }
+                }
+            }
+        }
+        out
+    }
+
     fn log_path(&self, identity: &str) -> PathBuf {
         self.dir.path().join(format!("{identity}.log"))
     }
@@ -791,4 +818,102 @@ fn the_cli_reads_kubeconfig_and_context_as_kubectl_does() {
         "{}",
         text(&missing.stderr)
     );
+}
+
+/// Issue 22 item 1: a 429 on a node PATCH, a 500 on a status write and a 10 s outage of the
+/// API server during a rollout: the controller retries with backoff, the rollouts complete,
+/// every node is patched exactly once per rollout, and the controller never exits.
+#[test]
+fn api_errors_and_an_outage_never_end_the_controller() {
+    let c = Cluster::new();
+    let _sim = c.sim(6);
+    let mut ctl = c.patient_controller("ctl-a");
+    wait_until(DEADLINE, "ctl-a leads", || {
+        c.log("ctl-a")
+            .contains("became the rollout controller leader")
+            .then_some(())
+    });
+    c.server
+        .fail_next_matching(1, 429, "PATCH", "/api/v1/nodes/");
+    c.server.fail_next_matching(
+        1,
+        500,
+        "PUT",
+        "/apis/kubelet-pivot.io/v1alpha1/kubeletconfigrollouts/",
+    );
+    c.start(
+        "r1",
+        "cfg-b",
+        &["--canary", "1", "--batch", "50%", "--max-unavailable", "3"],
+    );
+    c.wait_phase("r1", "Completed");
+    let failed: Vec<(String, String, u16)> = c
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.status == 429 || r.status == 500)
+        .map(|r| (r.method, r.path, r.status))
+        .collect();
+    assert_eq!(failed.len(), 2, "both faults were served: {failed:?}");
+    let patches = c.node_patches_ok();
+    assert_eq!(patches.len(), 6, "{patches:?}");
+    assert!(patches.values().all(|n| *n == 1), "{patches:?}");
+    assert!(
+        ctl.is_running(),
+        "the controller exited:\n{}",
+        c.log("ctl-a")
+    );
+
+    c.server.clear_requests();
+    c.start(
+        "r1",
+        "cfg-c",
+        &[
+            "--canary",
+            "1",
+            "--batch",
+            "1",
+            "--no-fallback-for",
+            "1s",
+            "--max-unavailable",
+            "1",
+        ],
+    );
+    wait_until(DEADLINE, "the rollout to cfg-c under way", || {
+        (!c.node_patches_ok().is_empty()).then_some(())
+    });
+    c.server.stop();
+    // The outage itself: a deliberate 10 s without an API server.
+    std::thread::sleep(Duration::from_secs(10));
+    assert!(
+        ctl.is_running(),
+        "the controller exited during the outage:\n{}",
+        c.log("ctl-a")
+    );
+    c.server.restart_on_same_port();
+    let r = wait_until(
+        Duration::from_secs(60),
+        "rollout r1 to cfg-c Completed after the outage",
+        || {
+            let out = c.cli(&["status", "r1", "-o", "json"]);
+            let r: Value = serde_json::from_slice(&out.stdout).ok()?;
+            (r["status"]["phase"] == "Completed"
+                && r["status"]["observedGeneration"] == r["metadata"]["generation"])
+                .then_some(r)
+        },
+    );
+    assert_eq!(r["status"]["counts"]["done"], 6, "{r}");
+    let patches = c.node_patches_ok();
+    assert_eq!(patches.len(), 6, "{patches:?}");
+    assert!(patches.values().all(|n| *n == 1), "{patches:?}");
+    assert!(
+        ctl.is_running(),
+        "the controller exited:\n{}",
+        c.log("ctl-a")
+    );
+    let log = c.log("ctl-a");
+    assert!(!log.contains("the controller failed"), "{log}");
+    assert!(log.contains("reconcile failed; retrying"), "{log}");
+    ctl.signal(Signal::SIGTERM);
+    assert!(ctl.wait_exit(DEADLINE).success());
 }
