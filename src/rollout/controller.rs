@@ -23,6 +23,7 @@ use tracing::{info, warn};
 use super::lease::{Elector, Leadership, LeaseTimings};
 use super::nodeview::{NodeView, RECORD_ANNOTATION};
 use super::plan::gates::{PodsState, PODS_RECHECK};
+use super::plan::owner::OtherRollout;
 use super::plan::{self, ConfigLookup, Inputs, Plan, Touch};
 use super::types::KubeletConfigRollout;
 use crate::cluster::nodeconfig::SOURCE_ANNOTATION;
@@ -73,6 +74,8 @@ type PodsCache = HashMap<(String, u32, String), (Instant, PodsState)>;
 
 struct Context {
     client: Client,
+    /// Every rollout (the controller's own cache).
+    rollouts: Store<KubeletConfigRollout>,
     nodes: Store<Node>,
     stop: Store<ConfigMap>,
     leadership: Leadership,
@@ -230,8 +233,13 @@ fn decide(
             cached_pods(c, &name, revision, node)
         })
     };
+    let others = other_rollouts(ctx, rollout);
+    let uid = rollout.metadata.uid.clone();
     plan::plan(&Inputs {
         name: &name,
+        uid: uid.as_deref(),
+        others: &others,
+        supersede: supersedes(rollout),
         generation: rollout.metadata.generation,
         spec: &rollout.spec,
         status: &status,
@@ -245,6 +253,43 @@ fn decide(
         config,
         pods: &pods,
     })
+}
+
+/// Whether the rollout is marked to take nodes from older rollouts.
+fn supersedes(rollout: &KubeletConfigRollout) -> bool {
+    rollout
+        .annotations()
+        .get(plan::owner::SUPERSEDE_ANNOTATION)
+        .is_some_and(|v| v == "true")
+}
+
+/// Every other rollout as the cache has it (or as we last wrote it, if newer), for who
+/// owns which node.
+fn other_rollouts(ctx: &Context, me: &KubeletConfigRollout) -> Vec<OtherRollout> {
+    let latest = ctx.latest.lock().ok();
+    ctx.rollouts
+        .state()
+        .into_iter()
+        .filter(|r| r.metadata.uid != me.metadata.uid)
+        .map(|cached| {
+            let r = latest
+                .as_ref()
+                .and_then(|l| l.get(&cached.name_any()).cloned())
+                .filter(|w| w.metadata.uid == cached.metadata.uid)
+                .unwrap_or(cached);
+            let status = r.status.clone().unwrap_or_default();
+            let started = plan::revision::current(&status)
+                .and_then(|c| humantime::parse_rfc3339_weak(&c.started).ok());
+            OtherRollout {
+                name: r.name_any(),
+                uid: r.metadata.uid.clone(),
+                started,
+                active: status.phase.owns_its_nodes(),
+                supersedes: supersedes(&r),
+                targets: status.batches.iter().flatten().cloned().collect(),
+            }
+        })
+        .collect()
 }
 
 async fn touch(ctx: &Context, t: &Touch) -> Result<bool, ReconcileError> {
@@ -473,8 +518,11 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
         rx.borrow_and_update();
         Some(((), rx))
     });
+    let rollouts: Api<KubeletConfigRollout> = Api::all(client.clone());
+    let controller = Controller::new(rollouts, watcher::Config::default());
     let ctx = Arc::new(Context {
         client: client.clone(),
+        rollouts: controller.store(),
         nodes: nodes.clone(),
         stop: stop.clone(),
         leadership,
@@ -483,8 +531,7 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
         pods: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
     });
-    let rollouts: Api<KubeletConfigRollout> = Api::all(client.clone());
-    let controller = Controller::new(rollouts, watcher::Config::default())
+    let controller = controller
         .with_config(ControllerConfig::default().debounce(opts.debounce))
         .reconcile_all_on(triggers)
         .run(reconcile, error_policy, ctx)
