@@ -12,6 +12,8 @@ pub(crate) struct ApiError {
     message: String,
     details: Option<Value>,
     pub(crate) retry_after: Option<u32>,
+    /// `metadata.continue` of the Status (the token of an inconsistent continuation).
+    continue_token: Option<String>,
 }
 
 impl ApiError {
@@ -22,11 +24,18 @@ impl ApiError {
             message: message.into(),
             details: None,
             retry_after: None,
+            continue_token: None,
         }
     }
 
     pub(crate) fn with_details(mut self, details: Value) -> ApiError {
         self.details = Some(details);
+        self
+    }
+
+    /// The Status carries `token` as its `metadata.continue`.
+    pub(crate) fn with_continue(mut self, token: String) -> ApiError {
+        self.continue_token = Some(token);
         self
     }
 
@@ -44,6 +53,9 @@ impl ApiError {
         }
         if let Some(details) = &self.details {
             status["details"] = details.clone();
+        }
+        if let Some(token) = &self.continue_token {
+            status["metadata"]["continue"] = json!(token);
         }
         status
     }

@@ -28,6 +28,18 @@
 //!   resourceVersion with a single `ERROR` event carrying a 410 `Expired` Status, send BOOKMARKs
 //!   on request, honour `timeoutSeconds`, field and label selectors (an object that stops
 //!   matching is seen as DELETED, one that starts matching as ADDED), and `sendInitialEvents`;
+//!   `limit` is ignored by watches;
+//! - list paging (module `list`) as etcd3 pages: `limit=N` gives at most N items, and while
+//!   objects remain a `metadata.continue` token (etcd3's encoding) and, without selectors,
+//!   `metadata.remainingItemCount`; with a selector a full page is followed by a token
+//!   whenever any object comes after it (so the last page may be empty). `continue` resumes
+//!   after the last key at the first page's resourceVersion (a snapshot rebuilt from the
+//!   history; once the history no longer covers it: 410 `Expired` with a token that goes on
+//!   with the current objects, as after an etcd compaction); malformed tokens, and
+//!   `resourceVersion` with `continue`, are 400 with the real messages; `resourceVersion=0`
+//!   without `continue` is served whole, as the watch cache ignores `limit`. Every page is a
+//!   [`RequestRecord`] with its item count ([`ApiServer::list_requests`]). Lists without
+//!   `limit` or `continue` are of the current objects whatever their `resourceVersion`;
 //! - PATCH with JSON merge patch (RFC 7386), strategic merge patch (the merge keys of
 //!   k8s.io/api: Node status conditions and addresses by `type`, ownerReferences by `uid`,
 //!   finalizers and podCIDRs as sets, other lists replaced; directives `$patch`, `$retainKeys`,
@@ -125,8 +137,10 @@
 //! insecure port's user, not the node's (kube-rs and curl do send it); no Table output (kubectl falls back to client-side printing), aggregated discovery requests get
 //! the legacy documents with `Content-Type: application/json` (kubectl falls back), no OpenAPI
 //! documents (404; kubectl's generators, annotate, patch and get do not need them), no
-//! managedFields, no `limit`/`continue` paging (full lists), no deletecollection, and injected
-//! 429s carry a Status body (the real priority-and-fairness filter answers text/plain).
+//! managedFields, no deletecollection, list items ordered by (namespace, name) rather than
+//! by the etcd key `namespace/name` (different only for namespaces such as `a` and `a-b`),
+//! and injected 429s carry a Status body (the real priority-and-fairness filter answers
+//! text/plain).
 //! Custom resources: `pattern` and string formats other than date-time are not checked (no
 //! regular expression engine), nor `x-kubernetes-validations` (CEL), list-type semantics,
 //! the completeness rule of structural schemas or `selectableFields`; webhook conversion is
@@ -144,13 +158,14 @@
 //! Fault injection and observation: [`ApiServer::fail_next`], [`ApiServer::set_delay`],
 //! [`ApiServer::drop_watches`], [`ApiServer::stop`], [`ApiServer::restart_on_same_port`],
 //! [`ApiServer::deny`], [`ApiServer::compact_history`], [`ApiServer::requests`],
-//! [`ApiServer::open_watches`].
+//! [`ApiServer::list_requests`], [`ApiServer::open_watches`].
 //!
 //! Layout: this file holds [`ApiServer`]'s public surface; the machinery is in `server`
 //! (listener and connections), `protocol` (HTTP/1.1), `router` (authentication, faults,
 //! authorization, verbs), `resource` (resources, groups, paths), `store` (objects,
 //! resourceVersions, the generic create/update/patch/delete/list), `watch` (watch cache and
-//! streams), `decode` (bodies into objects), `validation` (names, labels, annotations),
+//! streams), `list` (lists and their paging), `decode` (bodies into objects), `validation`
+//! (names, labels, annotations),
 //! `selectors`, `patch`, `errors`, `discovery`, `protobuf`, `clock` and `ids`; the kinds'
 //! own rules in `nodes`, `configmaps`, `events`, `pods` (with PodDisruptionBudgets and
 //! evictions), `leases`, `crd`, `custom` and `schema`; node identities, the Node authorizer,
@@ -187,6 +202,7 @@ mod events;
 mod ids;
 mod labels;
 mod leases;
+mod list;
 mod nodeauth;
 mod nodes;
 mod nodesim;
@@ -255,12 +271,19 @@ pub struct RequestRecord {
     pub body: String,
     /// The HTTP status answered (200 for a watch stream, even one that carries an ERROR).
     pub status: u16,
+    /// For a list answered 200: the number of items of this page (or of the whole list).
+    pub items: Option<usize>,
 }
 
 impl RequestRecord {
     /// The decoded value of query parameter `key`, if present.
     pub fn query_param(&self, key: &str) -> Option<String> {
         parse_query(&self.query).remove(key)
+    }
+
+    /// Whether this is a list request answered 200 (a whole list or one page of it).
+    pub fn is_list(&self) -> bool {
+        self.items.is_some()
     }
 }
 
@@ -491,6 +514,18 @@ impl ApiServer {
     /// Every request served so far, oldest first.
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.lock().requests.clone()
+    }
+
+    /// The list requests answered 200 whose path starts with `path_prefix`, oldest first:
+    /// each page of a paged list is one (see [`RequestRecord::items`], and its `limit` and
+    /// `continue` through [`RequestRecord::query_param`]).
+    pub fn list_requests(&self, path_prefix: &str) -> Vec<RequestRecord> {
+        self.lock()
+            .requests
+            .iter()
+            .filter(|record| record.is_list() && record.path.starts_with(path_prefix))
+            .cloned()
+            .collect()
     }
 
     pub fn clear_requests(&self) {

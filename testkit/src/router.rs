@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::discovery::{discovery, version_info};
 use crate::errors::ApiError;
+use crate::list::ListOptions;
 use crate::patch::patch_kind;
 use crate::protocol::{media_type, parse_query, reason_phrase, write_json, HttpRequest};
 use crate::resource::{parse_target, Target};
@@ -68,6 +69,7 @@ pub(crate) fn handle(
         content_type: request.header("content-type").map(str::to_string),
         body: String::from_utf8_lossy(&request.body).into_owned(),
         status: 0,
+        items: None,
     };
     let delay = shared.lock().delay;
     if !delay.is_zero() {
@@ -84,6 +86,10 @@ pub(crate) fn handle(
             headers,
         } => {
             record.status = code;
+            if request.method == "GET" && code == 200 {
+                // A list (page): how many items it carried.
+                record.items = body["items"].as_array().map(Vec::len);
+            }
             shared.lock().requests.push(record);
             shared.changed.notify_all();
             write_json(writer, code, &headers, &body, keep_alive)?;
@@ -186,7 +192,8 @@ fn route_inner(
             .ok_or_else(|| ApiError::not_found(&target, target.name())),
         "list" => {
             let selector = Selector::parse(query, target.resource)?;
-            Ok(Routed::ok(state.list(&target, &selector)))
+            let options = ListOptions::parse(query)?;
+            state.list(&target, &selector, &options).map(Routed::ok)
         }
         "watch" => watch_spec(target, query).map(Routed::Watch),
         "create" if target.is_eviction() => {

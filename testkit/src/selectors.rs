@@ -89,6 +89,11 @@ impl Selector {
         }
     }
 
+    /// Whether there is neither a field nor a label selector.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.fields.is_empty() && self.labels.is_empty()
+    }
+
     pub(crate) fn matches(&self, obj: &Value, resource: Resource) -> bool {
         self.fields
             .iter()

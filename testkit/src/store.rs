@@ -14,7 +14,6 @@ use crate::events::validate_event;
 use crate::ids::{random_suffix, uuid_v4};
 use crate::patch::{apply_json_patch, merge_patch, strategic_merge, PatchKind};
 use crate::resource::{Resource, Target, RESOURCES};
-use crate::selectors::Selector;
 use crate::validation::{dns1123_label, dns1123_subdomain, validate_labels_annotations};
 use crate::watch::{History, HistoryEvent};
 use crate::{
@@ -725,36 +724,9 @@ impl State {
         }
         errors
     }
-
-    // --- reads --------------------------------------------------------------------------
-
-    pub(crate) fn list(&self, target: &Target, selector: &Selector) -> Value {
-        let items: Vec<Value> = self
-            .objects(target.resource)
-            .iter()
-            .filter(|((ns, _), _)| target.namespace.as_ref().is_none_or(|want| want == ns))
-            .filter(|(_, obj)| selector.matches(obj, target.resource))
-            .map(|(_, obj)| {
-                // Items of a typed list carry no kind/apiVersion on the real server; those of
-                // an unstructured (custom resource) list do.
-                let mut item = with_type_meta(obj.clone(), target.resource, target.group);
-                if let (Some(map), false) = (item.as_object_mut(), target.resource.is_custom()) {
-                    map.remove("kind");
-                    map.remove("apiVersion");
-                }
-                item
-            })
-            .collect();
-        json!({
-            "kind": target.resource.list_kind(),
-            "apiVersion": target.group.api_version(),
-            "metadata": {"resourceVersion": self.rv.to_string()},
-            "items": items,
-        })
-    }
 }
 
-fn object_key(obj: &Value) -> Key {
+pub(crate) fn object_key(obj: &Value) -> Key {
     (
         obj["metadata"]["namespace"]
             .as_str()

@@ -55,7 +55,7 @@ impl History {
 
     /// `Some(oldest - 1)` if a watch from `rv` cannot be served (the watch cache's
     /// `resourceVersion < oldest-1` rule); that number is what the 410 message shows.
-    fn too_old(&self, rv: u64) -> Option<u64> {
+    pub(crate) fn too_old(&self, rv: u64) -> Option<u64> {
         let oldest = match (self.evicted, self.events.front()) {
             (true, Some(first)) => first.rv,
             _ => self.floor + 1,
