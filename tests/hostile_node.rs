@@ -532,6 +532,89 @@ fn status_as_another_user_says_what_it_cannot_read() {
     assert!(boot.wait_exit(SETTLE).success());
 }
 
+/// Runs `bootstrap` with `--kubeconfig kubeconfig` and returns its one error line; asserts
+/// it exits promptly, non-zero, without starting a kubelet.
+fn refused_kubeconfig(node: &Node, kubeconfig: &Path) -> String {
+    let text = kubeconfig.display().to_string();
+    let started = Instant::now();
+    let mut child = node
+        .scene
+        .pivot(&["bootstrap"], &[], &[("KUBELET_PIVOT_KUBECONFIG", &text)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn bootstrap");
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > SETTLE {
+            let _ = child.kill();
+            panic!("--kubeconfig {text}: kubelet-pivot hung");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().expect("output");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{text} accepted:\n{stderr}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("kubelet-pivot: error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(node.scene.starts().is_empty(), "a kubelet ran");
+    errors[0].to_string()
+}
+
+#[test]
+fn files_a_kubeconfig_names_are_checked_like_the_kubeconfig() {
+    root_only!();
+    let node = Node::new();
+    let dir = node.scene.path().join("pki");
+    fs::create_dir(&dir).expect("pki dir");
+    let write = |name: &str, mode: u32| {
+        let path = dir.join(name);
+        fs::write(&path, "-----BEGIN X-----\n").expect("write");
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).expect("chmod");
+    };
+    write("ca.crt", 0o644);
+    write("client.crt", 0o644);
+    write("client.key", 0o600);
+    write("open.key", 0o666);
+    nix::unistd::mkfifo(
+        &dir.join("fifo.crt"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .expect("mkfifo");
+    let kubeconfig = node.scene.path().join("kubelet.conf");
+    for (ca, cert, key, expect) in [
+        ("pki/ca.crt", "pki/client.crt", "pki/open.key", "client key"),
+        ("pki/fifo.crt", "pki/client.crt", "pki/client.key", "fifo"),
+        (
+            "pki/ca.crt",
+            "/dev/zero",
+            "pki/client.key",
+            "character device",
+        ),
+        (
+            "pki/ca.crt",
+            "pki/client.crt",
+            "pki/gone.key",
+            "does not exist",
+        ),
+    ] {
+        fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n    certificate-authority: {ca}\nusers:\n- name: u\n  user:\n    client-certificate: {cert}\n    client-key: {key}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
+            ),
+        )
+        .expect("kubeconfig");
+        let line = refused_kubeconfig(&node, &kubeconfig);
+        assert!(
+            line.contains(expect) && line.contains("kubelet.conf"),
+            "{line}"
+        );
+    }
+}
+
 #[test]
 fn a_fifo_or_device_as_kubeconfig_is_refused_at_once() {
     root_only!();
@@ -542,35 +625,8 @@ fn a_fifo_or_device_as_kubeconfig_is_refused_at_once() {
         (fifo.as_path(), "fifo"),
         (Path::new("/dev/zero"), "character device"),
     ] {
+        let line = refused_kubeconfig(&node, path);
         let text = path.display().to_string();
-        let started = Instant::now();
-        let mut child = node
-            .scene
-            .pivot(&["bootstrap"], &[], &[("KUBELET_PIVOT_KUBECONFIG", &text)])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn bootstrap");
-        while child.try_wait().expect("wait").is_none() {
-            if started.elapsed() > SETTLE {
-                let _ = child.kill();
-                panic!("--kubeconfig {text}: kubelet-pivot hung");
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        let out = child.wait_with_output().expect("output");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{text} accepted:\n{stderr}");
-        let errors: Vec<&str> = stderr
-            .lines()
-            .filter(|l| l.starts_with("kubelet-pivot: error:"))
-            .collect();
-        assert_eq!(errors.len(), 1, "{stderr}");
-        assert!(
-            errors[0].contains(&text) && errors[0].contains(expect),
-            "{}",
-            errors[0]
-        );
-        assert!(node.scene.starts().is_empty(), "a kubelet ran");
+        assert!(line.contains(&text) && line.contains(expect), "{line}");
     }
 }

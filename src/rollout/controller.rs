@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
@@ -23,6 +23,7 @@ use tracing::{info, warn};
 use super::lease::{Elector, Leadership, LeaseTimings};
 use super::nodeview::{NodeView, RECORD_ANNOTATION};
 use super::plan::gates::{PodsState, PODS_RECHECK};
+use super::plan::owner::OtherRollout;
 use super::plan::{self, ConfigLookup, Inputs, Plan, Touch};
 use super::types::KubeletConfigRollout;
 use crate::cluster::nodeconfig::SOURCE_ANNOTATION;
@@ -31,6 +32,12 @@ use crate::cluster::nodeconfig::SOURCE_ANNOTATION;
 const STATUS_MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// Pod lists in flight at once.
 const POD_LIST_CONCURRENCY: usize = 16;
+/// First wait after a failed reconcile of a rollout.
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+/// Longest wait between retries of a failing rollout.
+const RETRY_MAX: Duration = Duration::from_secs(30);
+/// How long a leader that lost its Lease tries to give it up before exiting.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What the controller is told on its command line.
 #[derive(Clone, Debug)]
@@ -67,6 +74,8 @@ type PodsCache = HashMap<(String, u32, String), (Instant, PodsState)>;
 
 struct Context {
     client: Client,
+    /// Every rollout (the controller's own cache).
+    rollouts: Store<KubeletConfigRollout>,
     nodes: Store<Node>,
     stop: Store<ConfigMap>,
     leadership: Leadership,
@@ -75,6 +84,8 @@ struct Context {
     /// When each rollout's status was last written.
     written: Mutex<HashMap<String, Instant>>,
     pods: Mutex<PodsCache>,
+    /// Failed reconciles in a row, per rollout (reset by a success).
+    failures: Mutex<HashMap<String, u32>>,
 }
 
 /// Keeps only what the plan reads of a Node: a cache of 5,000 full Nodes (images, volumes,
@@ -222,8 +233,13 @@ fn decide(
             cached_pods(c, &name, revision, node)
         })
     };
+    let others = other_rollouts(ctx, rollout);
+    let uid = rollout.metadata.uid.clone();
     plan::plan(&Inputs {
         name: &name,
+        uid: uid.as_deref(),
+        others: &others,
+        supersede: supersedes(rollout),
         generation: rollout.metadata.generation,
         spec: &rollout.spec,
         status: &status,
@@ -237,6 +253,43 @@ fn decide(
         config,
         pods: &pods,
     })
+}
+
+/// Whether the rollout is marked to take nodes from older rollouts.
+fn supersedes(rollout: &KubeletConfigRollout) -> bool {
+    rollout
+        .annotations()
+        .get(plan::owner::SUPERSEDE_ANNOTATION)
+        .is_some_and(|v| v == "true")
+}
+
+/// Every other rollout as the cache has it (or as we last wrote it, if newer), for who
+/// owns which node.
+fn other_rollouts(ctx: &Context, me: &KubeletConfigRollout) -> Vec<OtherRollout> {
+    let latest = ctx.latest.lock().ok();
+    ctx.rollouts
+        .state()
+        .into_iter()
+        .filter(|r| r.metadata.uid != me.metadata.uid)
+        .map(|cached| {
+            let r = latest
+                .as_ref()
+                .and_then(|l| l.get(&cached.name_any()).cloned())
+                .filter(|w| w.metadata.uid == cached.metadata.uid)
+                .unwrap_or(cached);
+            let status = r.status.clone().unwrap_or_default();
+            let started = plan::revision::current(&status)
+                .and_then(|c| humantime::parse_rfc3339_weak(&c.started).ok());
+            OtherRollout {
+                name: r.name_any(),
+                uid: r.metadata.uid.clone(),
+                started,
+                active: status.phase.owns_its_nodes(),
+                supersedes: supersedes(&r),
+                targets: status.batches.iter().flatten().cloned().collect(),
+            }
+        })
+        .collect()
 }
 
 async fn touch(ctx: &Context, t: &Touch) -> Result<bool, ReconcileError> {
@@ -296,6 +349,20 @@ async fn write_status(
 }
 
 async fn reconcile(
+    obj: Arc<KubeletConfigRollout>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    let name = obj.name_any();
+    let result = reconcile_once(obj, ctx.clone()).await;
+    if result.is_ok() {
+        if let Ok(mut f) = ctx.failures.lock() {
+            f.remove(&name);
+        }
+    }
+    result
+}
+
+async fn reconcile_once(
     obj: Arc<KubeletConfigRollout>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
@@ -360,13 +427,48 @@ async fn reconcile(
     Ok(next.map_or_else(Action::await_change, Action::requeue))
 }
 
-fn error_policy(
-    _obj: Arc<KubeletConfigRollout>,
-    err: &ReconcileError,
-    _ctx: Arc<Context>,
-) -> Action {
-    warn!(%err, "reconcile failed; retrying");
-    Action::requeue(Duration::from_secs(2))
+/// The wait before reconciling a rollout again after its `failures`-th
+/// failure in a row: 500 ms doubling up to [`RETRY_MAX`], so that a 429 is
+/// not answered with more load and an outage is not polled 2 times a second
+/// for every rollout.
+fn retry_delay(failures: u32) -> Duration {
+    let exp = failures.saturating_sub(1).min(16);
+    RETRY_FIRST.saturating_mul(1u32 << exp).min(RETRY_MAX)
+}
+
+fn error_policy(obj: Arc<KubeletConfigRollout>, err: &ReconcileError, ctx: Arc<Context>) -> Action {
+    let name = obj.name_any();
+    let failures = match ctx.failures.lock() {
+        Ok(mut f) => {
+            let n = f.entry(name.clone()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        }
+        Err(_) => 1,
+    };
+    let delay = retry_delay(failures);
+    warn!(rollout = %name, %err, failures, retry_in = ?delay, "reconcile failed; retrying");
+    Action::requeue(delay)
+}
+
+/// What the controller's stream yields besides successes: every error is
+/// logged and the stream goes on (the reconcile errors were logged by
+/// [`error_policy`] and are requeued; the watch of rollouts restarts with
+/// kube-runtime's backoff). Nothing an API server answers ends the process.
+fn log_controller_error<E: std::fmt::Display>(
+    err: &kube::runtime::controller::Error<ReconcileError, E>,
+) {
+    use kube::runtime::controller::Error as E2;
+    match err {
+        E2::ReconcilerFailed(..) => {}
+        E2::ObjectNotFound(obj) => {
+            info!(rollout = %obj.name, "rollout deleted before it was reconciled")
+        }
+        E2::QueueError(err) => {
+            warn!(%err, "watching rollouts failed; retrying with backoff")
+        }
+        E2::RunnerError(err) => warn!(%err, "the controller's scheduler failed"),
+    }
 }
 
 /// Runs the controller until leadership is lost (Err) or SIGTERM/SIGINT (Ok).
@@ -416,21 +518,29 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
         rx.borrow_and_update();
         Some(((), rx))
     });
+    let rollouts: Api<KubeletConfigRollout> = Api::all(client.clone());
+    let controller = Controller::new(rollouts, watcher::Config::default());
     let ctx = Arc::new(Context {
         client: client.clone(),
+        rollouts: controller.store(),
         nodes: nodes.clone(),
         stop: stop.clone(),
         leadership,
         latest: Mutex::new(HashMap::new()),
         written: Mutex::new(HashMap::new()),
         pods: Mutex::new(HashMap::new()),
+        failures: Mutex::new(HashMap::new()),
     });
-    let rollouts: Api<KubeletConfigRollout> = Api::all(client.clone());
-    let controller = Controller::new(rollouts, watcher::Config::default())
+    let controller = controller
         .with_config(ControllerConfig::default().debounce(opts.debounce))
         .reconcile_all_on(triggers)
         .run(reconcile, error_policy, ctx)
-        .try_for_each(|_| futures::future::ready(Ok(())));
+        .for_each(|result| {
+            if let Err(err) = &result {
+                log_controller_error(err);
+            }
+            futures::future::ready(())
+        });
     let ready = async {
         let _ = nodes.wait_until_ready().await;
         let _ = stop.wait_until_ready().await;
@@ -447,11 +557,18 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
         "caches synced; reconciling rollouts"
     );
     tokio::select! {
-        result = controller => match result {
-            Ok(()) => Err("the controller stopped".to_string()),
-            Err(err) => Err(format!("the controller failed: {err}")),
-        },
-        _ = lost => Err("lost the leader lease; exiting so that only one replica acts".to_string()),
+        () = controller => Err("the controller stopped".to_string()),
+        _ = lost => {
+            // Renewals failed for the whole renew deadline (or another replica
+            // holds the Lease): stop acting at once; give the Lease up if the
+            // API answers and it is still ours, so a standby need not wait it out.
+            let _ = tokio::time::timeout(
+                RELEASE_TIMEOUT,
+                Elector::release(&leases, &opts.lease_name, &opts.identity),
+            )
+            .await;
+            Err("lost the leader lease; exiting so that only one replica acts".to_string())
+        }
         _ = shutdown_signal() => {
             Elector::release(&leases, &opts.lease_name, &opts.identity).await;
             info!("stopped; released the leader lease");

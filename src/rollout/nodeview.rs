@@ -32,6 +32,14 @@ pub struct NodeRecord {
     /// Set when `undo` pointed the node back at `previous`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub undone: bool,
+    /// The rollout's UID: a rollout deleted and created again is another owner (absent
+    /// in records of older builds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// When the revision that changed the node started (RFC 3339): of two rollouts, the
+    /// newer intent owns the node (see `plan::owner`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<String>,
 }
 
 /// A config source as the status annotation names it.

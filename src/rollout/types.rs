@@ -271,6 +271,9 @@ pub enum Phase {
     Waiting,
     /// Every target runs the config.
     Completed,
+    /// Every target was changed, but some failed (see the Complete condition and
+    /// `status.failures`): they run something else.
+    CompletedWithFailures,
     /// Pointing the changed nodes back at their previous config.
     Undoing,
     /// Every changed node is back on its previous config.
@@ -280,6 +283,15 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Whether a rollout in this phase has not finished with its nodes: another rollout
+    /// that started later waits for them (see `plan::owner`).
+    pub fn owns_its_nodes(self) -> bool {
+        !matches!(
+            self,
+            Phase::Completed | Phase::CompletedWithFailures | Phase::Undone | Phase::Invalid
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Pending => "Pending",
@@ -289,6 +301,7 @@ impl Phase {
             Phase::Halted => "Halted",
             Phase::Waiting => "Waiting",
             Phase::Completed => "Completed",
+            Phase::CompletedWithFailures => "CompletedWithFailures",
             Phase::Undoing => "Undoing",
             Phase::Undone => "Undone",
             Phase::Invalid => "Invalid",

@@ -166,6 +166,9 @@ pub enum Owner {
     Any,
     /// This uid (files in kubelet-pivot's own directories: its effective uid).
     Uid(u32),
+    /// Root or the calling process's effective uid (files an operator's
+    /// config names, such as a kubeconfig's client key).
+    RootOrMe,
 }
 
 impl Owner {
@@ -313,7 +316,15 @@ pub fn open_checked(
             kind: file_kind(&ft),
         });
     }
-    if let Owner::Uid(expected) = policy.owner {
+    let expected = match policy.owner {
+        Owner::Any => None,
+        Owner::Uid(uid) => Some(uid),
+        Owner::RootOrMe => {
+            let me = nix::unistd::geteuid().as_raw();
+            (meta.uid() != 0).then_some(me)
+        }
+    };
+    if let Some(expected) = expected {
         if meta.uid() != expected {
             return Err(ReadError::Owner {
                 what,

@@ -24,11 +24,15 @@ use std::sync::Mutex;
 
 use serde_json::{json, Map, Value};
 
-use super::{
-    copy_field, dns1123_subdomain, go_type, now_rfc3339, regex_error, schema, ApiError, ApiGroup,
-    ApiServer, EventType, FieldError, FieldErrorKind, History, Opts, Outcome, Resource, Shape,
-    State, Target, OBJECT_META,
-};
+use crate::clock::now_rfc3339;
+use crate::decode::{go_type, with_type_meta, Shape, OBJECT_META};
+use crate::discovery::{group_versions_entry, VERBS};
+use crate::errors::{ApiError, FieldError, FieldErrorKind};
+use crate::resource::{ApiGroup, Resource, Target};
+use crate::store::{copy_field, EventType, Opts, Outcome, State};
+use crate::validation::{dns1123_subdomain, regex_error};
+use crate::watch::History;
+use crate::{schema, store, ApiServer};
 
 /// The finalizer a delete adds; removed once the objects are gone.
 const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
@@ -895,7 +899,7 @@ pub(crate) fn on_commit(
         }
     }
     if is_deleting(crd) {
-        if super::finalizers(crd)
+        if store::finalizers(crd)
             .iter()
             .any(|f| f == CLEANUP_FINALIZER)
         {
@@ -935,7 +939,7 @@ fn clean_up(state: &mut State, crd: &Value, served: Option<&'static CustomType>)
         }
     }
     let mut updated = crd.clone();
-    let remaining: Vec<Value> = super::finalizers(crd)
+    let remaining: Vec<Value> = store::finalizers(crd)
         .into_iter()
         .filter(|f| f != CLEANUP_FINALIZER)
         .collect();
@@ -969,12 +973,12 @@ fn clean_up(state: &mut State, crd: &Value, served: Option<&'static CustomType>)
 /// the cleanup finalizer, `Terminating`) and answers with it; the cleanup follows at once.
 pub(crate) fn delete(state: &mut State, target: &Target, old: Value) -> Outcome {
     if is_deleting(&old) {
-        return Outcome::ok(super::with_type_meta(old, target.resource, target.group));
+        return Outcome::ok(with_type_meta(old, target.resource, target.group));
     }
     let mut obj = old.clone();
     obj["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
     obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-    let mut finalizers = super::finalizers(&obj);
+    let mut finalizers = store::finalizers(&obj);
     if !finalizers.iter().any(|f| f == CLEANUP_FINALIZER) {
         finalizers.push(json!(CLEANUP_FINALIZER));
     }
@@ -997,7 +1001,7 @@ pub(crate) fn delete(state: &mut State, target: &Target, old: Value) -> Outcome 
         None => obj["status"]["conditions"] = json!([terminating]),
     }
     let stored = state.commit(target.resource, EventType::Modified, obj, Some(old));
-    Outcome::ok(super::with_type_meta(stored, target.resource, target.group))
+    Outcome::ok(with_type_meta(stored, target.resource, target.group))
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1151,7 +1155,7 @@ pub(crate) fn discovery_groups(state: &State) -> Vec<Value> {
         .iter()
         .map(|(group, versions)| {
             let versions: Vec<&str> = versions.iter().map(String::as_str).collect();
-            super::group_versions_entry(group, &versions)
+            group_versions_entry(group, &versions)
         })
         .collect()
 }
@@ -1166,7 +1170,7 @@ pub(crate) fn discovery(state: &State, path: &str) -> Option<Value> {
     let (_, group_versions) = custom_groups(state).into_iter().find(|(g, _)| g == group)?;
     let Some(version) = version else {
         let listed: Vec<&str> = group_versions.iter().map(String::as_str).collect();
-        let mut entry = super::group_versions_entry(group, &listed);
+        let mut entry = group_versions_entry(group, &listed);
         entry["kind"] = json!("APIGroup");
         entry["apiVersion"] = json!("v1");
         return Some(entry);
@@ -1193,7 +1197,7 @@ pub(crate) fn discovery(state: &State, path: &str) -> Option<Value> {
             "singularName": names["singular"],
             "namespaced": namespaced,
             "kind": kind,
-            "verbs": super::VERBS,
+            "verbs": VERBS,
         });
         for list in ["shortNames", "categories"] {
             if names[list].as_array().is_some_and(|l| !l.is_empty()) {

@@ -15,10 +15,11 @@
 
 use serde_json::Value;
 
-use super::{
-    check_types, copy_field, crd, schema, strip_unknown, unknown_fields, ApiError, FieldError,
-    Opts, State, Target, OBJECT_META,
-};
+use crate::decode::{check_types, go_type, strip_unknown, unknown_fields, OBJECT_META};
+use crate::errors::{ApiError, FieldError};
+use crate::resource::Target;
+use crate::store::{copy_field, Opts, State};
+use crate::{crd, schema};
 
 /// The patch types a custom resource accepts (server-side apply is not implemented).
 pub(crate) const PATCH_TYPES: &str = "application/json-patch+json, application/merge-patch+json";
@@ -43,7 +44,7 @@ pub(crate) fn decode(
     let Value::Object(fields) = &body else {
         return Err(ApiError::bad_request(format!(
             "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
-            super::go_type(&body)
+            go_type(&body)
         )));
     };
     let found_kind = fields.get("kind").and_then(Value::as_str).unwrap_or("");

@@ -5,7 +5,8 @@
 //! names) and values (label values), with the real error texts behind
 //! `unable to parse requirement: `.
 
-use super::{label_value, qualified_name, Requirement};
+use crate::selectors::Requirement;
+use crate::validation::{label_value, qualified_name};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Token {

@@ -7,7 +7,12 @@
 
 use serde_json::{json, Value};
 
-use super::{go_type, ApiServer, FieldError, Opts, Resource, Shape, Target, OBJECT_META};
+use crate::clock::civil_from_days;
+use crate::decode::{go_type, Shape, OBJECT_META};
+use crate::errors::FieldError;
+use crate::resource::{Resource, Target};
+use crate::store::Opts;
+use crate::ApiServer;
 
 static LEASE_SPEC: Shape = Shape::Fields(&[
     ("holderIdentity", Shape::Any),
@@ -219,7 +224,7 @@ pub(crate) fn parse_micro_time(text: &str) -> Result<String, String> {
     }
     let local = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
     let utc = local - offset_minutes * 60;
-    let (year, month, day) = super::civil_from_days(utc.div_euclid(86_400));
+    let (year, month, day) = civil_from_days(utc.div_euclid(86_400));
     let secs = utc.rem_euclid(86_400);
     Ok(format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{fraction}Z",

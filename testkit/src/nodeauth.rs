@@ -32,7 +32,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::{ApiError, ApiServer, Resource, State, Target, INSECURE_PORT_USER};
+use crate::errors::ApiError;
+use crate::resource::{Resource, Target};
+use crate::store::State;
+use crate::{ApiServer, INSECURE_PORT_USER};
 
 /// The annotation that makes a pod a mirror pod (of a static pod).
 const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";

@@ -32,7 +32,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::{now_rfc3339, ApiServer, EventType, Opts, PatchKind, Resource, Shared, State, Target};
+use crate::clock::now_rfc3339;
+use crate::patch::PatchKind;
+use crate::resource::{Resource, Target};
+use crate::server::Shared;
+use crate::store::{EventType, Opts, State};
+use crate::ApiServer;
 
 /// The Node annotation that assigns a config.
 pub const SOURCE_ANNOTATION: &str = "kubelet-pivot.io/config-source";

@@ -24,12 +24,20 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Map, Value};
 
-use super::{
-    capitalize, check_types as check_common_types, copy_field, dns1123_label, dns1123_subdomain,
-    finalizers, go_type, label_value, now_rfc3339, qualified_name, rfc3339, strip_unknown, uuid_v4,
-    ApiError, ApiServer, EventType, FieldError, FieldValidation, Key, ListStrategy, Opts, Outcome,
-    Resource, Shape, Shared, State, Target, OBJECT_META, WATCH_POLL,
+use crate::clock::{now_rfc3339, rfc3339};
+use crate::decode::{
+    capitalize, check_types as check_common_types, go_type, strip_unknown, with_type_meta, Shape,
+    OBJECT_META,
 };
+use crate::errors::{ApiError, FieldError};
+use crate::ids::uuid_v4;
+use crate::patch::ListStrategy;
+use crate::resource::{ApiGroup, Resource, Target};
+use crate::server::Shared;
+use crate::store::{copy_field, finalizers, EventType, FieldValidation, Key, Opts, Outcome, State};
+use crate::validation::{dns1123_label, dns1123_subdomain, label_value, qualified_name};
+use crate::watch::WATCH_POLL;
+use crate::ApiServer;
 
 // ------------------------------------------------------------------------------------------
 // Shapes (the fields the strict decoder knows)
@@ -871,7 +879,7 @@ fn success_status() -> Value {
 }
 
 fn served_pod(obj: Value) -> Value {
-    super::with_type_meta(obj, Resource::Pods, super::ApiGroup::Core)
+    with_type_meta(obj, Resource::Pods, ApiGroup::Core)
 }
 
 impl State {
@@ -1606,14 +1614,14 @@ impl ApiServer {
             pdb["status"] = state.pdb_status_for(&old, disruptions_allowed);
             set_disruption_allowed_condition(&mut pdb);
             if pdb == old {
-                return Ok(Outcome::ok(super::with_type_meta(
+                return Ok(Outcome::ok(with_type_meta(
                     old,
                     target.resource,
                     target.group,
                 )));
             }
             let stored = state.commit(target.resource, EventType::Modified, pdb, Some(old));
-            Ok(Outcome::ok(super::with_type_meta(
+            Ok(Outcome::ok(with_type_meta(
                 stored,
                 target.resource,
                 target.group,

@@ -21,7 +21,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{FieldError, FieldErrorKind};
+use crate::errors::{FieldError, FieldErrorKind};
 
 const TYPES: [&str; 6] = ["array", "boolean", "integer", "number", "object", "string"];
 

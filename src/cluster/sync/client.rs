@@ -1,9 +1,12 @@
 //! The API client (`--kubeconfig`, in-cluster config or none) with the
 //! checks every `--kubeconfig` passes first, and the node name.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use kube::config::Kubeconfig;
 use kube::Client;
+
+use super::credentials;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -27,6 +30,14 @@ pub enum ClientError {
         #[source]
         source: kube::config::KubeconfigError,
     },
+    #[error("cannot read --kubeconfig {path}: it does not exist")]
+    Missing { path: PathBuf },
+    #[error("refusing --kubeconfig {path}: {source}")]
+    Credentials {
+        path: PathBuf,
+        #[source]
+        source: super::credentials::CredentialError,
+    },
     #[error("cannot build the API client: {0}")]
     Client(#[source] kube::Error),
 }
@@ -36,12 +47,7 @@ pub enum ClientError {
 pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Option<Client>, ClientError> {
     let config = match kubeconfig {
         Some(path) => {
-            check_kubeconfig(path)?;
-            let kc =
-                kube::config::Kubeconfig::read_from(path).map_err(|e| ClientError::Kubeconfig {
-                    path: path.clone(),
-                    source: e,
-                })?;
+            let kc = load_kubeconfig(path)?;
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await
                 .map_err(|e| ClientError::Config {
@@ -68,10 +74,12 @@ pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Option<Client>, Clie
 /// Largest kubeconfig accepted (a node's is a few KiB).
 const MAX_KUBECONFIG_BYTES: u64 = 1024 * 1024;
 
-/// Checks `--kubeconfig` the way every other input is checked before kube
-/// reads it: a regular file (never a FIFO or a device, so nothing hangs), at
-/// most 1 MiB, nested no deeper than a config may be.
-fn check_kubeconfig(path: &std::path::Path) -> Result<(), ClientError> {
+/// Reads `--kubeconfig` the way every other input is read: a regular file
+/// (never a FIFO or a device, so nothing hangs), at most 1 MiB, nested no
+/// deeper than a config may be; then the files it names are read under the
+/// same checks and inlined ([`credentials`](super::credentials)), so the
+/// client opens no file after this.
+fn load_kubeconfig(path: &Path) -> Result<Kubeconfig, ClientError> {
     let policy = crate::safefs::fsutil::ReadPolicy {
         what: "kubeconfig",
         max_len: MAX_KUBECONFIG_BYTES,
@@ -80,14 +88,30 @@ fn check_kubeconfig(path: &std::path::Path) -> Result<(), ClientError> {
     };
     let bytes = crate::safefs::fsutil::read_bounded(path, &policy)
         .map_err(ClientError::Unsafe)?
-        .unwrap_or_default();
+        .ok_or_else(|| ClientError::Missing {
+            path: path.to_path_buf(),
+        })?;
     // The same size and nesting bounds as a KubeletConfiguration.
     crate::config::kubeconfig::KubeletConfig::check_bounds(&bytes).map_err(|source| {
         ClientError::TooDeep {
             path: path.to_path_buf(),
             source,
         }
-    })
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    let mut kc = Kubeconfig::from_yaml(&text).map_err(|e| ClientError::Kubeconfig {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    credentials::inline_files(&mut kc, dir).map_err(|source| ClientError::Credentials {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(kc)
 }
 
 /// The node name: `--node-name`, else the hostname.

@@ -11,6 +11,7 @@
 
 pub(crate) mod backoff;
 mod client;
+mod credentials;
 mod download;
 mod report;
 

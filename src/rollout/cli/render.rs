@@ -147,19 +147,26 @@ pub fn settled(r: &KubeletConfigRollout) -> bool {
     current
         && matches!(
             st.phase,
-            Phase::Completed | Phase::Undone | Phase::Paused | Phase::Halted | Phase::Invalid
+            Phase::Completed
+                | Phase::CompletedWithFailures
+                | Phase::Undone
+                | Phase::Paused
+                | Phase::Halted
+                | Phase::Invalid
         )
 }
 
-/// Exit status of `status`: 3 when the rollout paused because nodes failed, or cannot be
-/// followed.
+/// Exit status of `status`: 3 when the rollout paused because nodes failed, completed
+/// with failed nodes, or cannot be followed.
 pub fn exit_code(r: &KubeletConfigRollout) -> u8 {
     let st = r.status.clone().unwrap_or_default();
     let failure_pause = st
         .conditions
         .iter()
         .any(|c| c.type_ == "Paused" && c.status == "True" && PauseReason::is_failure(&c.reason));
-    if st.phase == Phase::Invalid || (st.phase == Phase::Paused && failure_pause) {
+    if matches!(st.phase, Phase::Invalid | Phase::CompletedWithFailures)
+        || (st.phase == Phase::Paused && failure_pause)
+    {
         3
     } else {
         0

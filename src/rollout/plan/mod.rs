@@ -12,6 +12,7 @@
 mod budget;
 pub mod conditions;
 pub mod gates;
+pub mod owner;
 pub mod revision;
 pub mod settings;
 
@@ -23,6 +24,7 @@ use super::types::{FailureReason, NodeCounts, NodeFailure, Phase, RolloutSpec, R
 use budget::Budget;
 use conditions::{set_condition, PauseReason};
 use gates::{GateResult, PodsState};
+use owner::{Claim, Me, OtherRollout};
 use settings::Settings;
 
 pub use revision::needs_new_revision;
@@ -45,6 +47,12 @@ pub enum ConfigLookup {
 /// Everything the decision depends on.
 pub struct Inputs<'a> {
     pub name: &'a str,
+    /// The rollout's UID (a rollout deleted and created again is another owner).
+    pub uid: Option<&'a str>,
+    /// The other rollouts, for who owns which node.
+    pub others: &'a [OtherRollout],
+    /// Marked to take nodes from older rollouts that have not finished.
+    pub supersede: bool,
     pub generation: Option<i64>,
     pub spec: &'a RolloutSpec,
     pub status: &'a RolloutStatus,
@@ -94,7 +102,18 @@ struct Decider<'a> {
     requeue: Option<Duration>,
 }
 
-impl Decider<'_> {
+impl<'a> Decider<'a> {
+    /// This rollout's identity and current revision, for [`owner::claim`].
+    fn me(&self) -> Me<'a> {
+        Me {
+            name: self.inp.name,
+            uid: self.inp.uid,
+            revision: self.st.revision,
+            started: revision::current(&self.st)
+                .and_then(|r| humantime::parse_rfc3339_weak(&r.started).ok()),
+        }
+    }
+
     fn wake_after(&mut self, after: Duration) {
         let after = after.min(MAX_REQUEUE);
         self.requeue = Some(self.requeue.map_or(after, |r| r.min(after)));
@@ -280,11 +299,32 @@ fn forward(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
     let mut new_failures = Vec::new();
     let mut batch_open = false;
     let mut per_batch = vec![NodeCounts::default(); d.st.batches.len()];
+    let me = d.me();
+    let mut blocked: Vec<(&str, String)> = Vec::new();
+    let mut superseded: Vec<(&str, String)> = Vec::new();
     for (b, batch) in d.st.batches.iter().enumerate() {
         let counts = &mut per_batch[b];
         for name in batch {
             let Some(view) = matching.get(name.as_str()).copied() else {
                 continue;
+            };
+            let record = match owner::claim(view, &me, d.inp.others, d.inp.supersede) {
+                Claim::Superseded { by } => {
+                    // Not this revision's target any more: a newer rollout changed it.
+                    superseded.push((view.name.as_str(), by));
+                    continue;
+                }
+                Claim::Ours(record) => Some(record),
+                Claim::Free => None,
+                Claim::Blocked { by } => {
+                    counts.total += 1;
+                    counts.pending += 1;
+                    if b <= current {
+                        blocked.push((view.name.as_str(), by));
+                        batch_open = true;
+                    }
+                    continue;
+                }
             };
             counts.total += 1;
             if failed.contains(name) {
@@ -292,7 +332,7 @@ fn forward(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
                 counts.failed += 1;
                 continue;
             }
-            let Some(record) = view.record_of(d.inp.name, rev) else {
+            let Some(record) = record else {
                 counts.pending += 1;
                 if b <= current {
                     pending.push((b, view));
@@ -345,6 +385,7 @@ fn forward(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
     if let Some(after) = soonest {
         d.wake_after(after);
     }
+    report_owners(d, &blocked, &superseded);
     d.st.failures.extend(new_failures);
     d.st.acknowledged_failures = acknowledged(d) as u32;
     let pause = pause_reason(d);
@@ -369,6 +410,8 @@ fn forward(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
                     previous: view.assignment.clone(),
                     at: d.now.clone(),
                     undone: false,
+                    uid: d.inp.uid.map(str::to_string),
+                    started: revision::current(&d.st).map(|r| r.started.clone()),
                 },
             });
         }
@@ -389,6 +432,73 @@ fn forward(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
         advance(d);
     }
     set_phase(d, pause, window.err());
+}
+
+/// `a, b, c (+N more)`.
+fn some_names<'n>(names: impl Iterator<Item = &'n str>) -> String {
+    let names: Vec<&str> = names.collect();
+    let shown = names.iter().take(5).copied().collect::<Vec<_>>().join(", ");
+    match names.len() {
+        n if n > 5 => format!("{shown} (+{} more)", n - 5),
+        _ => shown,
+    }
+}
+
+/// The Conflict condition (nodes an older, unfinished rollout owns: this one waits) and the
+/// Superseded condition (nodes a newer rollout changed: no longer this one's targets).
+fn report_owners(d: &mut Decider, blocked: &[(&str, String)], superseded: &[(&str, String)]) {
+    let now = d.now.clone();
+    let by = |list: &[(&str, String)]| {
+        let mut owners: Vec<&str> = list.iter().map(|(_, o)| o.as_str()).collect();
+        owners.sort_unstable();
+        owners.dedup();
+        owners.join(", ")
+    };
+    if blocked.is_empty() {
+        set_condition(
+            &mut d.st,
+            "Conflict",
+            false,
+            "NoConflict",
+            "no node of the current batch is owned by another rollout",
+            &now,
+        );
+    } else {
+        let msg = format!(
+            "waiting for rollout {} (older, not finished) on {} nodes: {}; annotate this rollout {}=true to take them now",
+            by(blocked),
+            blocked.len(),
+            some_names(blocked.iter().map(|(n, _)| *n)),
+            owner::SUPERSEDE_ANNOTATION
+        );
+        set_condition(
+            &mut d.st,
+            "Conflict",
+            true,
+            "NodesOwnedByAnotherRollout",
+            &msg,
+            &now,
+        );
+        d.wake_after(Duration::from_secs(5));
+    }
+    if superseded.is_empty() {
+        set_condition(
+            &mut d.st,
+            "Superseded",
+            false,
+            "NotSuperseded",
+            "no target was changed by a newer rollout",
+            &now,
+        );
+    } else {
+        let msg = format!(
+            "{} nodes follow the newer rollout {} now and are no longer targets: {}",
+            superseded.len(),
+            by(superseded),
+            some_names(superseded.iter().map(|(n, _)| *n))
+        );
+        set_condition(&mut d.st, "Superseded", true, "NewerRollout", &msg, &now);
+    }
 }
 
 fn pause_reason(d: &Decider) -> Option<(PauseReason, String)> {
@@ -442,6 +552,9 @@ fn set_phase(d: &mut Decider, pause: Option<(PauseReason, String)>, window: Opti
     d.st.phase = match (&pause, window) {
         (Some((PauseReason::GlobalStop, _)), _) => Phase::Halted,
         (Some(_), _) => Phase::Paused,
+        (None, _) if complete && d.st.counts.in_progress == 0 && d.st.counts.failed > 0 => {
+            Phase::CompletedWithFailures
+        }
         (None, _) if complete && d.st.counts.in_progress == 0 => Phase::Completed,
         (None, Some(_)) => Phase::Waiting,
         (None, None) if d.st.soak_until.is_some() => Phase::Soaking,
@@ -471,12 +584,41 @@ fn set_phase(d: &mut Decider, pause: Option<(PauseReason, String)>, window: Opti
         ),
     }
     let now = d.now.clone();
-    if d.st.phase == Phase::Completed {
-        let msg = format!("every target runs {}", d.inp.spec.config.annotation());
-        set_condition(&mut d.st, "Complete", true, "AllNodesDone", &msg, &now);
+    if matches!(d.st.phase, Phase::Completed | Phase::CompletedWithFailures) {
+        let config = d.inp.spec.config.annotation();
+        let (ok, reason, msg) = if d.st.phase == Phase::Completed {
+            (true, "AllNodesDone", format!("every target runs {config}"))
+        } else {
+            let failed: Vec<String> =
+                d.st.failures
+                    .iter()
+                    .map(|f| format!("{} ({}: {})", f.node, f.reason.as_str(), f.message))
+                    .collect();
+            let shown = failed
+                .iter()
+                .take(5)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ");
+            let more = failed.len().saturating_sub(5);
+            let more = if more > 0 {
+                format!("; +{more} more")
+            } else {
+                String::new()
+            };
+            (
+                false,
+                "NodesFailed",
+                format!(
+                    "{} of {} targets do not run {config}: {shown}{more}",
+                    d.st.counts.failed, d.st.counts.total
+                ),
+            )
+        };
+        set_condition(&mut d.st, "Complete", ok, reason, &msg, &now);
         if let Some(h) = d.st.history.last_mut() {
             if h.result.is_none() {
-                h.result = Some(revision::COMPLETED.to_string());
+                h.result = Some(d.st.phase.as_str().to_string());
                 h.finished = Some(now.clone());
             }
         }
@@ -539,8 +681,7 @@ fn failure(
 /// Points every node this revision changed back at the assignment it had before, within
 /// the unavailability budget; done when all show it active.
 fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
-    let rev = d.st.revision;
-    let name = d.inp.name;
+    let me = d.me();
     let mut waiting = 0u32;
     let mut back = 0u32;
     let mut in_flight: BTreeSet<&str> = BTreeSet::new();
@@ -552,7 +693,7 @@ fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
             let Some(view) = matching.get(node.as_str()).copied() else {
                 continue;
             };
-            let Some(record) = view.record_of(name, rev) else {
+            let Some(record) = view.record.as_ref().filter(|r| owner::is_mine(r, &me)) else {
                 continue;
             };
             if !record.undone {

@@ -117,6 +117,9 @@ impl World {
         };
         let plan = plan(&Inputs {
             name: "r1",
+            uid: Some("uid-r1"),
+            others: &[],
+            supersede: false,
             generation: Some(1),
             spec: &self.spec,
             status: &self.status,
@@ -414,4 +417,187 @@ fn a_new_config_starts_a_new_revision_and_records_history() {
         Some("kc/cfg-b:kubelet")
     );
     assert_eq!(w.status.history.len(), 2);
+}
+
+/// Two rollouts over the same nodes, stepped in turn, each seeing the other as the
+/// controller's cache would.
+struct Two {
+    nodes: Vec<NodeView>,
+    rollouts: Vec<(String, String, RolloutSpec, RolloutStatus, bool)>,
+    now: SystemTime,
+    patches: BTreeMap<String, usize>,
+}
+
+impl Two {
+    fn new(n: usize) -> Two {
+        let w = World::new(n);
+        Two {
+            nodes: w.nodes,
+            rollouts: Vec::new(),
+            now: w.now,
+            patches: BTreeMap::new(),
+        }
+    }
+
+    fn add(&mut self, name: &str, uid: &str, config: &str) {
+        let mut spec = spec();
+        spec.config.name = config.into();
+        self.rollouts.push((
+            name.into(),
+            uid.into(),
+            spec,
+            RolloutStatus::default(),
+            false,
+        ));
+    }
+
+    fn others(&self, skip: usize) -> Vec<OtherRollout> {
+        self.rollouts
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != skip)
+            .map(|(_, (name, uid, _, st, supersedes))| OtherRollout {
+                supersedes: *supersedes,
+                name: name.clone(),
+                uid: Some(uid.clone()),
+                started: revision::current(st)
+                    .and_then(|c| humantime::parse_rfc3339_weak(&c.started).ok()),
+                active: st.phase.owns_its_nodes(),
+                targets: st.batches.iter().flatten().cloned().collect(),
+            })
+            .collect()
+    }
+
+    fn step(&mut self, i: usize) {
+        self.now += Duration::from_secs(1);
+        let others = self.others(i);
+        let pods = |_: &str| PodsState::Ready;
+        let (name, uid, spec, status, supersede) = &self.rollouts[i];
+        let config = if needs_new_revision(spec, status) {
+            ConfigLookup::Found {
+                uid: format!("uid-{}", spec.config.name),
+            }
+        } else {
+            ConfigLookup::NotNeeded
+        };
+        let p = plan(&Inputs {
+            name,
+            uid: Some(uid),
+            others: &others,
+            supersede: *supersede,
+            generation: Some(1),
+            spec,
+            status,
+            acknowledged: None,
+            nodes: &self.nodes,
+            now: self.now,
+            halted: false,
+            config,
+            pods: &pods,
+        });
+        self.rollouts[i].3 = p.status;
+        for t in &p.touches {
+            *self.patches.entry(t.node.clone()).or_default() += 1;
+            let view = self.nodes.iter_mut().find(|n| n.name == t.node).unwrap();
+            apply(view, t);
+            healthy(view);
+        }
+    }
+
+    fn phase(&self, i: usize) -> Phase {
+        self.rollouts[i].3.phase
+    }
+
+    fn condition(&self, i: usize, kind: &str) -> Option<crate::rollout::types::RolloutCondition> {
+        self.rollouts[i]
+            .3
+            .conditions
+            .iter()
+            .find(|c| c.type_ == kind)
+            .cloned()
+    }
+}
+
+#[test]
+fn a_finished_rollout_never_takes_nodes_back_from_a_newer_one() {
+    let mut t = Two::new(6);
+    t.add("r1", "u1", "cfg-b");
+    for _ in 0..40 {
+        t.step(0);
+    }
+    assert_eq!(t.phase(0), Phase::Completed);
+    t.add("r2", "u2", "cfg-c");
+    for _ in 0..40 {
+        t.step(1);
+        t.step(0);
+    }
+    assert_eq!(t.phase(1), Phase::Completed);
+    assert!(
+        t.patches.values().all(|n| *n == 2),
+        "each node once by each rollout: {:?}",
+        t.patches
+    );
+    assert!(t
+        .nodes
+        .iter()
+        .all(|n| n.assignment.as_deref() == Some("kc/cfg-c:kubelet")));
+    let superseded = t.condition(0, "Superseded").unwrap();
+    assert_eq!(superseded.status, "True", "{superseded:?}");
+    assert!(superseded.message.contains("r2"), "{superseded:?}");
+}
+
+#[test]
+fn a_newer_rollout_waits_for_an_older_unfinished_one_and_says_so() {
+    let mut t = Two::new(6);
+    t.add("r1", "u1", "cfg-b");
+    t.rollouts[0].2.paused = true;
+    t.step(0);
+    t.step(0);
+    assert_eq!(t.phase(0), Phase::Paused);
+    t.add("r2", "u2", "cfg-c");
+    for _ in 0..10 {
+        t.step(1);
+    }
+    assert!(t.patches.is_empty(), "r2 took r1's nodes: {:?}", t.patches);
+    let conflict = t.condition(1, "Conflict").unwrap();
+    assert_eq!(conflict.status, "True");
+    assert!(
+        conflict.message.contains("r1") && conflict.message.contains("supersede"),
+        "{conflict:?}"
+    );
+    // Marked to supersede, it takes them; r1 then leaves them alone.
+    t.rollouts[1].4 = true;
+    t.rollouts[0].2.paused = false;
+    for _ in 0..40 {
+        t.step(1);
+        t.step(0);
+    }
+    assert_eq!(t.phase(1), Phase::Completed);
+    assert!(t
+        .nodes
+        .iter()
+        .all(|n| n.assignment.as_deref() == Some("kc/cfg-c:kubelet")));
+    assert!(t.patches.values().all(|n| *n == 1), "{:?}", t.patches);
+}
+
+#[test]
+fn a_rollout_deleted_and_created_again_changes_the_nodes_again() {
+    let mut t = Two::new(3);
+    t.add("rx", "old", "cfg-b");
+    for _ in 0..30 {
+        t.step(0);
+    }
+    assert_eq!(t.phase(0), Phase::Completed);
+    // Deleted, then created again under the same name with another config.
+    t.rollouts.clear();
+    t.add("rx", "new", "cfg-c");
+    for _ in 0..30 {
+        t.step(0);
+    }
+    assert_eq!(t.phase(0), Phase::Completed);
+    assert!(t
+        .nodes
+        .iter()
+        .all(|n| n.assignment.as_deref() == Some("kc/cfg-c:kubelet")));
+    assert!(t.patches.values().all(|n| *n == 2), "{:?}", t.patches);
 }
