@@ -335,9 +335,15 @@ impl NodePods {
         self.pods.len()
     }
 
+    /// Whether the set is complete: a list was read to its end and no
+    /// re-list is under way.
+    pub fn current(&self) -> bool {
+        self.listed && !self.listing
+    }
+
     /// Whether a complete, current list shows no pod that must leave.
     pub fn drained(&self) -> bool {
-        self.listed && !self.listing && self.pods.is_empty()
+        self.current() && self.pods.is_empty()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Tracked> {

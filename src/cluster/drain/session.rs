@@ -2,9 +2,9 @@
 //! pages of [`PAGE_SIZE`] (`limit` + `continue`, `fieldSelector
 //! spec.nodeName=NODE` as the Node authorizer requires) and then followed
 //! by a watch from the list's resourceVersion (re-listed after a 410, with
-//! backoff after other errors); each pod that must leave is asked to, one
-//! request at a time, and asked again with backoff while the server
-//! refuses. Memory is the [`NodePods`] set (a few hundred bytes per pod)
+//! backoff after other errors); once a list is complete, each pod that
+//! must leave is asked to, one request at a time between watch events, and
+//! asked again with backoff while the server refuses. Memory is the [`NodePods`] set (a few hundred bytes per pod)
 //! plus one page.
 
 use std::cmp::Reverse;
@@ -112,6 +112,11 @@ impl Session {
                 .map_or(report_at, |Reverse((at, _))| (*at).min(report_at));
             let watching = self.backoff.until.is_none();
             let resume = self.backoff.until.unwrap_or(report_at);
+            // Evictions wait for the list's end (kubectl lists first too):
+            // evictions between pages would change what the next page's
+            // snapshot must be rebuilt from, and may outrun the server's
+            // history (410 on `continue`, a re-list from the start).
+            let evict = self.pods.current() && !self.ready.is_empty();
             tokio::select! {
                 biased;
                 ev = self.events.next(), if watching => {
@@ -122,7 +127,7 @@ impl Session {
                 () = tokio::time::sleep_until(resume), if !watching => {
                     self.backoff.until = None;
                 }
-                () = std::future::ready(()), if !self.ready.is_empty() => {
+                () = std::future::ready(()), if evict => {
                     if let Some(failure) = self.evict_next().await {
                         return Round::Failed(failure);
                     }
