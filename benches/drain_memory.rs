@@ -10,7 +10,8 @@
 //!     DRAIN_MEMORY_PODS=100,1000 cargo bench --bench drain_memory
 //!
 //! Also printed: the pod requests of each drain (list pages with their `limit`, watches,
-//! evictions), which show the list-then-watch pattern.
+//! evictions), which show the list-then-watch pattern, and the supervisor's log lines about
+//! listing and watching the pods (warnings; `DRAIN_SUPERVISOR_LOG=info` shows re-lists too).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -72,6 +73,8 @@ struct Sample {
     drain: Duration,
     create: Duration,
     requests: BTreeMap<String, usize>,
+    /// The supervisor's log lines about the pods' list and watch.
+    watch_log: Vec<String>,
 }
 
 fn measure(pods: usize) -> Sample {
@@ -88,6 +91,13 @@ fn measure(pods: usize) -> Sample {
     let drain = node.change("maxPods: 100\neventBurst: 100\n");
     let peak_kib = status_kib(pid, "VmHWM");
     let requests = pod_requests(&node.server.requests());
+    let watch_log = node
+        .scene
+        .output()
+        .lines()
+        .filter(|l| l.contains("pods bound to this node"))
+        .map(str::to_string)
+        .collect();
     if requests.get("eviction") != Some(&pods) {
         fail(&format!("expected {pods} evictions: {requests:?}"));
     }
@@ -99,6 +109,7 @@ fn measure(pods: usize) -> Sample {
         drain,
         create,
         requests,
+        watch_log,
     }
 }
 
@@ -139,6 +150,13 @@ fn main() {
         println!("  pod requests of the drain with {} pods:", s.pods);
         for (kind, n) in &s.requests {
             println!("    {kind:<28} {n}");
+        }
+        println!(
+            "  supervisor log lines about the pods' list and watch: {}",
+            s.watch_log.len()
+        );
+        for line in s.watch_log.iter().take(10) {
+            println!("    {line}");
         }
     }
     let worst = samples.iter().map(|s| s.peak_kib).max().unwrap_or(0);

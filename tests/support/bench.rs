@@ -115,7 +115,7 @@ const CONFIG_NS: &str = "kubelet-config";
 const SOURCE_ANNOTATION: &str = "kubelet-pivot.io/config-source";
 
 /// A node for the drain benches: the test API server with the Node, a bootstrap supervisor
-/// with the node's credentials (RUST_LOG=warn) and the stand-in kubelet serving healthz, settled
+/// with the node's credentials (RUST_LOG=warn, or `DRAIN_SUPERVISOR_LOG`) and the stand-in kubelet serving healthz, settled
 /// on a first assigned config.
 pub struct DrainNode {
     pub scene: Scene,
@@ -144,6 +144,7 @@ impl DrainNode {
             .unwrap_or_else(|err| fail(&format!("no free port: {err}")));
         let kubeconfig = path_str(&kubeconfig);
         let root = path_str(&root);
+        let log = std::env::var("DRAIN_SUPERVISOR_LOG").unwrap_or_else(|_| "warn".into());
         let sup = scene.spawn(scene.pivot(
             &[
                 "bootstrap",
@@ -157,7 +158,7 @@ impl DrainNode {
                 "5s",
             ],
             &["--root-dir", &root],
-            &[("STANDIN_HEALTHZ", "1"), ("RUST_LOG", "warn")],
+            &[("STANDIN_HEALTHZ", "1"), ("RUST_LOG", &log)],
         ));
         let mut b = DrainNode {
             scene,

@@ -209,6 +209,77 @@ impl From<RawPod> for DrainPod {
     }
 }
 
+/// A pod's key in [`NodePods`]: its uid, in 16 bytes when it is a UUID in
+/// the canonical form the API server makes (lowercase, hyphenated), as text
+/// otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PodKey {
+    Uuid([u8; 16]),
+    Uid(Arc<str>),
+    /// A pod without a uid (no real server sends one): `namespace/name`.
+    Name(Arc<str>),
+}
+
+/// Positions of the hyphens in a canonical UUID.
+const UUID_HYPHENS: [usize; 4] = [8, 13, 18, 23];
+
+impl PodKey {
+    pub fn of(pod: &DrainPod) -> PodKey {
+        match pod.uid() {
+            "" => PodKey::Name(Arc::from(format!("{}/{}", pod.namespace(), pod.name()))),
+            uid => parse_uuid(uid).map_or_else(|| PodKey::Uid(Arc::from(uid)), PodKey::Uuid),
+        }
+    }
+
+    /// The uid as the server spelled it (for a precondition), if the pod
+    /// has one.
+    pub fn uid(&self) -> Option<String> {
+        match self {
+            PodKey::Uuid(bytes) => {
+                let mut out = String::with_capacity(36);
+                for (i, b) in bytes.iter().enumerate() {
+                    if matches!(i, 4 | 6 | 8 | 10) {
+                        out.push('-');
+                    }
+                    out.push_str(&format!("{b:02x}"));
+                }
+                Some(out)
+            }
+            PodKey::Uid(uid) => Some(uid.to_string()),
+            PodKey::Name(_) => None,
+        }
+    }
+}
+
+/// A canonical UUID (36 characters, lowercase hex, hyphens at 8, 13, 18
+/// and 23) as its 16 bytes; anything else is `None`, so that
+/// [`PodKey::uid`] gives back exactly the text the server sent.
+fn parse_uuid(text: &str) -> Option<[u8; 16]> {
+    let raw = text.as_bytes();
+    if raw.len() != 36 || UUID_HYPHENS.iter().any(|&i| raw[i] != b'-') {
+        return None;
+    }
+    let mut digits = raw
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !UUID_HYPHENS.contains(i));
+    let mut out = [0u8; 16];
+    for byte in &mut out {
+        let mut value = 0u8;
+        for _ in 0..2 {
+            let (_, c) = digits.next()?;
+            let nibble = match c {
+                b'0'..=b'9' => c - b'0',
+                b'a'..=b'f' => c - b'a' + 10,
+                _ => return None,
+            };
+            value = value << 4 | nibble;
+        }
+        *byte = value;
+    }
+    Some(out)
+}
+
 /// Where the drain stands with one pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ask {
@@ -240,11 +311,11 @@ impl Tracked {
     }
 }
 
-/// The pods bound to the node that must leave it, by uid. Pods the drain
+/// The pods bound to the node that must leave it, by [`PodKey`]. Pods the drain
 /// leaves alone are not kept at all.
 #[derive(Debug, Default)]
 pub struct NodePods {
-    pods: HashMap<Arc<str>, Tracked>,
+    pods: HashMap<PodKey, Tracked>,
     /// Namespace names, shared by their pods.
     namespaces: HashSet<Arc<str>>,
     generation: u32,
@@ -271,15 +342,15 @@ impl NodePods {
 
     /// A pod as listed or watched. Returns its uid when it is new and must
     /// be asked to leave.
-    pub fn apply(&mut self, pod: &DrainPod) -> Option<Arc<str>> {
-        let uid = self.uid_of(pod);
+    pub fn apply(&mut self, pod: &DrainPod) -> Option<PodKey> {
+        let key = PodKey::of(pod);
         if pod.facts.skip().is_some() {
             // A pod can turn into one the drain leaves alone (its
             // controller reference changed).
-            self.pods.remove(uid.as_ref());
+            self.pods.remove(&key);
             return None;
         }
-        if let Some(t) = self.pods.get_mut(uid.as_ref()) {
+        if let Some(t) = self.pods.get_mut(&key) {
             t.facts = pod.facts;
             t.seen = self.generation;
             return None;
@@ -293,24 +364,13 @@ impl NodePods {
             seen: self.generation,
         };
         let due = !pod.facts.deleting;
-        let key: Arc<str> = uid;
         self.pods.insert(key.clone(), tracked);
         due.then_some(key)
     }
 
     /// A pod was deleted.
     pub fn remove(&mut self, pod: &DrainPod) {
-        let uid = self.uid_of(pod);
-        self.pods.remove(uid.as_ref());
-    }
-
-    /// The map key of a pod: its uid (`namespace/name` for a pod without
-    /// one, which no real server sends).
-    fn uid_of(&self, pod: &DrainPod) -> Arc<str> {
-        match pod.uid() {
-            "" => Arc::from(format!("{}/{}", pod.namespace(), pod.name())),
-            uid => Arc::from(uid),
-        }
+        self.pods.remove(&PodKey::of(pod));
     }
 
     fn intern(&mut self, namespace: &str) -> Arc<str> {
@@ -322,12 +382,12 @@ impl NodePods {
         ns
     }
 
-    pub fn get(&self, uid: &str) -> Option<&Tracked> {
-        self.pods.get(uid)
+    pub fn get(&self, key: &PodKey) -> Option<&Tracked> {
+        self.pods.get(key)
     }
 
-    pub fn get_mut(&mut self, uid: &str) -> Option<&mut Tracked> {
-        self.pods.get_mut(uid)
+    pub fn get_mut(&mut self, key: &PodKey) -> Option<&mut Tracked> {
+        self.pods.get_mut(key)
     }
 
     /// Pods still to leave the node.
@@ -486,6 +546,34 @@ mod tests {
         assert_eq!(finished.facts.skip(), Some(Skip::Mirror));
     }
 
+    fn key(uid: &str) -> PodKey {
+        PodKey::Uid(Arc::from(uid))
+    }
+
+    #[test]
+    fn canonical_uuids_are_kept_in_16_bytes_and_given_back_as_sent() {
+        let uid = "6a1b2c3d-0e4f-4a5b-8c9d-0123456789ab";
+        let p = named("a", uid, json!({}));
+        let k = PodKey::of(&p);
+        assert!(matches!(k, PodKey::Uuid(_)), "{k:?}");
+        assert_eq!(k.uid().as_deref(), Some(uid));
+        // Anything that would not round-trip stays text.
+        for other in [
+            "6A1B2C3D-0E4F-4A5B-8C9D-0123456789AB",
+            "6a1b2c3d0e4f4a5b8c9d0123456789ab",
+            "6a1b2c3d-0e4f-4a5b-8c9d-0123456789ag",
+            "u-1",
+            "6a1b2c3d-0e4f-4a5b-8c9d-0123456789é",
+        ] {
+            let k = PodKey::of(&named("a", other, json!({})));
+            assert!(matches!(k, PodKey::Uid(_)), "{other}: {k:?}");
+            assert_eq!(k.uid().as_deref(), Some(other));
+        }
+        let nameless = pod(json!({"metadata": {"name": "a", "namespace": "ns"}}));
+        assert_eq!(PodKey::of(&nameless), PodKey::Name(Arc::from("ns/a")));
+        assert_eq!(PodKey::of(&nameless).uid(), None);
+    }
+
     #[test]
     fn a_relist_forgets_pods_it_no_longer_shows_and_keeps_what_was_asked() {
         let mut pods = NodePods::default();
@@ -503,8 +591,8 @@ mod tests {
             "u-d",
             json!({"metadata": {"ownerReferences": [owner("DaemonSet", Some(true))]}}),
         );
-        assert_eq!(pods.apply(&a).as_deref(), Some("u-a"));
-        assert_eq!(pods.apply(&b).as_deref(), Some("u-b"));
+        assert_eq!(pods.apply(&a), Some(key("u-a")));
+        assert_eq!(pods.apply(&b), Some(key("u-b")));
         assert_eq!(
             pods.apply(&going),
             None,
@@ -514,29 +602,29 @@ mod tests {
         assert_eq!(pods.remaining(), 3, "the DaemonSet pod is not kept");
         assert!(!pods.drained(), "listing");
         pods.end_list();
-        if let Some(t) = pods.get_mut("u-a") {
+        if let Some(t) = pods.get_mut(&key("u-a")) {
             t.ask = Ask::Asked;
         }
         // A watch event for a known pod changes its facts, not its state.
         assert_eq!(pods.apply(&a), None);
-        assert_eq!(pods.get("u-a").map(|t| t.ask), Some(Ask::Asked));
+        assert_eq!(pods.get(&key("u-a")).map(|t| t.ask), Some(Ask::Asked));
         // The relist after a 410 no longer shows b and c.
         pods.begin_list();
         assert_eq!(pods.apply(&a), None);
         assert_eq!(pods.remaining(), 3, "kept until the list is complete");
         pods.end_list();
         assert_eq!(pods.remaining(), 1);
-        assert_eq!(pods.get("u-a").map(|t| t.ask), Some(Ask::Asked));
+        assert_eq!(pods.get(&key("u-a")).map(|t| t.ask), Some(Ask::Asked));
         pods.remove(&a);
         assert!(pods.drained());
         // Namespaces are shared, not copied per pod.
         pods.apply(&named("e", "u-e", json!({})));
         pods.apply(&named("f", "u-f", json!({})));
-        let e = pods.get("u-e").map(|t| t.namespace.clone());
-        let f = pods.get("u-f").map(|t| t.namespace.clone());
+        let e = pods.get(&key("u-e")).map(|t| t.namespace.clone());
+        let f = pods.get(&key("u-f")).map(|t| t.namespace.clone());
         assert!(matches!((e, f), (Some(e), Some(f)) if Arc::ptr_eq(&e, &f)));
         assert_eq!(
-            pods.get("u-e").map(Tracked::key).as_deref(),
+            pods.get(&key("u-e")).map(Tracked::key).as_deref(),
             Some("default/e")
         );
     }

@@ -9,7 +9,6 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::BoxStream;
@@ -20,7 +19,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::answer::{self, Answer};
-use super::pods::{Ask, DrainPod, NodePods};
+use super::pods::{Ask, DrainPod, NodePods, PodKey};
 use super::{Drainer, Failure, Progress, Round};
 use crate::cluster::sync::backoff::WatchBackoff;
 use crate::config::store::{BlockReason, BlockedPods, DrainFailure};
@@ -60,10 +59,10 @@ pub struct Session {
     events: PodEvents,
     backoff: WatchBackoff,
     pods: NodePods,
-    /// Pods to ask now (uids; stale entries are skipped).
-    ready: VecDeque<Arc<str>>,
+    /// Pods to ask now (stale entries are skipped).
+    ready: VecDeque<PodKey>,
     /// Pods to ask again, by when.
-    retries: BinaryHeap<Reverse<(Instant, Arc<str>)>>,
+    retries: BinaryHeap<Reverse<(Instant, PodKey)>>,
     evicted: usize,
     last: BTreeMap<BlockReason, LastRefusal>,
     /// Why the list or watch fails, while it does.
@@ -143,8 +142,8 @@ impl Session {
             if *at > now {
                 break;
             }
-            if let Some(Reverse((_, uid))) = self.retries.pop() {
-                self.ready.push_back(uid);
+            if let Some(Reverse((_, key))) = self.retries.pop() {
+                self.ready.push_back(key);
             }
         }
     }
@@ -161,8 +160,8 @@ impl Session {
                         self.pods.begin_list();
                     }
                     Event::InitApply(pod) | Event::Apply(pod) => {
-                        if let Some(uid) = self.pods.apply(&pod) {
-                            self.ready.push_back(uid);
+                        if let Some(key) = self.pods.apply(&pod) {
+                            self.ready.push_back(key);
                         }
                     }
                     Event::Delete(pod) => self.pods.remove(&pod),
@@ -206,17 +205,15 @@ impl Session {
 
     /// Asks for the eviction of the next queued pod.
     async fn evict_next(&mut self) -> Option<Failure> {
-        let uid = self.ready.pop_front()?;
-        let (namespace, name) = match self.pods.get(&uid) {
+        let key = self.ready.pop_front()?;
+        let (namespace, name) = match self.pods.get(&key) {
             Some(t) if !t.facts.deleting && t.ask != Ask::Asked => {
                 (t.namespace.clone(), t.name.clone())
             }
             _ => return None,
         };
-        // The key of a pod without a uid is `namespace/name` (no uid has a
-        // slash): no precondition then.
-        let precondition = (!uid.contains('/')).then_some(uid.as_ref());
-        let result = self.drainer.evict(&namespace, &name, precondition).await;
+        let uid = key.uid();
+        let result = self.drainer.evict(&namespace, &name, uid.as_deref()).await;
         let answer = answer::of_result(result);
         let metric = match &answer {
             Answer::Evicted => EvictionResult::Evicted,
@@ -229,7 +226,7 @@ impl Session {
         };
         self.drainer.metrics.disruption.eviction(metric);
         let pod = format!("{namespace}/{name}");
-        let tracked = self.pods.get_mut(&uid)?;
+        let tracked = self.pods.get_mut(&key)?;
         match answer {
             Answer::Evicted => {
                 debug!(%pod, "evicted");
@@ -250,7 +247,7 @@ impl Session {
                 tracked.ask = Ask::Refused { attempts, reason };
                 let delay = backoff(attempts, retry_after);
                 debug!(%pod, code, %message, reason = reason.describe(), retry_in = ?delay, "eviction refused; asking again later");
-                self.retries.push(Reverse((Instant::now() + delay, uid)));
+                self.retries.push(Reverse((Instant::now() + delay, key)));
                 self.last.insert(reason, LastRefusal { pod, code, message });
             }
             Answer::Fatal { failure, message } => {
