@@ -305,6 +305,11 @@ pub struct Tracked {
 }
 
 impl Tracked {
+    /// Asked to leave, and not yet seen leaving.
+    fn unobserved(&self) -> bool {
+        self.ask == Ask::Asked && !self.facts.deleting
+    }
+
     /// `namespace/name`.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
@@ -323,6 +328,9 @@ pub struct NodePods {
     listing: bool,
     /// A complete list has been read.
     listed: bool,
+    /// Pods asked to leave whose leaving (a deletionTimestamp, or gone)
+    /// the list and watch have not shown yet.
+    unobserved: usize,
 }
 
 impl NodePods {
@@ -335,24 +343,36 @@ impl NodePods {
     /// The list is complete: pods it did not show are forgotten.
     pub fn end_list(&mut self) {
         let generation = self.generation;
-        self.pods.retain(|_, t| t.seen == generation);
+        let mut left = 0;
+        self.pods.retain(|_, t| {
+            let keep = t.seen == generation;
+            if !keep && t.unobserved() {
+                left += 1;
+            }
+            keep
+        });
+        self.unobserved -= left;
         self.listing = false;
         self.listed = true;
     }
 
-    /// A pod as listed or watched. Returns its uid when it is new and must
+    /// A pod as listed or watched. Returns its key when it is new and must
     /// be asked to leave.
     pub fn apply(&mut self, pod: &DrainPod) -> Option<PodKey> {
         let key = PodKey::of(pod);
         if pod.facts.skip().is_some() {
             // A pod can turn into one the drain leaves alone (its
             // controller reference changed).
-            self.pods.remove(&key);
+            self.forget(&key);
             return None;
         }
         if let Some(t) = self.pods.get_mut(&key) {
+            let was = t.unobserved();
             t.facts = pod.facts;
             t.seen = self.generation;
+            if was && !t.unobserved() {
+                self.unobserved -= 1;
+            }
             return None;
         }
         let namespace = self.intern(pod.namespace());
@@ -370,7 +390,31 @@ impl NodePods {
 
     /// A pod was deleted.
     pub fn remove(&mut self, pod: &DrainPod) {
-        self.pods.remove(&PodKey::of(pod));
+        self.forget(&PodKey::of(pod));
+    }
+
+    fn forget(&mut self, key: &PodKey) {
+        if self.pods.remove(key).is_some_and(|t| t.unobserved()) {
+            self.unobserved -= 1;
+        }
+    }
+
+    /// Records where the drain stands with a pod (if it is still there).
+    pub fn set_ask(&mut self, key: &PodKey, ask: Ask) {
+        if let Some(t) = self.pods.get_mut(key) {
+            let was = t.unobserved();
+            t.ask = ask;
+            match (was, t.unobserved()) {
+                (false, true) => self.unobserved += 1,
+                (true, false) => self.unobserved -= 1,
+                _ => {}
+            }
+        }
+    }
+
+    /// Pods asked to leave whose leaving the watch has not shown yet.
+    pub fn unobserved(&self) -> usize {
+        self.unobserved
     }
 
     fn intern(&mut self, namespace: &str) -> Arc<str> {
@@ -384,10 +428,6 @@ impl NodePods {
 
     pub fn get(&self, key: &PodKey) -> Option<&Tracked> {
         self.pods.get(key)
-    }
-
-    pub fn get_mut(&mut self, key: &PodKey) -> Option<&mut Tracked> {
-        self.pods.get_mut(key)
     }
 
     /// Pods still to leave the node.
@@ -602,9 +642,8 @@ mod tests {
         assert_eq!(pods.remaining(), 3, "the DaemonSet pod is not kept");
         assert!(!pods.drained(), "listing");
         pods.end_list();
-        if let Some(t) = pods.get_mut(&key("u-a")) {
-            t.ask = Ask::Asked;
-        }
+        pods.set_ask(&key("u-a"), Ask::Asked);
+        assert_eq!(pods.unobserved(), 1);
         // A watch event for a known pod changes its facts, not its state.
         assert_eq!(pods.apply(&a), None);
         assert_eq!(pods.get(&key("u-a")).map(|t| t.ask), Some(Ask::Asked));
@@ -615,7 +654,9 @@ mod tests {
         pods.end_list();
         assert_eq!(pods.remaining(), 1);
         assert_eq!(pods.get(&key("u-a")).map(|t| t.ask), Some(Ask::Asked));
+        assert_eq!(pods.unobserved(), 1, "a has not been seen leaving");
         pods.remove(&a);
+        assert_eq!(pods.unobserved(), 0);
         assert!(pods.drained());
         // Namespaces are shared, not copied per pod.
         pods.apply(&named("e", "u-e", json!({})));
@@ -627,6 +668,46 @@ mod tests {
             pods.get(&key("u-e")).map(Tracked::key).as_deref(),
             Some("default/e")
         );
+    }
+
+    #[test]
+    fn asked_pods_count_until_the_watch_shows_them_leaving() {
+        let mut pods = NodePods::default();
+        pods.begin_list();
+        let a = named("a", "u-a", json!({}));
+        let b = named("b", "u-b", json!({}));
+        let c = named("c", "u-c", json!({}));
+        for p in [&a, &b, &c] {
+            pods.apply(p);
+        }
+        pods.end_list();
+        for k in ["u-a", "u-b", "u-c"] {
+            pods.set_ask(&key(k), Ask::Asked);
+        }
+        pods.set_ask(&key("u-c"), Ask::Asked);
+        assert_eq!(pods.unobserved(), 3);
+        // a: terminating (MODIFIED with a deletionTimestamp), then DELETED.
+        let mut going = a.clone();
+        going.facts.deleting = true;
+        pods.apply(&going);
+        assert_eq!(pods.unobserved(), 2);
+        pods.remove(&going);
+        assert_eq!(pods.unobserved(), 2);
+        // b: DELETED at once.
+        pods.remove(&b);
+        assert_eq!(pods.unobserved(), 1);
+        // c: missed by the watch; the re-list no longer shows it.
+        pods.begin_list();
+        pods.end_list();
+        assert_eq!(pods.unobserved(), 0);
+        assert!(pods.drained());
+        // A refusal after an eviction cannot happen, but keeps the count right.
+        pods.begin_list();
+        pods.apply(&a);
+        pods.end_list();
+        pods.set_ask(&key("u-a"), Ask::Asked);
+        pods.set_ask(&key("u-a"), Ask::Due);
+        assert_eq!(pods.unobserved(), 0);
     }
 
     #[test]

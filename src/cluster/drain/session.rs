@@ -34,6 +34,11 @@ const EVICT_BACKOFF: Duration = Duration::from_millis(500);
 const EVICT_BACKOFF_MAX: Duration = Duration::from_secs(8);
 /// Pods named in a log line or a timeout message.
 const EXAMPLES: usize = 5;
+/// Evictions accepted whose effect the watch has not shown yet, at most:
+/// the evictions never outrun the watch by more than this, so a watch that
+/// falls behind (the server drops a watcher that cannot keep up with its
+/// history) does not make the drain re-list all pods again and again.
+const MAX_UNOBSERVED: usize = 64;
 
 type PodEvents = BoxStream<'static, Result<Event<DrainPod>, watcher::Error>>;
 
@@ -115,7 +120,9 @@ impl Session {
             // evictions between pages would change what the next page's
             // snapshot must be rebuilt from, and may outrun the server's
             // history (410 on `continue`, a re-list from the start).
-            let evict = self.pods.current() && !self.ready.is_empty();
+            let evict = self.pods.current()
+                && !self.ready.is_empty()
+                && self.pods.unobserved() < MAX_UNOBSERVED;
             tokio::select! {
                 biased;
                 ev = self.events.next(), if watching => {
@@ -226,25 +233,25 @@ impl Session {
         };
         self.drainer.metrics.disruption.eviction(metric);
         let pod = format!("{namespace}/{name}");
-        let tracked = self.pods.get_mut(&key)?;
+        let previous = self.pods.get(&key)?.ask;
         match answer {
             Answer::Evicted => {
                 debug!(%pod, "evicted");
-                tracked.ask = Ask::Asked;
+                self.pods.set_ask(&key, Ask::Asked);
                 self.evicted += 1;
             }
-            Answer::Gone => tracked.ask = Ask::Asked,
+            Answer::Gone => self.pods.set_ask(&key, Ask::Asked),
             Answer::Refused {
                 reason,
                 code,
                 message,
                 retry_after,
             } => {
-                let attempts = match tracked.ask {
+                let attempts = match previous {
                     Ask::Refused { attempts, .. } => attempts.saturating_add(1),
                     _ => 1,
                 };
-                tracked.ask = Ask::Refused { attempts, reason };
+                self.pods.set_ask(&key, Ask::Refused { attempts, reason });
                 let delay = backoff(attempts, retry_after);
                 debug!(%pod, code, %message, reason = reason.describe(), retry_in = ?delay, "eviction refused; asking again later");
                 self.retries.push(Reverse((Instant::now() + delay, key)));
