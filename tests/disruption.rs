@@ -661,6 +661,88 @@ fn daemonset_pods_are_known_by_their_controller_reference() {
 }
 
 #[test]
+fn pods_are_listed_in_pages_then_followed_by_a_watch_not_relisted() {
+    let n = Node::new();
+    let (_p, first) = n.running_on_a("maxPods: 100\n", &[]);
+    // 1,050 DaemonSet pods (listed, left alone) and one web pod a PDB protects: the drain
+    // lists 1,051 pods in pages of 500 and keeps running.
+    for i in 0..1050 {
+        n.server.create_pod(
+            APP_NS,
+            &format!("agent-{i:04}"),
+            NODE,
+            json!({"app": "agent"}),
+            Some("DaemonSet"),
+            json!({}),
+        );
+    }
+    n.web_pod("web-1");
+    n.server.create_pdb(APP_NS, "web", json!({"app": "web"}), 0);
+    n.configmap("cfg-b", "maxPods: 90\n");
+    n.assign("cfg-b");
+    wait_until(DEADLINE, "the PDB's 429, asked again", || {
+        (n.evictions_of("web-1").len() >= 2).then_some(())
+    });
+    let pod_lists = || n.server.list_requests("/api/v1/pods");
+    let pages = pod_lists();
+    let selector = format!("spec.nodeName={NODE}");
+    assert!(pages.len() >= 3, "{pages:?}");
+    for (i, page) in pages.iter().enumerate() {
+        assert_eq!(
+            page.query_param("limit").as_deref(),
+            Some("500"),
+            "{page:?}"
+        );
+        assert_eq!(page.query_param("fieldSelector"), Some(selector.clone()));
+        assert_eq!(page.query_param("continue").is_some(), i > 0, "{page:?}");
+        assert!(page.items.unwrap_or(0) <= 500, "{page:?}");
+    }
+    let listed: usize = pages.iter().filter_map(|p| p.items).sum();
+    assert_eq!(listed, 1051);
+    let watches = || n.requests(|r| r.watch && r.path == "/api/v1/pods");
+    let watch = wait_until(DEADLINE, "a watch of the node's pods", || {
+        watches().first().cloned()
+    });
+    assert_eq!(watch.query_param("fieldSelector"), Some(selector));
+    let rv = watch.query_param("resourceVersion").unwrap_or_default();
+    assert!(rv.parse::<u64>().is_ok_and(|v| v > 0), "{watch:?}");
+    // While the PDB blocks the drain, for 3 s: no list again (the first drain listed every
+    // 0.5 s, six times in that window).
+    for _ in 0..2 {
+        n.assert_untouched(first, "no restart while the PDB blocks the drain");
+    }
+    assert_eq!(
+        pod_lists().len(),
+        pages.len(),
+        "re-listed: {:?}",
+        pod_lists()
+    );
+    // A pod bound to the node meanwhile is seen on the watch and evicted.
+    n.server.create_pod(
+        APP_NS,
+        "late-1",
+        NODE,
+        json!({"app": "late"}),
+        Some("ReplicaSet"),
+        json!({}),
+    );
+    wait_until(DEADLINE, "the late pod evicted", || {
+        (n.evictions_of("late-1") == vec![201]).then_some(())
+    });
+    n.server.set_pdb_disruptions_allowed(APP_NS, "web", 1);
+    n.wait_kubelet_with("\"maxPods\":90", Some(first));
+    assert_eq!(
+        pod_lists().len(),
+        pages.len(),
+        "re-listed: {:?}",
+        pod_lists()
+    );
+    assert_eq!(watches().len(), 1, "{:?}", watches());
+    assert_eq!(n.pods_left().len(), 1050, "the DaemonSet pods stay");
+    assert!(n.forbidden().is_empty(), "{:?}", n.forbidden());
+}
+
+#[test]
 fn drain_timeout_uncordons_leaves_everything_running_and_backs_off() {
     let n = Node::new();
     let (_p, first) = n.running_on_a("maxPods: 100\n", &["--drain-timeout", "2s"]);
