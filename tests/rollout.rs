@@ -775,6 +775,11 @@ fn the_controller_needs_exactly_the_rbac_its_manifest_grants() {
         if resource == "pods" || (resource == "kubeletconfigrollouts" && verb == "get") {
             continue;
         }
+        // A config's ConfigMap is listed and watched only while a rollout waits for it
+        // (a_rollout_waiting_for_its_configmap_starts_when_it_is_created).
+        if resource == "configmaps" && rules[i].0.as_deref() == Some(NS) && verb != "get" {
+            continue;
+        }
         assert!(
             used.contains(&(i, verb.clone())),
             "granted but never used: {verb} {resource}"
@@ -987,4 +992,62 @@ fn rollouts_over_the_same_nodes_never_fight_and_a_re_created_one_is_a_new_owner(
             Some("kubelet-config/cfg-b:kubelet")
         );
     }
+}
+
+/// Issue 22 item 6: the ConfigMap a rollout waits for is watched, not polled every 30 s;
+/// `status --watch --timeout` gives up when the time passes.
+#[test]
+fn a_rollout_waiting_for_its_configmap_starts_when_it_is_created() {
+    let c = Cluster::new();
+    let _sim = c.sim(3);
+    let _ctl = c.controller("ctl-a");
+    c.start("r1", "cfg-late", &["--canary", "0", "--batch", "100%"]);
+    wait_until(DEADLINE, "ConfigFound=False", || {
+        let r = c.status("r1");
+        r["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "ConfigFound" && c["status"] == "False")
+            .then_some(())
+    });
+    let started = std::time::Instant::now();
+    let out = c.cli(&["status", "r1", "--watch", "--timeout", "1s"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("did not settle within 1s"));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // Give the controller's watch a moment to be open before the ConfigMap appears: the
+    // point is the watch, not the initial lookup.
+    wait_until(DEADLINE, "the watch of the missing ConfigMap", || {
+        (c.server
+            .open_watches("/api/v1/namespaces/kubelet-config/configmaps")
+            > 0)
+        .then_some(())
+    });
+    let created = std::time::Instant::now();
+    c.server.create_configmap(
+        NS,
+        "cfg-late",
+        BTreeMap::from([(
+            "kubelet".to_string(),
+            "kind: KubeletConfiguration\n# late\n".to_string(),
+        )]),
+        true,
+    );
+    // The 30 s look would take 30 s; the watch takes a moment.
+    wait_until(Duration::from_secs(5), "revision 1 started", || {
+        (c.status("r1")["status"]["revision"] == 1).then_some(())
+    });
+    let took = created.elapsed();
+    eprintln!("revision started {took:?} after the ConfigMap was created");
+    c.wait_phase("r1", "Completed");
+    wait_until(
+        DEADLINE,
+        "the watch closed once the ConfigMap was found",
+        || {
+            (c.server
+                .open_watches("/api/v1/namespaces/kubelet-config/configmaps")
+                == 0)
+                .then_some(())
+        },
+    );
 }

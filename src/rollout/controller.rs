@@ -20,6 +20,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use tracing::{info, warn};
 
+use super::configwatch::ConfigWatches;
 use super::lease::{Elector, Leadership, LeaseTimings};
 use super::nodeview::{NodeView, RECORD_ANNOTATION};
 use super::plan::gates::{PodsState, PODS_RECHECK};
@@ -76,6 +77,8 @@ struct Context {
     client: Client,
     /// Every rollout (the controller's own cache).
     rollouts: Store<KubeletConfigRollout>,
+    /// Watches of the ConfigMaps rollouts wait for.
+    config_watches: ConfigWatches,
     nodes: Store<Node>,
     stop: Store<ConfigMap>,
     leadership: Leadership,
@@ -145,7 +148,15 @@ async fn lookup_config(ctx: &Context, rollout: &KubeletConfigRollout) -> ConfigL
     }
     let key = &rollout.spec.config;
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &key.namespace);
-    match api.get_opt(&key.name).await {
+    let found = api.get_opt(&key.name).await;
+    match &found {
+        Ok(Some(cm)) if cm.data.as_ref().is_some_and(|d| d.contains_key(&key.key)) => {
+            ctx.config_watches.found(&key.namespace, &key.name)
+        }
+        Ok(_) => ctx.config_watches.missing(&key.namespace, &key.name),
+        Err(_) => {}
+    }
+    match found {
         Ok(Some(cm)) => match cm.data.as_ref().and_then(|d| d.get(&key.key)) {
             Some(_) => ConfigLookup::Found {
                 uid: cm.metadata.uid.unwrap_or_default(),
@@ -505,6 +516,7 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
     // coalesces bursts (5,000 Nodes listed at start are one wake-up, not 5,000).
     let (changed_tx, changed_rx) = tokio::sync::watch::channel(0u64);
     let node_tx = changed_tx.clone();
+    let config_watches = ConfigWatches::new(client.clone(), changed_tx.clone());
     tokio::spawn(node_events.for_each(move |_| {
         node_tx.send_modify(|n| *n += 1);
         futures::future::ready(())
@@ -523,6 +535,7 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
     let ctx = Arc::new(Context {
         client: client.clone(),
         rollouts: controller.store(),
+        config_watches,
         nodes: nodes.clone(),
         stop: stop.clone(),
         leadership,

@@ -11,6 +11,7 @@
 //! - [`cli`]: `kubectl pivot rollout ...`.
 
 pub mod cli;
+pub mod configwatch;
 pub mod controller;
 pub mod lease;
 pub mod nodeview;

@@ -40,12 +40,15 @@ pub struct RolloutArgs {
 pub enum RolloutAction {
     /// Create a rollout, or start a new revision of it with another config.
     Start(Box<StartArgs>),
-    /// Show a rollout's progress. Exit 3 when it paused because nodes failed, or its spec is invalid.
+    /// Show a rollout's progress. Exit 3 when it paused because nodes failed, completed with failed nodes, or its spec is invalid; 4 when --watch --timeout passed.
     Status {
         name: String,
         /// Follow it live until it completes, is undone or pauses.
         #[arg(short = 'w', long)]
         watch: bool,
+        /// With --watch: give up after this long (e.g. 10m), exit 4.
+        #[arg(long, requires = "watch", value_parser = humantime::parse_duration, value_name = "DURATION")]
+        timeout: Option<std::time::Duration>,
     },
     /// Stop changing nodes (nodes already changed are still watched).
     Pause { name: String },

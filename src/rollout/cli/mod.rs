@@ -21,6 +21,8 @@ use super::types::KubeletConfigRollout;
 
 /// Exit status for a rollout that paused because nodes failed, or is invalid.
 pub const EXIT_FAILED: u8 = 3;
+/// Exit status of `status --watch --timeout D` when D passed first.
+pub const EXIT_TIMEOUT: u8 = 4;
 
 /// Builds a client the way kubectl does: --kubeconfig, else $KUBECONFIG, else
 /// ~/.kube/config (with --context), else the in-cluster config.
@@ -128,9 +130,27 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, String> 
             }
             Ok(0)
         }
-        RolloutAction::Status { name, watch } => {
+        RolloutAction::Status {
+            name,
+            watch,
+            timeout,
+        } => {
             if watch {
-                return watch_status(&client, &name, output, out).await;
+                let Some(limit) = timeout else {
+                    return watch_status(&client, &name, output, out).await;
+                };
+                return match tokio::time::timeout(limit, watch_status(&client, &name, output, out))
+                    .await
+                {
+                    Ok(result) => result,
+                    Err(_) => {
+                        eprintln!(
+                            "rollout {name} did not settle within {}",
+                            humantime::format_duration(limit)
+                        );
+                        Ok(EXIT_TIMEOUT)
+                    }
+                };
             }
             let r = get(&client, &name).await?;
             print_object(out, &r, output).map_err(io)?;
