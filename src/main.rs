@@ -179,7 +179,11 @@ fn cluster_command(command: Command) -> ExitCode {
             Command::Rollout(a) => rollout::cli::run(a, &mut std::io::stdout()).await,
             Command::RolloutController(a) => {
                 kubelet_pivot::observe::logging::init(a.log_format);
-                let client = rollout::cli::client(&a.cluster).await?;
+                let client = rollout::cli::client(
+                    &a.cluster,
+                    kubelet_pivot::cluster::agent::Component::RolloutController,
+                )
+                .await?;
                 let identity = a.identity.clone().unwrap_or_else(|| {
                     let host = nix::unistd::gethostname()
                         .map(|h| h.to_string_lossy().into_owned())

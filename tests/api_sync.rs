@@ -1188,6 +1188,16 @@ fn node_overrides_annotation_is_bounded_where_it_enters() {
         .set_node_annotation(NODE, OVERRIDE_ANNOTATION, None);
     wait_record("the record removed with the annotation", None);
 
+    let agent = format!("kubelet-pivot/{} (supervisor)", env!("CARGO_PKG_VERSION"));
+    for r in c.server.requests() {
+        assert_eq!(
+            r.user_agent.as_deref(),
+            Some(agent.as_str()),
+            "{} {}",
+            r.method,
+            r.path
+        );
+    }
     let longest = c.scene.output().lines().map(str::len).max().unwrap_or(0);
     assert!(
         longest <= 4096,

@@ -267,6 +267,8 @@ pub struct RequestRecord {
     /// True for `watch=true`/`watch=1` requests.
     pub watch: bool,
     pub content_type: Option<String>,
+    /// The `User-Agent` header, if sent.
+    pub user_agent: Option<String>,
     /// The request body (lossy UTF-8).
     pub body: String,
     /// The HTTP status answered (200 for a watch stream, even one that carries an ERROR).

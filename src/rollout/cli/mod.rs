@@ -18,6 +18,7 @@ pub use args::{ClusterArgs, ControllerArgs, Output, RolloutAction, RolloutArgs};
 pub use render::{bar, exit_code, history_text, settled, status_text};
 
 use super::types::KubeletConfigRollout;
+use crate::cluster::agent::Component;
 
 /// Exit status for a rollout that paused because nodes failed, or is invalid.
 pub const EXIT_FAILED: u8 = 3;
@@ -26,7 +27,7 @@ pub const EXIT_TIMEOUT: u8 = 4;
 
 /// Builds a client the way kubectl does: --kubeconfig, else $KUBECONFIG, else
 /// ~/.kube/config (with --context), else the in-cluster config.
-pub async fn client(args: &ClusterArgs) -> Result<Client, String> {
+pub async fn client(args: &ClusterArgs, component: Component) -> Result<Client, String> {
     let opts = kube::config::KubeConfigOptions {
         context: args.context.clone(),
         ..Default::default()
@@ -50,6 +51,7 @@ pub async fn client(args: &ClusterArgs) -> Result<Client, String> {
         },
     };
     config.default_retry = false;
+    crate::cluster::agent::identify(&mut config, component);
     Client::try_from(config).map_err(|e| format!("cannot build the API client: {e}"))
 }
 
@@ -101,7 +103,10 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, String> 
         write!(out, "{crd}").map_err(|e| e.to_string())?;
         return Ok(0);
     }
-    let client = client(&args.cluster).await?;
+    if let RolloutAction::Start(a) = &args.action {
+        start::check(a)?;
+    }
+    let client = client(&args.cluster, Component::Cli).await?;
     let output = args.output;
     let io = |e: std::io::Error| format!("cannot write the output: {e}");
     match args.action {
