@@ -21,9 +21,8 @@ fn int_or_percent(text: &str) -> IntOrPercent {
 
 /// `--FLAG N|P%`, refused at once when negative (clap takes `-1` as the value).
 fn count_or_percent(flag: &str, text: &str) -> Result<Value, String> {
-    let t = text.trim_start();
-    if t.starts_with('-') {
-        return Err(if t[1..].starts_with(|c: char| c.is_ascii_digit()) {
+    if let Some(rest) = text.trim_start().strip_prefix('-') {
+        return Err(if rest.starts_with(|c: char| c.is_ascii_digit()) {
             format!("--{flag} {text} is negative; give a count of nodes or a percentage like 10%")
         } else {
             format!("--{flag} needs a count of nodes or a percentage like 10%, not {text:?}")
