@@ -19,6 +19,7 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 use support::rollout::{generated_crd, paused_reason, Timings};
 use support::{pivot_bin, wait_until, Proc};
+use testkit::rbac::{Policy, Request, User};
 use testkit::{ApiServer, NodeSim, Script, SimOptions};
 
 const NS: &str = "kubelet-config";
@@ -702,24 +703,18 @@ fn rbac_request(r: &testkit::RequestRecord) -> (String, String, String, Option<S
 
 #[test]
 fn the_controller_needs_exactly_the_rbac_its_manifest_grants() {
+    // The rules the manifest binds to the controller's ServiceAccount, evaluated as the API
+    // server's RBAC does (testkit::rbac): a grant's namespace None = a ClusterRoleBinding.
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/50-rollout-controller.yaml");
-    let text = std::fs::read_to_string(path).expect("read the controller manifest");
-    let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|d| serde::Deserialize::deserialize(d).expect("YAML document"))
-        .collect();
-    // Rules by scope: None = the ClusterRole, Some(ns) = a Role in ns.
-    let mut rules: Vec<(Option<String>, Value)> = Vec::new();
-    for doc in &docs {
-        let scope = match doc["kind"].as_str() {
-            Some("ClusterRole") => None,
-            Some("Role") => Some(doc["metadata"]["namespace"].as_str().unwrap().to_string()),
-            _ => continue,
-        };
-        for rule in doc["rules"].as_array().unwrap() {
-            rules.push((scope.clone(), rule.clone()));
-        }
-    }
-    let listed = |v: &Value, item: &str| v.as_array().unwrap().iter().any(|x| x == item);
+    let policy = Policy::from_files(&[path]).expect("the controller manifest's RBAC");
+    let grants = policy.grants(&User::service_account(
+        "kubelet-pivot",
+        "rollout-controller",
+    ));
+    assert!(
+        !grants.is_empty(),
+        "nothing is bound to the controller's ServiceAccount"
+    );
     let c = Cluster::new();
     let sim = c.sim(6);
     sim.script(
@@ -746,11 +741,15 @@ fn the_controller_needs_exactly_the_rbac_its_manifest_grants() {
         if resource == "kubeletconfigrollouts" && (verb == "get" || verb == "patch") {
             continue;
         }
-        let allowed = rules.iter().position(|(scope, rule)| {
-            (scope.is_none() || scope == &ns)
-                && listed(&rule["apiGroups"], &group)
-                && listed(&rule["resources"], &resource)
-                && listed(&rule["verbs"], &verb)
+        let request = Request::new(&verb, &resource)
+            .group(&group)
+            .namespace(ns.as_deref().unwrap_or(""));
+        let allowed = grants.iter().position(|grant| {
+            grant
+                .namespace
+                .as_ref()
+                .is_none_or(|scope| Some(scope) == ns.as_ref())
+                && grant.rule.matches(&request)
         });
         let Some(i) = allowed else {
             panic!("the controller did {verb} {group}/{resource} in {ns:?}, which its RBAC does not grant");
@@ -759,19 +758,13 @@ fn the_controller_needs_exactly_the_rbac_its_manifest_grants() {
     }
     // Every verb granted was used, but the pods list (the pods gate is off here) and a
     // Lease create (the Lease is created once; updates follow).
-    let granted: Vec<(usize, String)> = rules
+    let granted: Vec<(usize, String)> = grants
         .iter()
         .enumerate()
-        .flat_map(|(i, (_, rule))| {
-            rule["verbs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(move |v| (i, v.as_str().unwrap().to_string()))
-        })
+        .flat_map(|(i, grant)| grant.rule.verbs.iter().map(move |v| (i, v.clone())))
         .collect();
     for (i, verb) in granted {
-        let resource = rules[i].1["resources"][0].as_str().unwrap();
+        let resource = grants[i].rule.resources[0].as_str();
         if resource == "pods" || (resource == "kubeletconfigrollouts" && verb == "get") {
             continue;
         }
