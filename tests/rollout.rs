@@ -770,7 +770,7 @@ fn the_controller_needs_exactly_the_rbac_its_manifest_grants() {
         }
         // A config's ConfigMap is listed and watched only while a rollout waits for it
         // (a_rollout_waiting_for_its_configmap_starts_when_it_is_created).
-        if resource == "configmaps" && rules[i].0.as_deref() == Some(NS) && verb != "get" {
+        if resource == "configmaps" && grants[i].namespace.as_deref() == Some(NS) && verb != "get" {
             continue;
         }
         assert!(
