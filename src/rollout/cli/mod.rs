@@ -11,7 +11,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use kube::{Client, CustomResourceExt};
+use kube::Client;
 use serde_json::json;
 
 pub use args::{ClusterArgs, ControllerArgs, Output, RolloutAction, RolloutArgs};
@@ -94,7 +94,7 @@ fn print_object(
 /// Runs one `rollout` command; returns the exit status.
 pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, String> {
     if let RolloutAction::Crd = args.action {
-        let crd = serde_yaml_ng::to_string(&KubeletConfigRollout::crd())
+        let crd = serde_yaml_ng::to_string(&super::types::crd()?)
             .map_err(|e| format!("cannot render the CRD: {e}"))?;
         write!(out, "{crd}").map_err(|e| e.to_string())?;
         return Ok(0);
