@@ -129,10 +129,7 @@ fn spec_fields(a: &StartArgs) -> Result<Map<String, Value>, String> {
 pub async fn start(client: &Client, a: &StartArgs) -> Result<KubeletConfigRollout, String> {
     let api: Api<KubeletConfigRollout> = Api::all(client.clone());
     let fields = spec_fields(a)?;
-    let existing = api
-        .get_opt(&a.name)
-        .await
-        .map_err(|e| format!("cannot read rollout {}: {e}", a.name))?;
+    let existing = super::get_opt(client, &a.name).await?;
     let mut spec_json = match &existing {
         Some(r) => serde_json::to_value(&r.spec).map_err(|e| e.to_string())?,
         None => json!({}),
