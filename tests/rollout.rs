@@ -1414,3 +1414,78 @@ fn a_rollout_the_controller_cannot_read_is_reported_on_itself_and_the_others_go_
     ctl.signal(Signal::SIGTERM);
     assert!(ctl.wait_exit(DEADLINE).success());
 }
+
+#[test]
+fn an_unreadable_rollout_whose_status_the_server_refuses_still_gets_its_event() {
+    // Stored under the old CRD, then the CRD tightened before the controller starts: this
+    // server validates the whole object on a status write (as servers before CRD
+    // validation ratcheting do), so the report cannot go into the status; the Event
+    // carries it, the write is not retried, and the other rollouts go on.
+    let c = Cluster::with_crd(loose_crd());
+    let _sim = c.sim(2);
+    let spec = serde_json::json!({
+        "config": {"namespace": NS, "name": "cfg-c"},
+        "nodeSelector": {"pool": "none"},
+        "canary": 4294967296u64,
+    });
+    let (status, answer) = http(
+        &c.server,
+        "POST",
+        ROLLOUTS,
+        "application/json",
+        &rollout_object("bad-big", spec),
+    );
+    assert_eq!(status, 201, "{answer}");
+    let mut tight = generated_crd().expect("the CRD");
+    tight["metadata"]["resourceVersion"] =
+        c.server.crd(CRD_NAME).expect("the CRD")["metadata"]["resourceVersion"].clone();
+    let (status, answer) = http(
+        &c.server,
+        "PUT",
+        &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"),
+        "application/json",
+        &tight,
+    );
+    assert_eq!(status, 200, "{answer}");
+    c.server.clear_requests();
+    let mut ctl = c.controller("ctl-a");
+    c.start(
+        "r1",
+        "cfg-b",
+        &["--canary", "0", "--batch", "2", "--max-unavailable", "2"],
+    );
+    c.wait_phase("r1", "Completed");
+    let events = wait_until(DEADLINE, "the Event about bad-big", || {
+        let events = events_about(&c, "bad-big");
+        (!events.is_empty()).then_some(events)
+    });
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["reason"], "Undecodable");
+    let log = c.log("ctl-a");
+    assert!(
+        log.contains("refuses the status of the unreadable rollout"),
+        "{log}"
+    );
+    // One status write tried, answered 422 naming the field, never retried.
+    c.server
+        .set_node_annotation(&node(0), "example.com/touch", Some("1"));
+    std::thread::sleep(Duration::from_millis(500));
+    let writes: Vec<(u16, String)> = c
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == format!("{ROLLOUTS}/bad-big/status"))
+        .map(|r| (r.status, r.method))
+        .collect();
+    assert_eq!(writes, [(422, "PUT".to_string())]);
+    assert!(stored_rollout(&c, "bad-big")
+        .get("status")
+        .is_none_or(|s| s["phase"] != "Invalid"));
+    assert!(
+        ctl.is_running(),
+        "the controller exited:\n{}",
+        c.log("ctl-a")
+    );
+    ctl.signal(Signal::SIGTERM);
+    assert!(ctl.wait_exit(DEADLINE).success());
+}
