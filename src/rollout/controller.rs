@@ -505,7 +505,7 @@ async fn post_invalid_event(ctx: &Context, obj: &DynamicObject, message: &str) {
     let event = Event {
         type_: EventType::Warning,
         reason: invalid::REASON.to_string(),
-        note: Some(crate::cluster::nodeconfig::bounded(message, 1024)),
+        note: Some(message.to_string()),
         action: "Decode".to_string(),
         secondary: None,
     };

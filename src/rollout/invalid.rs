@@ -12,17 +12,25 @@
 use serde_json::{json, Map, Value};
 
 use super::types::{DecodeError, Phase};
+use crate::cluster::nodeconfig::bounded;
 
 /// The reason of the `Valid=False` condition and of the Event.
 pub const REASON: &str = "Undecodable";
 /// The condition the report sets.
 pub const CONDITION: &str = "Valid";
 
-/// What the condition and the Event say about `name`.
+/// The longest message of the condition and the Event (an Event's note is at most 1 KiB).
+pub const MAX_MESSAGE: usize = 1024;
+
+/// What the condition and the Event say about `name` (at most [`MAX_MESSAGE`] bytes: the
+/// error can quote a long value).
 pub fn message(name: &str, err: &DecodeError) -> String {
-    format!(
-        "the rollout controller cannot read this object ({err}); it skips it, and the other \
-         rollouts go on, until the field is fixed (kubectl edit kcr {name}) or the object is deleted"
+    bounded(
+        &format!(
+            "the rollout controller cannot read this object ({err}); it skips it, and the other \
+             rollouts go on, until the field is fixed (kubectl edit kcr {name}) or the object is deleted"
+        ),
+        MAX_MESSAGE,
     )
 }
 
@@ -116,7 +124,7 @@ pub fn with_report(raw: &Value, message: &str, now: &str) -> Value {
     let Some(conditions) = conditions.as_array_mut() else {
         return obj;
     };
-    let message = crate::cluster::nodeconfig::bounded(message, 1024);
+    let message = bounded(message, MAX_MESSAGE);
     let since = conditions
         .iter()
         .find(|c| c["type"] == CONDITION && c["status"] == "False")
@@ -185,6 +193,18 @@ mod tests {
         // Written again later: the transition time stays.
         let again = with_report(&out, &msg, "2026-03-03T00:00:00Z");
         assert_eq!(again, out);
+    }
+
+    #[test]
+    fn a_long_value_is_quoted_within_the_limit_and_the_report_is_still_found() {
+        let err = DecodeError {
+            field: "spec.canary".into(),
+            reason: format!("invalid type: string {:?}, expected u32", "x".repeat(5000)),
+        };
+        let msg = message("r1", &err);
+        assert!(msg.len() <= MAX_MESSAGE, "{}", msg.len());
+        let out = with_report(&json!({"metadata": {"name": "r1"}}), &msg, "t");
+        assert!(already_reported(&out, &msg));
     }
 
     #[test]

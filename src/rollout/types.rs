@@ -563,9 +563,11 @@ pub struct DecodeError {
 /// Reads a rollout as the API server answered it (an object the CRD of its day accepted;
 /// the current CRD refuses what this cannot read, an older one or another server may not).
 pub fn decode(value: Value) -> Result<KubeletConfigRollout, DecodeError> {
+    use crate::cluster::nodeconfig::bounded;
+    // Bounded: a path can hold map keys, and serde quotes the offending string.
     serde_path_to_error::deserialize(value).map_err(|err| DecodeError {
-        field: err.path().to_string(),
-        reason: err.inner().to_string(),
+        field: bounded(&err.path().to_string(), 256),
+        reason: bounded(&err.inner().to_string(), 512),
     })
 }
 
