@@ -140,10 +140,7 @@ pub fn check(a: &StartArgs) -> Result<(), String> {
 pub async fn start(client: &Client, a: &StartArgs) -> Result<KubeletConfigRollout, String> {
     let fields = spec_fields(a)?;
     let api: Api<KubeletConfigRollout> = Api::all(client.clone());
-    let existing = api
-        .get_opt(&a.name)
-        .await
-        .map_err(|e| format!("cannot read rollout {}: {e}", a.name))?;
+    let existing = super::get_opt(client, &a.name).await?;
     let mut spec_json = match &existing {
         Some(r) => serde_json::to_value(&r.spec).map_err(|e| e.to_string())?,
         None => json!({}),
