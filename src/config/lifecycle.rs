@@ -12,8 +12,11 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 use tracing::{error, info, warn};
 
+use crate::config::dropin::{self, AppliedDropIns, DropInError, DropInOrigin, DropInProblem};
 use crate::config::kubeconfig::{ConfigError, KubeletConfig, HASH_ALGORITHM, MAX_CONFIG_BYTES};
-use crate::config::store::{ConfigSource, EffectiveRecord, Store, StoreError, Trial};
+use crate::config::store::{
+    ConfigSource, DropInRecord, DropInTrial, EffectiveRecord, Store, StoreError, Trial,
+};
 use crate::pivot::role::now_rfc3339;
 use crate::safefs::fsutil::{self, Owner, ReadError, ReadPolicy};
 
@@ -47,6 +50,27 @@ pub enum ConfigStatusError {
         reason: String,
     },
     Internal,
+    /// A `--config-dir` drop-in cannot be read or parsed (the set that ran
+    /// last, or last-known-good, runs instead).
+    DropInLoadFailed,
+    /// The drop-ins merged into the config do not validate.
+    DropInValidateFailed,
+    /// The directory's drop-in set crash-looped in its trial.
+    DropInKnownBad {
+        reason: String,
+    },
+}
+
+impl From<&DropInProblem> for ConfigStatusError {
+    fn from(problem: &DropInProblem) -> Self {
+        match problem {
+            DropInProblem::Load(_) => ConfigStatusError::DropInLoadFailed,
+            DropInProblem::Validate(_) => ConfigStatusError::DropInValidateFailed,
+            DropInProblem::KnownBad(reason) => ConfigStatusError::DropInKnownBad {
+                reason: reason.clone(),
+            },
+        }
+    }
 }
 
 impl std::fmt::Display for ConfigStatusError {
@@ -75,6 +99,16 @@ impl std::fmt::Display for ConfigStatusError {
             ConfigStatusError::Internal => {
                 f.write_str("internal failure, see Kubelet log for details")
             }
+            ConfigStatusError::DropInLoadFailed => {
+                f.write_str("failed to load --config-dir drop-ins, see Kubelet log for details")
+            }
+            ConfigStatusError::DropInValidateFailed => f.write_str(
+                "failed to validate config with --config-dir drop-ins, see Kubelet log for details",
+            ),
+            ConfigStatusError::DropInKnownBad { reason } => write!(
+                f,
+                "--config-dir drop-ins are known bad ({reason}), see Kubelet log for details"
+            ),
         }
     }
 }
@@ -83,11 +117,15 @@ impl std::fmt::Display for ConfigStatusError {
 const BAD_LOAD: &str = "failed to load";
 const BAD_VALIDATE: &str = "failed to validate";
 
-/// The local config: the init file, or built-in defaults.
+/// The node's own config inputs: the init file (or built-in defaults), the
+/// base when no config is assigned, and the kubelet's `--config-dir`,
+/// whose drop-ins are merged over whichever config runs.
 #[derive(Debug, Clone)]
 pub struct LocalConfig {
     pub path: Option<PathBuf>,
     pub config: KubeletConfig,
+    /// The kubelet's `--config-dir` (taken from its arguments).
+    pub config_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,6 +145,10 @@ pub enum LocalConfigError {
         #[source]
         source: ConfigError,
     },
+    #[error("{0} (and the checkpoint store holds no earlier drop-ins to run instead)")]
+    DropIns(DropInError),
+    #[error("the --config-dir drop-ins merged into --init-config do not validate: {0}; fix the drop-ins (and the checkpoint store holds no earlier ones to run instead)")]
+    DropInsInvalid(ConfigError),
 }
 
 impl LocalConfig {
@@ -116,6 +158,7 @@ impl LocalConfig {
             return Ok(LocalConfig {
                 path: None,
                 config: KubeletConfig::defaults(),
+                config_dir: None,
             });
         };
         let bytes = read_init_config(path)?;
@@ -127,7 +170,45 @@ impl LocalConfig {
         Ok(LocalConfig {
             path: Some(path.to_path_buf()),
             config,
+            config_dir: None,
         })
+    }
+
+    /// Adds the kubelet's `--config-dir`, checked at start as the init
+    /// config is: its drop-ins must load and, merged into the local config,
+    /// validate. A checkpoint store that holds a drop-in set that ran
+    /// before (or a last-known-good one) lets the supervisor start anyway:
+    /// that set runs, and the problem is reported (nothing is lost by
+    /// restarting kubelet-pivot while a drop-in is broken).
+    pub fn with_config_dir(
+        mut self,
+        dir: Option<&Path>,
+        store_dir: &Path,
+    ) -> Result<LocalConfig, LocalConfigError> {
+        let Some(dir) = dir else {
+            return Ok(self);
+        };
+        let checked = dropin::load(dir)
+            .map_err(LocalConfigError::DropIns)
+            .and_then(|set| {
+                let layer = crate::config::kubeconfig::DropInLayer::from_map(set.snapshot.layer)
+                    .map_err(LocalConfigError::DropInsInvalid)?;
+                let merged = self
+                    .config
+                    .with_drop_ins(&layer)
+                    .map_err(LocalConfigError::DropInsInvalid)?;
+                merged.validate().map_err(LocalConfigError::DropInsInvalid)
+            });
+        if let Err(err) = checked {
+            let record = Store::open_read_only(store_dir)
+                .drop_in_record()
+                .unwrap_or_default();
+            if record.applied.is_none() && record.last_known_good.is_none() {
+                return Err(err);
+            }
+        }
+        self.config_dir = Some(dir.to_path_buf());
+        Ok(self)
     }
 }
 
@@ -163,6 +244,9 @@ pub struct Resolved {
     pub error: Option<ConfigStatusError>,
     pub assigned: Option<ConfigSource>,
     pub last_known_good: Option<ConfigSource>,
+    /// The `--config-dir` drop-ins merged into `config` (None: no
+    /// `--config-dir`, or no usable drop-in set).
+    pub drop_ins: Option<AppliedDropIns>,
 }
 
 impl Resolved {
@@ -181,11 +265,24 @@ impl Resolved {
     }
 
     pub fn describe(&self) -> String {
-        match (&self.origin, &self.source) {
+        let base = match (&self.origin, &self.source) {
             (Origin::Assigned, Some(s)) => format!("using current ({s})"),
             (Origin::LastKnownGood, Some(s)) => format!("using last-known-good ({s})"),
             _ => "using local config".to_string(),
+        };
+        match &self.drop_ins {
+            Some(d) => format!("{base} with {}", d.describe()),
+            None => base,
         }
+    }
+
+    /// The drop-in set on trial: one that runs from the directory (or ran
+    /// last) and is not last-known-good.
+    fn drop_ins_on_trial<'a>(&'a self, record: &DropInRecord) -> Option<&'a AppliedDropIns> {
+        self.drop_ins.as_ref().filter(|d| {
+            d.origin != DropInOrigin::LastKnownGood
+                && record.last_known_good.as_ref().map(|l| &l.id) != Some(&d.set.snapshot.id)
+        })
     }
 }
 
@@ -219,9 +316,37 @@ fn load_source(store: &Store, src: &ConfigSource) -> Result<KubeletConfig, Sourc
     Ok(config)
 }
 
-/// Decides which config runs. In holder mode an assigned config that fails
-/// to load or validate is recorded in bad-configs with the reason.
+/// Decides which config runs: the assigned config, last-known-good or the
+/// local config, with the `--config-dir` drop-ins merged in. In holder mode
+/// an assigned config that fails to load or validate is recorded in
+/// bad-configs with the reason.
 pub fn resolve(store: &Store, local: &LocalConfig, access: Access) -> Resolved {
+    let base = resolve_base(store, local, access);
+    match &local.config_dir {
+        Some(dir) => merge_drop_ins(store, dir, base),
+        None => base,
+    }
+}
+
+/// Merges the drop-in set that runs (see [`dropin::merge`]) into the
+/// resolved base config. A drop-in problem is the status error unless the
+/// base has one of its own.
+fn merge_drop_ins(store: &Store, dir: &Path, mut base: Resolved) -> Resolved {
+    let record = store.drop_in_record().unwrap_or_else(|err| {
+        error!(%err, "cannot read the --config-dir drop-in record; no earlier drop-ins to fall back on");
+        DropInRecord::default()
+    });
+    let merged = dropin::merge(&base.config, dropin::load(dir), &record);
+    dropin::report(&merged);
+    if base.error.is_none() {
+        base.error = merged.problem.as_ref().map(ConfigStatusError::from);
+    }
+    base.config = merged.config;
+    base.drop_ins = merged.applied;
+    base
+}
+
+fn resolve_base(store: &Store, local: &LocalConfig, access: Access) -> Resolved {
     let local_result = |assigned, last_known_good, error| Resolved {
         origin: Origin::Local,
         source: None,
@@ -229,6 +354,7 @@ pub fn resolve(store: &Store, local: &LocalConfig, access: Access) -> Resolved {
         error,
         assigned,
         last_known_good,
+        drop_ins: None,
     };
     let assigned = match store.assigned() {
         Ok(a) => a,
@@ -261,6 +387,7 @@ pub fn resolve(store: &Store, local: &LocalConfig, access: Access) -> Resolved {
                         error: None,
                         assigned: assigned.clone(),
                         last_known_good: lkg,
+                        drop_ins: None,
                     }
                 }
                 Err(SourceError::Load(detail)) => {
@@ -290,6 +417,7 @@ pub fn resolve(store: &Store, local: &LocalConfig, access: Access) -> Resolved {
                     error: status_error,
                     assigned,
                     last_known_good: lkg,
+                    drop_ins: None,
                 }
             }
             Err(SourceError::Load(d)) | Err(SourceError::Validate(d)) => {
@@ -330,7 +458,7 @@ pub fn boot_time() -> Option<SystemTime> {
 
 /// Called by the holder after it applied `r`: starts a trial clock for a new
 /// assignment (stored, not a file mtime), clears it when none is on trial,
-/// and records what runs.
+/// does the same for the `--config-dir` drop-in set, and records what runs.
 pub fn on_applied(store: &Store, r: &Resolved) -> Result<(), StoreError> {
     let _guard = store.lock()?;
     match r.on_trial() {
@@ -352,6 +480,7 @@ pub fn on_applied(store: &Store, r: &Resolved) -> Result<(), StoreError> {
             }
         }
     }
+    record_drop_ins(store, r)?;
     // The document itself, so that a later build re-derives this config
     // under its own decoding and defaults (see `running`).
     let input = serde_json::to_vec(r.config.document()).unwrap_or_default();
@@ -378,66 +507,197 @@ pub fn on_applied(store: &Store, r: &Resolved) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// The drop-in part of [`on_applied`] (store lock held): the set that runs
+/// is kept as the one that ran; a set that is not last-known-good is on
+/// trial (its clock starts once).
+fn record_drop_ins(store: &Store, r: &Resolved) -> Result<(), StoreError> {
+    let mut record = store.drop_in_record()?;
+    let before = record.clone();
+    match &r.drop_ins {
+        Some(applied) => {
+            record.applied = Some(applied.set.snapshot.clone());
+            match r.drop_ins_on_trial(&before) {
+                Some(on_trial) => {
+                    if record.trial.as_ref().map(|t| t.id.as_str()) != Some(on_trial.id()) {
+                        info!(drop_ins = %on_trial.describe(), "new --config-dir drop-ins: starting their trial period");
+                        record.trial = Some(DropInTrial {
+                            id: on_trial.id().to_owned(),
+                            since: now_rfc3339(),
+                            startups: Vec::new(),
+                        });
+                    }
+                }
+                None => record.trial = None,
+            }
+        }
+        None => {
+            record.applied = None;
+            record.trial = None;
+        }
+    }
+    if record != before {
+        store.set_drop_in_record(&record)?;
+    }
+    Ok(())
+}
+
+/// A trial's crash count after one more kubelet exit: the exits within the
+/// trial, counted from the latest of its start, boot and this holder's
+/// start.
+struct TrialCount {
+    start: SystemTime,
+    count: usize,
+    /// The trial is still running and the count is over the threshold.
+    over: bool,
+}
+
+fn count_crashes(
+    since: &str,
+    startups: &[String],
+    holder_since: SystemTime,
+    r: &Resolved,
+    now: SystemTime,
+) -> TrialCount {
+    let start = parse_time(since).unwrap_or(now);
+    let end = start + r.config.config_trial_duration();
+    let mut window_start = start.max(holder_since);
+    if let Some(boot) = boot_time() {
+        window_start = window_start.max(boot);
+    }
+    let count = startups
+        .iter()
+        .filter_map(|s| parse_time(s))
+        .filter(|t| *t >= window_start && *t <= end)
+        .count();
+    TrialCount {
+        start,
+        count,
+        over: now <= end && count > r.config.crash_loop_threshold() as usize,
+    }
+}
+
+fn crash_loop_reason(count: usize, r: &Resolved) -> String {
+    format!(
+        "crash loop: {count} kubelet restarts within the {} trial period (crashLoopThreshold {})",
+        humantime::format_duration(r.config.config_trial_duration()),
+        r.config.crash_loop_threshold()
+    )
+}
+
 /// Called by the holder when its kubelet exited without being asked to.
-/// Records the restart; when more than crashLoopThreshold restarts fall in
-/// the trial period (counted from the latest of trial start, boot and this
-/// holder's start), marks the config bad and returns the reason.
+/// Records the restart against every config on trial (an assigned config,
+/// a `--config-dir` drop-in set); when more than crashLoopThreshold
+/// restarts fall in a trial period (counted from the latest of trial start,
+/// boot and this holder's start), the config whose trial started last, the
+/// newest change, is marked bad and the reason returned. The other trial's
+/// count starts again: those crashes were the newer change's.
 pub fn on_crash(
     store: &Store,
     r: &Resolved,
     holder_since: SystemTime,
 ) -> Result<Option<String>, StoreError> {
-    let Some(src) = r.on_trial() else {
+    if r.on_trial().is_none() && r.drop_ins.is_none() {
         return Ok(None);
-    };
-    let _guard = store.lock()?;
-    let Some(trial) = store.trial()?.filter(|t| &t.source == src) else {
-        return Ok(None);
-    };
-    let now = SystemTime::now();
-    let trial_start = parse_time(&trial.since).unwrap_or(now);
-    let duration = r.config.config_trial_duration();
-    let trial_end = trial_start + duration;
-    let mut window_start = trial_start.max(holder_since);
-    if let Some(boot) = boot_time() {
-        window_start = window_start.max(boot);
     }
-    let mut startups = store.startups()?;
-    startups.push(now_rfc3339());
-    let count = startups
-        .iter()
-        .filter_map(|s| parse_time(s))
-        .filter(|t| *t >= window_start && *t <= trial_end)
-        .count();
-    let threshold = r.config.crash_loop_threshold() as usize;
-    if now <= trial_end && count > threshold {
-        let reason = format!(
-            "crash loop: {count} kubelet restarts within the {} trial period (crashLoopThreshold {threshold})",
-            humantime::format_duration(duration)
-        );
-        warn!(source = %src, %reason, "marking the assigned config bad and rolling back to last-known-good");
-        store.mark_bad(src, &reason, &now_rfc3339())?;
-        store.set_startups(&[])?;
-        store.set_trial(None)?;
+    let _guard = store.lock()?;
+    let now = SystemTime::now();
+    let stamp = now_rfc3339();
+    let assigned = match r.on_trial() {
+        Some(src) => store.trial()?.filter(|t| &t.source == src),
+        None => None,
+    };
+    let mut record = store.drop_in_record()?;
+    let on_trial_id = r.drop_ins_on_trial(&record).map(|d| d.id().to_owned());
+    let drop_in_trial = record
+        .trial
+        .as_mut()
+        .filter(|t| Some(&t.id) == on_trial_id.as_ref());
+    if assigned.is_none() && drop_in_trial.is_none() {
+        return Ok(None);
+    }
+    let mut assigned_startups = Vec::new();
+    let assigned_count = match &assigned {
+        Some(trial) => {
+            assigned_startups = store.startups()?;
+            assigned_startups.push(stamp.clone());
+            Some(count_crashes(
+                &trial.since,
+                &assigned_startups,
+                holder_since,
+                r,
+                now,
+            ))
+        }
+        None => None,
+    };
+    let drop_in_count = drop_in_trial.map(|trial| {
+        trial.startups.push(stamp.clone());
+        count_crashes(&trial.since, &trial.startups, holder_since, r, now)
+    });
+    let blame_drop_ins = match (&assigned_count, &drop_in_count) {
+        (Some(a), Some(d)) if a.over && d.over => d.start >= a.start,
+        (_, Some(d)) => d.over,
+        _ => false,
+    };
+    if blame_drop_ins {
+        let count = drop_in_count.map_or(0, |d| d.count);
+        let reason = crash_loop_reason(count, r);
+        if let Some(id) = on_trial_id {
+            warn!(drop_ins = %id, %reason, "marking the --config-dir drop-ins bad and going back to the last-known-good set");
+            record.mark_bad(&id, &reason, &stamp);
+        }
+        record.trial = None;
+        store.set_drop_in_record(&record)?;
+        if assigned.is_some() {
+            store.set_startups(&[])?;
+        }
         return Ok(Some(reason));
     }
-    store.set_startups(&startups)?;
+    if let (Some(src), Some(count)) = (r.on_trial(), &assigned_count) {
+        if count.over {
+            let reason = crash_loop_reason(count.count, r);
+            warn!(source = %src, %reason, "marking the assigned config bad and rolling back to last-known-good");
+            store.mark_bad(src, &reason, &stamp)?;
+            store.set_startups(&[])?;
+            store.set_trial(None)?;
+            if let Some(trial) = record.trial.as_mut() {
+                trial.startups.clear();
+            }
+            store.set_drop_in_record(&record)?;
+            return Ok(Some(reason));
+        }
+    }
+    if assigned.is_some() {
+        store.set_startups(&assigned_startups)?;
+    }
+    if drop_in_count.is_some() {
+        store.set_drop_in_record(&record)?;
+    }
     Ok(None)
 }
 
-/// Called by the holder while its kubelet runs: an assigned config that
-/// survived its trial period becomes last-known-good.
+/// Called by the holder while its kubelet runs: an assigned config, and a
+/// `--config-dir` drop-in set, that survived its trial period becomes
+/// last-known-good. Returns whether anything was promoted.
 pub fn maybe_promote(store: &Store, r: &Resolved) -> Result<bool, StoreError> {
+    let assigned = promote_assigned(store, r)?;
+    let drop_ins = promote_drop_ins(store, r)?;
+    Ok(assigned || drop_ins)
+}
+
+fn trial_over(since: &str, r: &Resolved) -> bool {
+    parse_time(since)
+        .is_some_and(|start| SystemTime::now() >= start + r.config.config_trial_duration())
+}
+
+fn promote_assigned(store: &Store, r: &Resolved) -> Result<bool, StoreError> {
     let Some(src) = r.on_trial() else {
         return Ok(false);
     };
     let Some(trial) = store.trial()?.filter(|t| &t.source == src) else {
         return Ok(false);
     };
-    let Some(start) = parse_time(&trial.since) else {
-        return Ok(false);
-    };
-    if SystemTime::now() < start + r.config.config_trial_duration() {
+    if !trial_over(&trial.since, r) {
         return Ok(false);
     }
     let _guard = store.lock()?;
@@ -448,33 +708,34 @@ pub fn maybe_promote(store: &Store, r: &Resolved) -> Result<bool, StoreError> {
     Ok(true)
 }
 
-/// The kubelet arguments with any user `--config` replaced by ours.
-pub fn kubelet_args(user: &[std::ffi::OsString], config: &Path) -> Vec<std::ffi::OsString> {
-    let mut out = Vec::with_capacity(user.len() + 2);
-    let mut iter = user.iter();
-    while let Some(arg) = iter.next() {
-        let s = arg.to_string_lossy();
-        if s == "--config" || s == "-config" {
-            let given = iter.next();
-            info!(given = ?given, effective = %config.display(), "replacing the kubelet's --config with the effective config file");
-            continue;
-        }
-        if s.starts_with("--config=") || s.starts_with("-config=") {
-            info!(given = %s, effective = %config.display(), "replacing the kubelet's --config with the effective config file");
-            continue;
-        }
-        out.push(arg.clone());
+fn promote_drop_ins(store: &Store, r: &Resolved) -> Result<bool, StoreError> {
+    if r.drop_ins.is_none() {
+        return Ok(false);
     }
-    out.push("--config".into());
-    out.push(config.as_os_str().to_owned());
-    out
+    let record = store.drop_in_record()?;
+    let Some(applied) = r.drop_ins_on_trial(&record) else {
+        return Ok(false);
+    };
+    let over = record
+        .trial
+        .as_ref()
+        .is_some_and(|t| t.id == applied.id() && trial_over(&t.since, r));
+    if !over {
+        return Ok(false);
+    }
+    let _guard = store.lock()?;
+    let mut record = store.drop_in_record()?;
+    record.last_known_good = Some(applied.set.snapshot.clone());
+    record.trial = None;
+    store.set_drop_in_record(&record)?;
+    info!(drop_ins = %applied.describe(), "--config-dir drop-ins survived their trial period; they are now last-known-good");
+    Ok(true)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
-    use std::ffi::OsString;
 
     use crate::config::store::test_source as src;
 
@@ -563,27 +824,198 @@ mod tests {
         assert!(!maybe_promote(&store, &r).unwrap());
     }
 
+    // --- --config-dir drop-ins ------------------------------------------
+
+    struct Node {
+        _dir: tempfile::TempDir,
+        store: Store,
+        drop_ins: PathBuf,
+        local: LocalConfig,
+    }
+
+    fn node(init: &str) -> Node {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("store")).unwrap();
+        let drop_ins = dir.path().join("kubelet.conf.d");
+        fs::create_dir(&drop_ins).unwrap();
+        fs::set_permissions(&drop_ins, fs::Permissions::from_mode(0o755)).unwrap();
+        let init_path = dir.path().join("init.yaml");
+        fs::write(&init_path, init).unwrap();
+        let local = LocalConfig::load(Some(&init_path))
+            .unwrap()
+            .with_config_dir(Some(&drop_ins), store.root())
+            .unwrap();
+        Node {
+            _dir: dir,
+            store,
+            drop_ins,
+            local,
+        }
+    }
+
+    impl Node {
+        fn write(&self, name: &str, body: &str) {
+            fs::write(
+                self.drop_ins.join(name),
+                format!("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n{body}\n"),
+            )
+            .unwrap();
+        }
+        fn resolve(&self) -> Resolved {
+            resolve(&self.store, &self.local, Access::Holder)
+        }
+        /// Resolves and records it as applied, as the holder does at a start.
+        fn apply(&self) -> Resolved {
+            let r = self.resolve();
+            on_applied(&self.store, &r).unwrap();
+            r
+        }
+    }
+
+    const INIT: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 50\ncrashLoopThreshold: 1\nconfigTrialDuration: 10m\n";
+
     #[test]
-    fn replaces_user_config_flag() {
-        let user: Vec<OsString> = [
-            "--v=2",
-            "--config",
-            "/etc/k.yaml",
-            "--config=/x",
-            "--node-ip",
-            "1.2.3.4",
-        ]
-        .iter()
-        .map(OsString::from)
-        .collect();
-        let out = kubelet_args(&user, Path::new("/eff.json"));
-        let out: Vec<String> = out
-            .iter()
-            .map(|s| s.to_string_lossy().into_owned())
-            .collect();
+    fn drop_ins_are_merged_into_the_config_that_runs() {
+        let n = node(INIT);
+        n.write("10-pods.conf", "maxPods: 60");
+        let r = n.apply();
+        assert_eq!(r.config.effective()["maxPods"], 60);
+        assert!(r.error.is_none());
+        let applied = r.drop_ins.as_ref().unwrap();
+        assert_eq!(applied.origin, DropInOrigin::Current);
+        assert!(r.describe().contains("10-pods.conf"), "{}", r.describe());
+        // A new set is on trial from its first start.
+        let record = n.store.drop_in_record().unwrap();
+        assert_eq!(record.trial.unwrap().id, applied.id());
+        assert_eq!(record.applied.unwrap().id, applied.id());
+    }
+
+    #[test]
+    fn a_refused_drop_in_change_keeps_the_set_that_ran() {
+        let n = node(INIT);
+        n.write("10-pods.conf", "maxPods: 60");
+        let ran = n.apply();
+        // Invalid once merged: refused, the set that ran stays.
+        n.write("20-port.conf", "port: 70000");
+        let r = n.apply();
+        assert_eq!(r.error, Some(ConfigStatusError::DropInValidateFailed));
+        assert_eq!(r.hash(), ran.hash());
+        assert_eq!(r.drop_ins.as_ref().unwrap().origin, DropInOrigin::Previous);
+        // Unparsable: the same, with the load text.
+        n.write("20-port.conf", "port: [");
+        let r = n.apply();
+        assert_eq!(r.error, Some(ConfigStatusError::DropInLoadFailed));
+        assert_eq!(r.hash(), ran.hash());
         assert_eq!(
-            out,
-            vec!["--v=2", "--node-ip", "1.2.3.4", "--config", "/eff.json"]
+            r.error.unwrap().to_string(),
+            "failed to load --config-dir drop-ins, see Kubelet log for details"
         );
+        // Fixed: it runs.
+        n.write("20-port.conf", "port: 10251");
+        let r = n.apply();
+        assert!(r.error.is_none());
+        assert_eq!(r.config.effective()["port"], 10251);
+        assert_eq!(r.config.effective()["maxPods"], 60);
+    }
+
+    #[test]
+    fn a_crash_looping_drop_in_set_goes_back_to_last_known_good() {
+        let n = node(INIT);
+        n.write("10-pods.conf", "maxPods: 60");
+        let good = n.apply();
+        // Its trial is over: it becomes last-known-good.
+        let mut record = n.store.drop_in_record().unwrap();
+        record.trial.as_mut().unwrap().since = "2000-01-01T00:00:00Z".into();
+        n.store.set_drop_in_record(&record).unwrap();
+        assert!(maybe_promote(&n.store, &good).unwrap());
+        let record = n.store.drop_in_record().unwrap();
+        assert_eq!(
+            record.last_known_good.unwrap().id,
+            good.drop_ins.as_ref().unwrap().id()
+        );
+        assert!(record.trial.is_none());
+        // A new set crash-loops: threshold 1, the second exit marks it bad.
+        n.write("20-more.conf", "maxPods: 70");
+        let bad = n.apply();
+        assert_eq!(bad.config.effective()["maxPods"], 70);
+        let since = SystemTime::now() - Duration::from_secs(1);
+        assert_eq!(on_crash(&n.store, &bad, since).unwrap(), None);
+        let reason = on_crash(&n.store, &bad, since).unwrap().unwrap();
+        assert!(reason.contains("crash loop"), "{reason}");
+        let record = n.store.drop_in_record().unwrap();
+        assert!(record.bad.contains_key(bad.drop_ins.as_ref().unwrap().id()));
+        assert!(record.trial.is_none());
+        // The directory still holds it: last-known-good runs, reported.
+        let r = n.apply();
+        assert_eq!(r.config.effective()["maxPods"], 60);
+        assert_eq!(
+            r.drop_ins.as_ref().unwrap().origin,
+            DropInOrigin::LastKnownGood
+        );
+        assert!(matches!(
+            r.error,
+            Some(ConfigStatusError::DropInKnownBad { .. })
+        ));
+        // Not on trial, so its exits count against nothing.
+        assert_eq!(on_crash(&n.store, &r, since).unwrap(), None);
+        // The assigned config was not blamed.
+        assert!(n.store.bad_configs().unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_newest_change_is_blamed_for_a_crash_loop() {
+        let n = node(INIT);
+        n.write("10-pods.conf", "maxPods: 60");
+        n.apply();
+        // Then an assignment: both on trial, the assignment is newer.
+        let a = src("a", "1");
+        checkpoint(&n.store, &a, GOOD);
+        n.store.set_assigned(Some(&a)).unwrap();
+        let r = n.apply();
+        assert_eq!(r.on_trial(), Some(&a));
+        let since = SystemTime::now() - Duration::from_secs(1);
+        assert_eq!(on_crash(&n.store, &r, since).unwrap(), None);
+        assert!(on_crash(&n.store, &r, since).unwrap().is_some());
+        assert!(n.store.bad_entry(&a).unwrap().is_some());
+        assert!(n.store.drop_in_record().unwrap().bad.is_empty());
+    }
+
+    #[test]
+    fn a_broken_config_dir_at_start_is_refused_unless_earlier_drop_ins_exist() {
+        let n = node(INIT);
+        n.write("10-bad.conf", "fooBar: 1");
+        let local = LocalConfig::load(None).unwrap();
+        let err = local
+            .clone()
+            .with_config_dir(Some(&n.drop_ins), n.store.root())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("10-bad.conf") && err.contains("fooBar"),
+            "{err}"
+        );
+        n.write("10-bad.conf", "port: 70000");
+        let err = local
+            .clone()
+            .with_config_dir(Some(&n.drop_ins), n.store.root())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("port"), "{err}");
+        let missing = n.drop_ins.join("missing");
+        assert!(local
+            .clone()
+            .with_config_dir(Some(&missing), n.store.root())
+            .is_err());
+        // Once a set ran, a restart with a broken directory runs that set.
+        n.write("10-bad.conf", "maxPods: 70");
+        n.apply();
+        n.write("10-bad.conf", "port: 70000");
+        let started = local
+            .with_config_dir(Some(&n.drop_ins), n.store.root())
+            .unwrap();
+        let r = resolve(&n.store, &started, Access::Holder);
+        assert_eq!(r.config.effective()["maxPods"], 70);
+        assert_eq!(r.error, Some(ConfigStatusError::DropInValidateFailed));
     }
 }
