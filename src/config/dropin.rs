@@ -252,6 +252,12 @@ fn read_drop_in(path: &Path, rel: &Path, walk: &mut Walk) -> Result<(), DropInEr
     walk.files.push(DropInFile {
         name: rel.to_string_lossy().into_owned(),
         sha256: sha256_hex(&bytes),
+        fields: config
+            .document()
+            .keys()
+            .filter(|k| *k != "apiVersion" && *k != "kind")
+            .cloned()
+            .collect(),
     });
     Ok(())
 }
@@ -341,6 +347,37 @@ impl std::fmt::Display for DropInProblem {
     }
 }
 
+/// A validation error of a merged config, with the drop-ins that set the
+/// offending fields (or every drop-in, when none of them does).
+fn blame(err: &ConfigError, snapshot: &DropInSnapshot) -> String {
+    let offending: Vec<&str> = match err {
+        ConfigError::Invalid(errors) => errors
+            .iter()
+            .map(|e| {
+                let end = e.path.find(['.', '[']).unwrap_or(e.path.len());
+                &e.path[..end]
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let setters: Vec<&str> = snapshot
+        .files
+        .iter()
+        .filter(|f| {
+            f.fields
+                .iter()
+                .any(|field| offending.contains(&field.as_str()))
+        })
+        .map(|f| f.name.as_str())
+        .collect();
+    let names: Vec<&str> = if setters.is_empty() {
+        snapshot.files.iter().map(|f| f.name.as_str()).collect()
+    } else {
+        setters
+    };
+    format!("{err} (set by {})", names.join(", "))
+}
+
 /// A config with the chosen drop-ins merged in.
 #[derive(Debug, Clone)]
 pub struct Merged {
@@ -369,7 +406,7 @@ pub fn merge(
             .map_err(|e| DropInProblem::Validate(e.to_string()))?;
         merged
             .validate()
-            .map_err(|e| DropInProblem::Validate(e.to_string()))?;
+            .map_err(|e| DropInProblem::Validate(blame(&e, &set.snapshot)))?;
         Ok(merged)
     };
     let (problem, tried) = match current {
@@ -434,7 +471,7 @@ pub fn report(merged: &Merged) {
     }
     match &line {
         Some(text) => {
-            error!(problem = %text, "--config-dir drop-ins refused; fix the drop-in named above")
+            error!(problem = %text, "--config-dir drop-ins refused; fix the drop-in it names")
         }
         None => {
             if last.is_some() {
@@ -623,7 +660,11 @@ mod tests {
         };
         let invalid = DropInSet::from_snapshot(snapshot("port: 70000"));
         let m = merge(&base(), Ok(invalid.clone()), &record);
-        assert!(matches!(m.problem, Some(DropInProblem::Validate(ref d)) if d.contains("port")));
+        assert!(
+            matches!(m.problem, Some(DropInProblem::Validate(ref d)) if d.contains("port") && d.contains("(set by 10-a.conf)")),
+            "{:?}",
+            m.problem
+        );
         let applied = m.applied.unwrap();
         assert_eq!(applied.origin, DropInOrigin::Previous);
         assert_eq!(m.config.effective()["maxPods"], 20);

@@ -26,6 +26,10 @@ pub struct DropInFile {
     /// Path relative to the `--config-dir` directory.
     pub name: String,
     pub sha256: String,
+    /// The top-level fields it sets (besides apiVersion and kind), to name
+    /// the file behind a merged config that does not validate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
 }
 
 /// A checkpoint of a drop-in set: what it merged to, and where from.
@@ -150,6 +154,7 @@ mod tests {
             files: vec![DropInFile {
                 name: "10-a.conf".into(),
                 sha256: "cd".repeat(32),
+                fields: vec!["maxPods".into()],
             }],
             layer,
         };
