@@ -78,6 +78,56 @@ fn running_with(scene: &Scene, needles: &[&str]) -> (i32, String) {
     )
 }
 
+/// A supervisor started with `init` and a drop-in directory holding
+/// `10-pods.conf` (`maxPods: 60`), its kubelet running. Bind `supervisor`
+/// for as long as it must run: dropping it kills it.
+struct Started {
+    scene: Scene,
+    init: PathBuf,
+    dir: PathBuf,
+    supervisor: Proc,
+    pid: i32,
+    config: String,
+}
+
+fn started(init: &str) -> Started {
+    let scene = Scene::new();
+    let init = scene.kubelet_config_file("kubelet.conf", init);
+    let dir = drop_in_dir(&scene);
+    write_drop_in(&dir, "10-pods.conf", "maxPods: 60\n");
+    let supervisor = bootstrap(&scene, &init, &dir, &[]);
+    let (pid, config) = running_with(&scene, &["\"maxPods\":60"]);
+    Started {
+        scene,
+        init,
+        dir,
+        supervisor,
+        pid,
+        config,
+    }
+}
+
+/// Runs kubelet-pivot to a refusal at start: exit 2, one error line (which
+/// is returned), no kubelet.
+fn refused_at_start(scene: &Scene, args: &[&str], kubelet_args: &[&str]) -> String {
+    let out = scene
+        .pivot(args, kubelet_args, &[])
+        .output()
+        .expect("run kubelet-pivot");
+    let output = scene.output();
+    assert_eq!(out.status.code(), Some(2), "{kubelet_args:?}: {output}");
+    let errors: Vec<&str> = output
+        .lines()
+        .filter(|l| l.starts_with("kubelet-pivot: error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{kubelet_args:?}: {output}");
+    assert!(
+        scene.starts().is_empty(),
+        "{kubelet_args:?}: a kubelet was started"
+    );
+    errors[0].to_owned()
+}
+
 /// The docs' "structure fields" example of kubelet configuration directory
 /// merging (kubernetes.io, "Kubelet Configuration Directory Merging"), with
 /// a second drop-in after it.
@@ -131,12 +181,13 @@ fn drop_ins_are_merged_into_the_config_the_kubelet_gets() {
 
 #[test]
 fn a_drop_in_change_restarts_the_kubelet_with_it() {
-    let scene = Scene::new();
-    let init = scene.kubelet_config_file("kubelet.conf", "maxPods: 50\n");
-    let dir = drop_in_dir(&scene);
-    write_drop_in(&dir, "10-pods.conf", "maxPods: 60\n");
-    let _p = bootstrap(&scene, &init, &dir, &[]);
-    let (first, _) = running_with(&scene, &["\"maxPods\":60"]);
+    let Started {
+        scene,
+        dir,
+        pid: first,
+        supervisor: _supervisor,
+        ..
+    } = started("maxPods: 50\n");
     let changed = Instant::now();
     write_drop_in(&dir, "20-more.conf", "maxPods: 61\nkubeAPIQPS: 7\n");
     let (second, _) = running_with(&scene, &["\"maxPods\":61", "\"kubeAPIQPS\":7"]);
@@ -167,12 +218,14 @@ fn a_drop_in_change_restarts_the_kubelet_with_it() {
 
 #[test]
 fn a_bad_drop_in_is_refused_with_a_clear_error_and_loses_nothing() {
-    let scene = Scene::new();
-    let init = scene.kubelet_config_file("kubelet.conf", "maxPods: 50\n");
-    let dir = drop_in_dir(&scene);
-    write_drop_in(&dir, "10-pods.conf", "maxPods: 60\n");
-    let _p = bootstrap(&scene, &init, &dir, &[]);
-    let (pid, config) = running_with(&scene, &["\"maxPods\":60"]);
+    let Started {
+        scene,
+        dir,
+        pid,
+        config,
+        supervisor: _supervisor,
+        ..
+    } = started("maxPods: 50\n");
     let starts = scene.starts().len();
     let cases: &[(&str, &str, &str)] = &[
         // Parses, but the merged config does not validate.
@@ -260,12 +313,13 @@ fn a_bad_drop_in_is_refused_with_a_clear_error_and_loses_nothing() {
 
 #[test]
 fn a_restart_with_a_broken_drop_in_runs_the_drop_ins_that_ran() {
-    let scene = Scene::new();
-    let init = scene.kubelet_config_file("kubelet.conf", "maxPods: 50\n");
-    let dir = drop_in_dir(&scene);
-    write_drop_in(&dir, "10-pods.conf", "maxPods: 60\n");
-    let mut p = bootstrap(&scene, &init, &dir, &[]);
-    running_with(&scene, &["\"maxPods\":60"]);
+    let Started {
+        scene,
+        init,
+        dir,
+        supervisor: mut p,
+        ..
+    } = started("maxPods: 50\n");
     p.signal(Signal::SIGTERM);
     assert!(p.wait_exit(DEADLINE).success());
     write_drop_in(&dir, "10-pods.conf", "maxPods: [\n");
@@ -288,40 +342,26 @@ fn a_broken_config_dir_on_a_new_node_refuses_to_start() {
     let init = scene.kubelet_config_file("kubelet.conf", "maxPods: 50\n");
     let dir = drop_in_dir(&scene);
     write_drop_in(&dir, "10-pods.conf", "maxPodz: 60\n");
-    let out = scene
-        .pivot(
-            &["bootstrap", "--init-config", init.to_str().unwrap()],
-            &[&format!("--config-dir={}", dir.display())],
-            &[],
-        )
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(2));
-    let output = scene.output();
-    let errors: Vec<&str> = output
-        .lines()
-        .filter(|l| l.starts_with("kubelet-pivot: error:"))
-        .collect();
-    assert_eq!(errors.len(), 1, "{output}");
-    assert!(
-        errors[0].contains("10-pods.conf") && errors[0].contains("maxPodz"),
-        "{output}"
+    let error = refused_at_start(
+        &scene,
+        &["bootstrap", "--init-config", init.to_str().unwrap()],
+        &[&format!("--config-dir={}", dir.display())],
     );
-    assert!(scene.starts().is_empty(), "a kubelet was started");
+    assert!(
+        error.contains("10-pods.conf") && error.contains("maxPodz"),
+        "{error}"
+    );
 }
 
 #[test]
 fn a_crash_looping_drop_in_set_goes_back_to_last_known_good() {
-    let scene = Scene::new();
     // Short trials: a good set becomes last-known-good within a second.
-    let init = scene.kubelet_config_file(
-        "kubelet.conf",
-        "maxPods: 50\nconfigTrialDuration: 500ms\ncrashLoopThreshold: 1\n",
-    );
-    let dir = drop_in_dir(&scene);
-    write_drop_in(&dir, "10-pods.conf", "maxPods: 60\n");
-    let _p = bootstrap(&scene, &init, &dir, &[]);
-    running_with(&scene, &["\"maxPods\":60"]);
+    let Started {
+        scene,
+        dir,
+        supervisor: _supervisor,
+        ..
+    } = started("maxPods: 50\nconfigTrialDuration: 500ms\ncrashLoopThreshold: 1\n");
     let good = wait_until(DEADLINE, "the drop-ins promoted", || {
         let st = status_json(&scene);
         let lkg = st["config"]["dropIns"]["lastKnownGood"]["id"]
@@ -389,24 +429,12 @@ fn kubelet_flags_that_set_a_config_field_are_refused_at_start() {
         ),
     ];
     for (args, field) in cases {
-        let scene = Scene::new();
-        let out = scene
-            .pivot(&["bootstrap"], args, &[])
-            .output()
-            .expect("run");
-        let output = scene.output();
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {output}");
-        let errors: Vec<&str> = output
-            .lines()
-            .filter(|l| l.starts_with("kubelet-pivot: error:"))
-            .collect();
-        assert_eq!(errors.len(), 1, "{args:?}: {output}");
+        let error = refused_at_start(&Scene::new(), &["bootstrap"], args);
         assert!(
-            errors[0].contains(&format!("KubeletConfiguration field {field}"))
-                && errors[0].contains(&format!("put {field} in the KubeletConfiguration")),
-            "{args:?}: {output}"
+            error.contains(&format!("KubeletConfiguration field {field}"))
+                && error.contains(&format!("put {field} in the KubeletConfiguration")),
+            "{args:?}: {error}"
         );
-        assert!(scene.starts().is_empty(), "{args:?}: a kubelet was started");
     }
 }
 

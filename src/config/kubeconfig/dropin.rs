@@ -188,7 +188,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::config::kubeconfig::test_support::valid;
+    use crate::config::kubeconfig::test_support::{valid, HEADER};
 
     fn config(yaml: &str) -> KubeletConfig {
         KubeletConfig::parse_and_validate(yaml.as_bytes())
@@ -398,53 +398,44 @@ clusterDNS:
 
     /// The cases of the kubelet's own `TestMergeKubeletConfigurations`
     /// (cmd/kubelet/app/server_test.go) that involve no command-line flags:
-    /// `10-kubelet.conf` then `20-kubelet.conf`.
+    /// the main config, `10-kubelet.conf`, `20-kubelet.conf`, and the fields
+    /// the test checks.
     #[test]
     fn kubelet_unit_test_cases() {
-        let merged = config(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 9080\nreadOnlyPort: 10257\n",
-        )
-        .with_drop_ins(&layer(&[
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 9090\n",
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 8080\nreadOnlyPort: 10255\n",
-        ]))
-        .unwrap();
-        assert_eq!(merged.effective()["port"], 8080);
-        assert_eq!(merged.effective()["readOnlyPort"], 10255);
-
-        let merged = config(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 10256\nkubeReserved:\n  memory: 70Mi\nsyncFrequency: 5m\n",
-        )
-        .with_drop_ins(&layer(&[
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 10255\nkubeReserved:\n  memory: 150Mi\n  cpu: 200m\n",
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 10257\nkubeReserved:\n  memory: 100Mi\n",
-        ]))
-        .unwrap();
-        assert_eq!(merged.effective()["readOnlyPort"], 10257);
-        assert_eq!(
-            merged.effective()["kubeReserved"],
-            json!({"cpu": "200m", "memory": "100Mi"})
-        );
-        assert_eq!(merged.effective()["syncFrequency"], "5m");
-
-        let merged = config(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 9090\nclusterDNS:\n- 192.168.1.3\n- 192.168.1.4\n",
-        )
-        .with_drop_ins(&layer(&[
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 9090\nsystemReserved:\n  memory: 1Gi\n",
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 8080\nreadOnlyPort: 10255\nsystemReserved:\n  memory: 2Gi\nclusterDNS:\n  - 192.168.1.1\n  - 192.168.1.5\n  - 192.168.1.8\n",
-        ]))
-        .unwrap();
-        assert_eq!(merged.effective()["port"], 8080);
-        assert_eq!(merged.effective()["readOnlyPort"], 10255);
-        assert_eq!(
-            merged.effective()["systemReserved"],
-            json!({"memory": "2Gi"})
-        );
-        assert_eq!(
-            merged.effective()["clusterDNS"],
-            json!(["192.168.1.1", "192.168.1.5", "192.168.1.8"])
-        );
+        let cases: &[(&str, [&str; 2], serde_json::Value)] = &[
+            (
+                "port: 9080\nreadOnlyPort: 10257",
+                ["port: 9090", "port: 8080\nreadOnlyPort: 10255"],
+                json!({"port": 8080, "readOnlyPort": 10255}),
+            ),
+            (
+                "readOnlyPort: 10256\nkubeReserved:\n  memory: 70Mi\nsyncFrequency: 5m",
+                [
+                    "readOnlyPort: 10255\nkubeReserved:\n  memory: 150Mi\n  cpu: 200m",
+                    "readOnlyPort: 10257\nkubeReserved:\n  memory: 100Mi",
+                ],
+                json!({"readOnlyPort": 10257, "kubeReserved": {"cpu": "200m", "memory": "100Mi"}, "syncFrequency": "5m"}),
+            ),
+            (
+                "port: 9090\nclusterDNS:\n- 192.168.1.3\n- 192.168.1.4",
+                [
+                    "port: 9090\nsystemReserved:\n  memory: 1Gi",
+                    "port: 8080\nreadOnlyPort: 10255\nsystemReserved:\n  memory: 2Gi\nclusterDNS:\n  - 192.168.1.1\n  - 192.168.1.5\n  - 192.168.1.8",
+                ],
+                json!({"port": 8080, "readOnlyPort": 10255, "systemReserved": {"memory": "2Gi"}, "clusterDNS": ["192.168.1.1", "192.168.1.5", "192.168.1.8"]}),
+            ),
+        ];
+        let doc = |body: &str| format!("{HEADER}{body}\n");
+        for (base, drop_ins, expected) in cases {
+            let drop_ins = drop_ins.map(doc);
+            let merged = config(&doc(base))
+                .with_drop_ins(&layer(&[&drop_ins[0], &drop_ins[1]]))
+                .unwrap();
+            let effective = merged.effective();
+            for (field, value) in expected.as_object().unwrap() {
+                assert_eq!(&effective[field], value, "{base:?}: {field}");
+            }
+        }
     }
 
     /// The kubelet merges over its config as loaded, defaults included: a
