@@ -509,14 +509,21 @@ pub fn on_applied(store: &Store, r: &Resolved) -> Result<(), StoreError> {
 
 /// The drop-in part of [`on_applied`] (store lock held): the set that runs
 /// is kept as the one that ran; a set that is not last-known-good is on
-/// trial (its clock starts once).
+/// trial (its clock starts once). The first set a node runs is its
+/// last-known-good at once, as the local config is trusted: there is
+/// nothing older to go back to, and a crash loop of the node's own config
+/// would otherwise be blamed on it and "rolled back" to no drop-ins.
 fn record_drop_ins(store: &Store, r: &Resolved) -> Result<(), StoreError> {
     let mut record = store.drop_in_record()?;
     let before = record.clone();
     match &r.drop_ins {
         Some(applied) => {
             record.applied = Some(applied.set.snapshot.clone());
-            match r.drop_ins_on_trial(&before) {
+            if record.last_known_good.is_none() {
+                info!(drop_ins = %applied.describe(), "the first --config-dir drop-ins this node runs: they are its last-known-good set");
+                record.last_known_good = Some(applied.set.snapshot.clone());
+            }
+            match r.drop_ins_on_trial(&record) {
                 Some(on_trial) => {
                     if record.trial.as_ref().map(|t| t.id.as_str()) != Some(on_trial.id()) {
                         info!(drop_ins = %on_trial.describe(), "new --config-dir drop-ins: starting their trial period");
@@ -885,10 +892,17 @@ mod tests {
         let applied = r.drop_ins.as_ref().unwrap();
         assert_eq!(applied.origin, DropInOrigin::Current);
         assert!(r.describe().contains("10-pods.conf"), "{}", r.describe());
-        // A new set is on trial from its first start.
+        // The node's first set is its last-known-good: nothing to try.
         let record = n.store.drop_in_record().unwrap();
-        assert_eq!(record.trial.unwrap().id, applied.id());
+        assert_eq!(record.last_known_good.unwrap().id, applied.id());
         assert_eq!(record.applied.unwrap().id, applied.id());
+        assert!(record.trial.is_none());
+        // A change is on trial from its first start.
+        n.write("20-more.conf", "maxPods: 61");
+        let r = n.apply();
+        let record = n.store.drop_in_record().unwrap();
+        assert_eq!(record.trial.unwrap().id, r.drop_ins.as_ref().unwrap().id());
+        assert_eq!(record.last_known_good.unwrap().id, applied.id());
     }
 
     #[test]
@@ -922,9 +936,11 @@ mod tests {
     #[test]
     fn a_crash_looping_drop_in_set_goes_back_to_last_known_good() {
         let n = node(INIT);
+        n.write("10-pods.conf", "maxPods: 59");
+        n.apply();
+        // A change whose trial is over becomes last-known-good.
         n.write("10-pods.conf", "maxPods: 60");
         let good = n.apply();
-        // Its trial is over: it becomes last-known-good.
         let mut record = n.store.drop_in_record().unwrap();
         record.trial.as_mut().unwrap().since = "2000-01-01T00:00:00Z".into();
         n.store.set_drop_in_record(&record).unwrap();
@@ -965,20 +981,46 @@ mod tests {
 
     #[test]
     fn the_newest_change_is_blamed_for_a_crash_loop() {
+        let since = SystemTime::now() - Duration::from_secs(1);
+        let trial_of = |n: &Node| n.store.drop_in_record().unwrap().trial;
+        // A drop-in change, then an assignment: both on trial, the
+        // assignment is newer and is blamed.
         let n = node(INIT);
         n.write("10-pods.conf", "maxPods: 60");
         n.apply();
-        // Then an assignment: both on trial, the assignment is newer.
+        n.write("20-more.conf", "maxPods: 61");
+        n.apply();
+        std::thread::sleep(Duration::from_millis(5));
         let a = src("a", "1");
         checkpoint(&n.store, &a, GOOD);
         n.store.set_assigned(Some(&a)).unwrap();
         let r = n.apply();
         assert_eq!(r.on_trial(), Some(&a));
-        let since = SystemTime::now() - Duration::from_secs(1);
+        assert!(trial_of(&n).is_some());
         assert_eq!(on_crash(&n.store, &r, since).unwrap(), None);
         assert!(on_crash(&n.store, &r, since).unwrap().is_some());
         assert!(n.store.bad_entry(&a).unwrap().is_some());
         assert!(n.store.drop_in_record().unwrap().bad.is_empty());
+        // The drop-in trial's count starts again.
+        assert_eq!(trial_of(&n).unwrap().startups.len(), 0);
+
+        // An assignment, then a drop-in change: the drop-ins are blamed.
+        let n = node(INIT);
+        n.write("10-pods.conf", "maxPods: 60");
+        n.apply();
+        checkpoint(&n.store, &a, GOOD);
+        n.store.set_assigned(Some(&a)).unwrap();
+        n.apply();
+        std::thread::sleep(Duration::from_millis(5));
+        n.write("20-more.conf", "maxPods: 61");
+        let r = n.apply();
+        assert_eq!(r.on_trial(), Some(&a));
+        assert_eq!(on_crash(&n.store, &r, since).unwrap(), None);
+        assert!(on_crash(&n.store, &r, since).unwrap().is_some());
+        assert!(n.store.bad_entry(&a).unwrap().is_none());
+        let record = n.store.drop_in_record().unwrap();
+        assert!(record.bad.contains_key(r.drop_ins.as_ref().unwrap().id()));
+        assert!(n.store.startups().unwrap().is_empty());
     }
 
     #[test]
