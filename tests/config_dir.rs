@@ -410,6 +410,33 @@ fn a_crash_looping_drop_in_set_goes_back_to_last_known_good() {
         "{st}"
     );
     assert!(dir.join("20-crash.conf").exists());
+    // forget-bad by the id `status` shows: the set is tried again (and
+    // crash-loops again).
+    let bad_id = st["config"]["dropIns"]["bad"]
+        .as_object()
+        .and_then(|b| b.keys().next().cloned())
+        .expect("a bad set");
+    let starts = scene.starts().len();
+    let out = std::process::Command::new(support::pivot_bin())
+        .args(["checkpoint", "forget-bad", &bad_id[..12]])
+        .arg("--dynamic-config-dir")
+        .arg(scene.config_dir())
+        .output()
+        .expect("run checkpoint forget-bad");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains(&bad_id),
+        "{out:?}"
+    );
+    wait_until(
+        Duration::from_secs(20),
+        "the set tried and marked bad again",
+        || {
+            let st = status_json(&scene);
+            (scene.starts().len() > starts && st["config"]["dropIns"]["bad"].get(&bad_id).is_some())
+                .then_some(())
+        },
+    );
+    running_with(&scene, &["\"maxPods\":60"]);
     scene.assert_no_overlap();
 }
 
