@@ -83,9 +83,9 @@ pub enum CheckpointAction {
     },
     /// Go back to the local config (init file or defaults): clears the assignment.
     Reset,
-    /// Remove a config from bad-configs so it can be tried again (the proposal's out-of-band repair).
+    /// Remove a config from bad-configs so it can be tried again (the proposal's out-of-band repair); also a crash-looped --config-dir drop-in set, by its id.
     ForgetBad {
-        /// UID of the bad config.
+        /// UID of the bad config, or the id (at least its first 12 hex digits) of a bad --config-dir drop-in set.
         uid: String,
     },
 }
@@ -164,7 +164,7 @@ pub struct CommonArgs {
         default_value = "/var/lib/kubelet"
     )]
     pub kubelet_root_dir: PathBuf,
-    /// The kubelet command and its arguments.
+    /// The kubelet command and its arguments. A --config is replaced by the effective config, whose --config-dir drop-ins kubelet-pivot merges in (the kubelet gets no --config-dir); flags that set a KubeletConfiguration field (--max-pods, --kube-reserved, ...) are refused, except -v and --vmodule.
     #[arg(last = true, required = true, value_name = "KUBELET [ARGS]")]
     pub kubelet: Vec<OsString>,
 }

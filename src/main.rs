@@ -8,6 +8,7 @@ use kubelet_pivot::cli::{self, Cli, Command, CommonArgs, OutputFormat, WatchMode
 use kubelet_pivot::config::lifecycle::LocalConfig;
 use kubelet_pivot::config::operator;
 use kubelet_pivot::kubelet::child::KubeletCommand;
+use kubelet_pivot::kubelet::flags;
 use kubelet_pivot::observe::status::{self, EXIT_NO_HOLDER};
 use kubelet_pivot::pivot::lock;
 use kubelet_pivot::pivot::role::Rank;
@@ -32,12 +33,17 @@ fn options(rank: Rank, common: CommonArgs, terminate: TerminateFlag) -> Result<O
     let mut kubelet = common.kubelet.into_iter();
     let program = PathBuf::from(kubelet.next().ok_or("missing kubelet command after `--`")?);
     let kubelet: Vec<_> = kubelet.collect();
-    refuse_kubelet_lock_flags(&kubelet)?;
-    let kubelet = kubelet.into_iter();
-    let kubelet =
-        KubeletCommand::resolve(&program, kubelet.collect()).map_err(|e| e.to_string())?;
+    let kubelet_flags = flags::check(&kubelet).map_err(|e| e.to_string())?;
+    let kubelet = KubeletCommand::resolve(&program, kubelet).map_err(|e| e.to_string())?;
     lock::check_path(&common.lock_file).map_err(|e| e.to_string())?;
-    let local = LocalConfig::load(common.init_config.as_deref()).map_err(|e| e.to_string())?;
+    let local = LocalConfig::load(common.init_config.as_deref())
+        .and_then(|local| {
+            local.with_config_dir(
+                kubelet_flags.config_dir.as_deref(),
+                &common.dynamic_config_dir,
+            )
+        })
+        .map_err(|e| e.to_string())?;
     let state_dir = cli::state_dir(&common.state_dir, &common.dynamic_config_dir);
     Ok(Options {
         state_dir,
@@ -62,26 +68,6 @@ fn options(rank: Rank, common: CommonArgs, terminate: TerminateFlag) -> Result<O
         },
         terminate,
     })
-}
-
-/// The kubelet's own lock flags make it open and flock the lock file that
-/// kubelet-pivot holds for it: it would block forever behind its own
-/// supervisor, and the supervisor would take it for a contender. The lock
-/// is kubelet-pivot's job; the flags are refused.
-fn refuse_kubelet_lock_flags(args: &[std::ffi::OsString]) -> Result<(), String> {
-    for arg in args {
-        let text = arg.to_string_lossy();
-        let flag = text.split('=').next().unwrap_or_default();
-        if matches!(
-            flag,
-            "--lock-file" | "-lock-file" | "--exit-on-lock-contention" | "-exit-on-lock-contention"
-        ) {
-            return Err(format!(
-                "the kubelet argument {flag} is not allowed: kubelet-pivot holds the node's kubelet lock for the kubelet (see --lock-file of kubelet-pivot); remove {flag} from the arguments after `--`"
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn supervise(rank: Rank, common: CommonArgs, early: EarlySignals) -> ExitCode {
@@ -179,7 +165,11 @@ fn cluster_command(command: Command) -> ExitCode {
             Command::Rollout(a) => rollout::cli::run(a, &mut std::io::stdout()).await,
             Command::RolloutController(a) => {
                 kubelet_pivot::observe::logging::init(a.log_format);
-                let client = rollout::cli::client(&a.cluster).await?;
+                let client = rollout::cli::client(
+                    &a.cluster,
+                    kubelet_pivot::cluster::agent::Component::RolloutController,
+                )
+                .await?;
                 let identity = a.identity.clone().unwrap_or_else(|| {
                     let host = nix::unistd::gethostname()
                         .map(|h| h.to_string_lossy().into_owned())

@@ -1,6 +1,8 @@
 //! The Kubernetes API sync end to end: the real `kubelet-pivot` binary talks real HTTP to the
-//! strict fake API server (the `testkit` crate), runs the stand-in kubelet and keeps
-//! its checkpoint store on disk. Every wait is on an observable fact (a kubelet's `start` line,
+//! strict fake API server (the `testkit` crate) with the node's credentials (Node authorizer,
+//! NodeRestriction and the RBAC of the shipped manifests; every test checks that nothing it
+//! did not deny on purpose was refused), runs the stand-in kubelet and keeps its checkpoint
+//! store on disk. Every wait is on an observable fact (a kubelet's `start` line,
 //! the Node object on the server, the store, the server's request log); the few bounded sleeps
 //! check that something does NOT happen and say so.
 //!
@@ -11,6 +13,7 @@ mod support;
 #[path = "support/scrape.rs"]
 mod scrape;
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -20,6 +23,7 @@ use serde_json::Value;
 use support::kubectl::Kubectl;
 use support::lock_state::status_json;
 use support::{kubelet_config, wait_until, Proc, Scene};
+use testkit::rbac::Policy;
 use testkit::{ApiServer, RequestRecord};
 
 /// The node every test runs as.
@@ -42,11 +46,16 @@ const SYNC_FAILED_PREFIX: &str = "failed to sync, desired config unclear, cause:
 // Helpers
 // ------------------------------------------------------------------------------------------
 
-/// One node: a scene, a fake API server with the Node registered, and a kubeconfig for it.
+/// One node: a scene, a fake API server with the Node registered, and a kubeconfig with the
+/// node's credentials (as the bootstrap and the DaemonSet use: the server authorizes them with
+/// its Node authorizer, NodeRestriction and the RBAC of the top-level `manifests/*.yaml`).
+/// Dropped at the end of a test that did not panic, it checks that the server refused the
+/// supervisor nothing (403), unless the test made it refuse ([`Cluster::expect_forbidden`]).
 struct Cluster {
     scene: Scene,
     server: ApiServer,
     kubeconfig: PathBuf,
+    forbidden_expected: Cell<bool>,
 }
 
 impl Cluster {
@@ -54,12 +63,18 @@ impl Cluster {
         let scene = Scene::new();
         let server = ApiServer::start();
         server.create_node(NODE, std::iter::empty::<(&str, &str)>());
-        let kubeconfig = server.kubeconfig_in(scene.path());
+        let kubeconfig = server.node_kubeconfig_in(scene.path(), NODE);
         Cluster {
             scene,
             server,
             kubeconfig,
+            forbidden_expected: Cell::new(false),
         }
+    }
+
+    /// The test makes the server refuse requests (403) on purpose.
+    fn expect_forbidden(&self) {
+        self.forbidden_expected.set(true);
     }
 
     /// `kubelet-pivot <role..> --kubeconfig .. --node-name NODE --stop-timeout 2s <extra..>`,
@@ -211,6 +226,26 @@ impl Cluster {
             std::thread::sleep(support::POLL_INTERVAL);
         }
         assert!(support::pid_alive(pid), "kubelet pid {pid} is gone ({why})");
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() || self.forbidden_expected.get() {
+            return;
+        }
+        let refused: Vec<String> = self
+            .server
+            .requests()
+            .iter()
+            .filter(|r| r.status == 403)
+            .map(|r| format!("{} {}?{}", r.method, r.path, r.query))
+            .collect();
+        assert!(
+            refused.is_empty(),
+            "the server refused the supervisor's requests with the node's credentials (Node \
+             authorizer, NodeRestriction, RBAC of manifests/*.yaml): {refused:#?}"
+        );
     }
 }
 
@@ -688,8 +723,10 @@ fn invalid_reference_is_reported_unknown_and_the_kubelet_is_untouched() {
 #[test]
 fn rbac_forbidden_is_reported_as_such() {
     let c = Cluster::new();
+    c.expect_forbidden();
     c.configmap("cfg-a", "eventBurst: 42\n", true);
-    c.server.deny("get", "configmaps", Some(NS));
+    // manifests/10-rbac.yaml not applied: the Node authorizer alone refuses the read.
+    c.server.set_rbac(Policy::empty());
     let _p = c.bootstrap();
     let (first, _) = c.running_config();
     c.assign(Some("cfg-a"));
@@ -749,6 +786,7 @@ fn new_holder_after_a_pivot_reports_the_config_it_runs() {
     let c = Cluster::new();
     let uid = c.configmap("cfg-b", "eventBurst: 48\n", true);
     // The bootstrap's status reports are refused (an RBAC gap or an outage while it applies).
+    c.expect_forbidden();
     c.server.deny("patch", "nodes/status", None);
     let refused = || {
         c.requests_to(&format!("/api/v1/nodes/{NODE}/status"))
@@ -1089,6 +1127,7 @@ fn refused_annotation_patch_is_retried_without_a_second_event() {
     c.wait_annotation("the status annotation of cfg-a", |a| {
         a["active"]["configMap"]["uid"] == uid.as_str()
     });
+    c.expect_forbidden();
     c.server.deny("patch", "nodes", None);
     c.server
         .set_node_annotation(NODE, SOURCE_ANNOTATION, Some("nonsense"));
@@ -1188,6 +1227,16 @@ fn node_overrides_annotation_is_bounded_where_it_enters() {
         .set_node_annotation(NODE, OVERRIDE_ANNOTATION, None);
     wait_record("the record removed with the annotation", None);
 
+    let agent = format!("kubelet-pivot/{} (supervisor)", env!("CARGO_PKG_VERSION"));
+    for r in c.server.requests() {
+        assert_eq!(
+            r.user_agent.as_deref(),
+            Some(agent.as_str()),
+            "{} {}",
+            r.method,
+            r.path
+        );
+    }
     let longest = c.scene.output().lines().map(str::len).max().unwrap_or(0);
     assert!(
         longest <= 4096,

@@ -336,7 +336,19 @@ impl Drop for Node {
     fn drop(&mut self) {
         if std::thread::panicking() {
             eprintln!("{}", self.scene.output());
+            return;
         }
+        // Every request of every drain and status report is allowed to the node's credentials
+        // (Node authorizer, NodeRestriction and the RBAC of the top-level manifests/*.yaml).
+        let refused: Vec<String> = self
+            .forbidden()
+            .iter()
+            .map(|r| format!("{} {}?{}", r.method, r.path, r.query))
+            .collect();
+        assert!(
+            refused.is_empty(),
+            "the server refused the supervisor with the node's credentials: {refused:#?}"
+        );
     }
 }
 

@@ -1,4 +1,4 @@
-//! The Kubernetes manifests in `manifests/`:
+//! The Kubernetes manifests in `manifests/` (and the opt-in ones in `manifests/optional/`):
 //!
 //! * every file passes `kubernetes-validate --strict` (PyPI package `kubernetes-validate`, which
 //!   bundles the API schemas) for [`KUBERNETES_VERSIONS`], every document of multi-document
@@ -6,8 +6,11 @@
 //! * checks schema validation cannot make: the DaemonSet's command line and environment parse
 //!   in the real binary, its generation is a number the binary accepts, its update strategy
 //!   lets v1 and v2 overlap, its grace period covers the stop timeout, it mounts the host's lock
-//!   directory, checkpoint store, kubelet directory and runtime socket at their host paths; RBAC
-//!   grants what the API sync needs in the config namespace only; the example ConfigMap is
+//!   directory, checkpoint store, kubelet directory and runtime socket at their host paths;
+//!   the top-level RBAC (`kubectl apply -f manifests/`) grants nodes only reading ConfigMaps in
+//!   the config namespace (the Node authorizer gives the rest), the opt-in RBAC in
+//!   `manifests/optional/` everything the supervisor does on clusters without the Node
+//!   authorizer, and neither anything more (evaluated by testkit's RBAC); the example ConfigMap is
 //!   immutable, named by its content hash, and its payload is accepted by
 //!   `kubelet-pivot checkpoint assign`.
 //!
@@ -26,6 +29,7 @@ use command::{duration_secs, help_env, pivot_bin, run, text};
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 use sha2::{Digest, Sha256};
+use testkit::rbac::{Grant, Policy, Request, User};
 
 /// Kubernetes versions every manifest must validate against: the newest that
 /// kubernetes-validate 1.37.0 bundles schemas for, and the API level the binary's client is
@@ -47,11 +51,22 @@ fn read(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()))
 }
 
-/// The manifest files, sorted. Panics on a file that is not YAML (it would go unchecked).
-fn manifest_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = fs::read_dir(manifests_dir())
-        .expect("list manifests/")
+/// The directory of opt-in manifests, which `kubectl apply -f manifests/` does not apply.
+const OPTIONAL_DIR: &str = "optional";
+
+/// The `.yaml` files of `dir`, sorted; panics on anything else but the directories in
+/// `subdirs` (it would go unchecked).
+fn yaml_files(dir: &Path, subdirs: &[&str]) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap_or_else(|err| panic!("list {}: {err}", dir.display()))
         .map(|entry| entry.expect("entry").path())
+        .filter(|path| {
+            !(path.is_dir()
+                && path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| subdirs.contains(&n)))
+        })
         .collect();
     files.sort();
     for file in &files {
@@ -62,12 +77,19 @@ fn manifest_files() -> Vec<PathBuf> {
             file.display()
         );
     }
-    assert!(
-        !files.is_empty(),
-        "no manifests in {}",
-        manifests_dir().display()
-    );
+    assert!(!files.is_empty(), "no manifests in {}", dir.display());
     files
+}
+
+/// The top-level manifest files, sorted: what `kubectl apply -f manifests/` applies (kubectl
+/// does not recurse without `-R`). Panics on a file that is not YAML (it would go unchecked).
+fn manifest_files() -> Vec<PathBuf> {
+    yaml_files(&manifests_dir(), &[OPTIONAL_DIR])
+}
+
+/// The opt-in manifests in `manifests/optional/`, sorted.
+fn optional_manifest_files() -> Vec<PathBuf> {
+    yaml_files(&manifests_dir().join(OPTIONAL_DIR), &[])
 }
 
 /// The non-empty documents of a YAML stream.
@@ -78,9 +100,17 @@ fn documents(yaml: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Every document of every manifest file.
+/// Every document of every top-level manifest file.
 fn all_documents() -> Vec<Value> {
     manifest_files()
+        .iter()
+        .flat_map(|file| documents(&read(file)))
+        .collect()
+}
+
+/// Every document of the opt-in manifests.
+fn optional_documents() -> Vec<Value> {
+    optional_manifest_files()
         .iter()
         .flat_map(|file| documents(&read(file)))
         .collect()
@@ -173,6 +203,7 @@ fn validate(file: &Path) -> Result<(), String> {
 fn every_manifest_passes_kubernetes_validate_strict() {
     let failures: Vec<String> = manifest_files()
         .iter()
+        .chain(&optional_manifest_files())
         .filter_map(|file| validate(file).err())
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
@@ -641,115 +672,88 @@ fn daemonset_checks_fail_on_broken_copies() {
 
 // ---- RBAC ----
 
-/// An API identity: user name and groups.
-struct Identity {
-    user: String,
-    groups: Vec<String>,
+/// The RBAC objects of `docs`, evaluated by the test API server's RBAC (testkit::rbac).
+fn policy(docs: &[Value]) -> Policy {
+    let yaml: Vec<String> = docs
+        .iter()
+        .map(|doc| serde_yaml_ng::to_string(doc).expect("YAML"))
+        .collect();
+    Policy::from_yaml(&yaml.join("---\n")).unwrap_or_else(|err| panic!("RBAC: {err}"))
 }
 
-impl Identity {
-    fn node(name: &str) -> Identity {
-        Identity {
-            user: format!("system:node:{name}"),
-            groups: vec!["system:nodes".to_owned(), "system:authenticated".to_owned()],
-        }
-    }
-
-    fn service_account(namespace: &str, name: &str) -> Identity {
-        Identity {
-            user: format!("system:serviceaccount:{namespace}:{name}"),
-            groups: vec![
-                "system:serviceaccounts".to_owned(),
-                format!("system:serviceaccounts:{namespace}"),
-                "system:authenticated".to_owned(),
-            ],
-        }
-    }
-}
-
-/// RBAC as the API server evaluates it, over the Roles and bindings in `docs` only:
-/// may `who` do `verb` on `resource` (`nodes/status` for a subresource) of `api_group` in
-/// `namespace` (None: cluster-scoped)?
-fn allowed(
-    docs: &[Value],
-    who: &Identity,
-    verb: &str,
-    api_group: &str,
-    resource: &str,
-    namespace: Option<&str>,
-) -> bool {
-    let subject_matches = |s: &Value| match s["kind"].as_str() {
-        Some("User") => s["name"].as_str() == Some(who.user.as_str()),
-        Some("Group") => s["name"]
-            .as_str()
-            .is_some_and(|g| who.groups.iter().any(|mine| mine == g)),
-        Some("ServiceAccount") => {
-            format!(
-                "system:serviceaccount:{}:{}",
-                s["namespace"].as_str().unwrap_or(""),
-                s["name"].as_str().unwrap_or("")
-            ) == who.user
-        }
-        _ => false,
-    };
-    let listed = |list: &Value, item: &str| {
-        list.as_sequence()
-            .into_iter()
-            .flatten()
-            .any(|v| v.as_str() == Some(item) || v.as_str() == Some("*"))
-    };
-    let rule_matches = |rule: &Value| {
-        rule["resourceNames"].is_null()
-            && listed(&rule["apiGroups"], api_group)
-            && listed(&rule["resources"], resource)
-            && listed(&rule["verbs"], verb)
-    };
-    docs.iter()
-        .filter(|b| matches!(kind(b), "RoleBinding" | "ClusterRoleBinding"))
-        .filter(|b| {
-            b["subjects"]
-                .as_sequence()
-                .into_iter()
-                .flatten()
-                .any(subject_matches)
-        })
-        .filter(|b| {
-            kind(b) == "ClusterRoleBinding" || b["metadata"]["namespace"].as_str() == namespace
-        })
-        .filter_map(|b| {
-            let role_kind = b["roleRef"]["kind"].as_str()?;
-            let role_name = b["roleRef"]["name"].as_str()?;
-            docs.iter().find(|r| {
-                kind(r) == role_kind
-                    && r["metadata"]["name"].as_str() == Some(role_name)
-                    && (role_kind == "ClusterRole"
-                        || r["metadata"]["namespace"] == b["metadata"]["namespace"])
-            })
-        })
-        .flat_map(|role| role["rules"].as_sequence().cloned().unwrap_or_default())
-        .any(|rule| rule_matches(&rule))
-}
-
-/// The identity the supervisors use against the API: the node's own credentials when the
-/// DaemonSet sets a kubeconfig (and the bootstrap always does), else the pod's service account.
-fn daemonset_identity(ds: &Value) -> Identity {
+/// Whether the DaemonSet's supervisor talks to the API as the node (a kubeconfig, and no
+/// service account token), else the service account it would use.
+fn daemonset_identity(ds: &Value) -> Result<(), String> {
     let pod = &ds["spec"]["template"]["spec"];
-    let (_, container) = pod_and_container(ds).expect("the DaemonSet's container");
-    let env = resolve_env(ds, container).expect("the DaemonSet's env");
+    let (_, container) = pod_and_container(ds)?;
+    let env = resolve_env(ds, container)?;
     if env.contains_key("KUBELET_PIVOT_KUBECONFIG") {
-        Identity::node(NODE)
+        Ok(())
     } else {
-        Identity::service_account(
+        Err(format!(
+            "the DaemonSet's supervisor would talk to the API as the service account {}/{}, \
+             not as the node: the shipped RBAC grants nodes only what the Node authorizer \
+             lacks (set KUBELET_PIVOT_KUBECONFIG to the kubelet's kubeconfig)",
             str_of(&ds["metadata"]["namespace"], "namespace"),
             pod["serviceAccountName"].as_str().unwrap_or("default"),
-        )
+        ))
     }
 }
 
-/// Everything wrong with RBAC: what the API sync does (src/cluster/sync) must be allowed to the
-/// node and to the DaemonSet's identity, ConfigMaps only in the config namespace and only
-/// read, nothing for anybody else, no wildcards.
-fn rbac_problems(docs: &[Value]) -> Vec<String> {
+/// What the supervisor does with the node's credentials (src/cluster/sync,
+/// src/cluster/events, src/cluster/drain), as RBAC sees the requests: read and watch its own
+/// Node (by `metadata.name`), patch it and its status, post Events, list and watch the pods
+/// bound to it (`spec.nodeName` field selector: a cluster-wide list for RBAC) and evict them.
+fn supervisor_requests() -> Vec<Request> {
+    vec![
+        Request::new("get", "nodes").name(NODE),
+        Request::new("list", "nodes").name(NODE),
+        Request::new("watch", "nodes").name(NODE),
+        Request::new("patch", "nodes").name(NODE),
+        Request::new("patch", "nodes/status").name(NODE),
+        Request::new("create", "events").namespace("default"),
+        Request::new("list", "pods"),
+        Request::new("watch", "pods"),
+        Request::new("create", "pods/eviction")
+            .namespace("default")
+            .name("web-1"),
+    ]
+}
+
+/// What no node may do, whatever the authorizer: (request, why it matters).
+fn forbidden_to_nodes(config_ns: &str) -> Vec<Request> {
+    let mut forbidden = vec![
+        Request::new("get", "secrets").namespace(config_ns),
+        Request::new("list", "secrets"),
+        Request::new("delete", "nodes").name(NODE),
+        Request::new("create", "nodes"),
+        // A drain evicts; it never deletes a pod outright.
+        Request::new("delete", "pods")
+            .namespace("default")
+            .name("web-1"),
+    ];
+    for ns in ["kube-system", "default", "kube-public"] {
+        for verb in ["get", "list", "watch"] {
+            forbidden.push(Request::new(verb, "configmaps").namespace(ns));
+        }
+    }
+    for verb in ["create", "update", "patch", "delete"] {
+        forbidden.push(Request::new(verb, "configmaps").namespace(config_ns));
+    }
+    forbidden
+}
+
+/// Everything wrong with the RBAC of `docs` (the top-level manifests) and `opt_in` (the
+/// opt-in manifests for clusters without the Node authorizer):
+///
+/// * by default, nodes get from RBAC exactly get/list/watch of ConfigMaps in the config
+///   namespace (the Node authorizer lets a node read only ConfigMaps its pods reference, and
+///   never list or watch them) and nothing else: the Node authorizer and NodeRestriction give
+///   the rest, each limited to the node's own objects; the DaemonSet talks as the node;
+/// * with the opt-in manifests, RBAC alone grants every request the supervisor makes;
+/// * neither grants Secrets, deletions, ConfigMaps elsewhere or their writes, nor anything to
+///   an identity that is not a node; no wildcards.
+fn rbac_problems(docs: &[Value], opt_in: &[Value]) -> Vec<String> {
     let mut problems = Vec::new();
     let config_ns = str_of(
         &the(docs, "ConfigMap")["metadata"]["namespace"],
@@ -764,6 +768,7 @@ fn rbac_problems(docs: &[Value]) -> Vec<String> {
     }
     for doc in docs
         .iter()
+        .chain(opt_in)
         .filter(|d| matches!(kind(d), "Role" | "ClusterRole"))
     {
         for rule in doc["rules"].as_sequence().into_iter().flatten() {
@@ -783,122 +788,184 @@ fn rbac_problems(docs: &[Value]) -> Vec<String> {
             }
         }
     }
+    if let Err(err) = daemonset_identity(the(docs, "DaemonSet")) {
+        problems.push(err);
+    }
 
-    let node = Identity::node(NODE);
-    let mut identities = vec![("the node", node)];
-    let ds_identity = daemonset_identity(the(docs, "DaemonSet"));
-    if !ds_identity.user.starts_with("system:node:") {
-        identities.push(("the DaemonSet's service account", ds_identity));
+    let node = User::node(NODE);
+    let shipped = policy(docs);
+    for verb in ["get", "list", "watch"] {
+        let request = Request::new(verb, "configmaps").namespace(&config_ns);
+        if !shipped.allows(&node, &request) {
+            problems.push(format!("the node may not {request}"));
+        }
     }
-    for (who_name, who) in &identities {
-        let mut needs = vec![
-            ("get", "nodes", None),
-            ("list", "nodes", None),
-            ("watch", "nodes", None),
-            ("patch", "nodes", None),
-            ("patch", "nodes/status", None),
-            ("create", "events", Some("default")),
-            // The drain of a disruptive config change (src/cluster/drain).
-            ("list", "pods", None),
-            ("create", "pods/eviction", Some("default")),
-        ];
-        for verb in ["get", "list", "watch"] {
-            needs.push((verb, "configmaps", Some(config_ns.as_str())));
+    let config_reader = |grant: &Grant| {
+        grant.namespace.as_deref() == Some(config_ns.as_str())
+            && grant.rule.api_groups == [""]
+            && grant.rule.resources == ["configmaps"]
+            && grant
+                .rule
+                .verbs
+                .iter()
+                .all(|v| ["get", "list", "watch"].contains(&v.as_str()))
+    };
+    for grant in shipped.grants(&node) {
+        if !config_reader(&grant) {
+            let scope = grant.namespace.as_deref().unwrap_or("every namespace");
+            problems.push(format!(
+                "kubectl apply -f manifests/ grants nodes {} in {scope} ({}): the Node \
+                 authorizer gives nodes what they need, each limited to their own objects; \
+                 rules for clusters without it belong in manifests/{OPTIONAL_DIR}/",
+                grant.rule, grant.via
+            ));
         }
-        for (verb, resource, ns) in needs {
-            if !allowed(docs, who, verb, "", resource, ns) {
-                problems.push(format!("{who_name} may not {verb} {resource} in {ns:?}"));
+    }
+
+    let mut widened = docs.to_vec();
+    widened.extend_from_slice(opt_in);
+    let widened = policy(&widened);
+    for request in supervisor_requests() {
+        if !widened.allows(&node, &request) {
+            problems.push(format!(
+                "without the Node authorizer (manifests/{OPTIONAL_DIR}/ applied) the node may not {request}"
+            ));
+        }
+    }
+    for (what, policy) in [("by default", &shipped), ("with the opt-in", &widened)] {
+        for request in forbidden_to_nodes(&config_ns) {
+            if policy.allows(&node, &request) {
+                problems.push(format!("{what}, the node may {request}"));
             }
         }
-        for ns in ["kube-system", "default", "kube-public"] {
-            for verb in ["get", "list", "watch"] {
-                if allowed(docs, who, verb, "", "configmaps", Some(ns)) {
-                    problems.push(format!(
-                        "{who_name} may {verb} configmaps in {ns}: only {config_ns} is meant"
-                    ));
-                }
-            }
-        }
-        for verb in ["create", "update", "patch", "delete"] {
-            if allowed(docs, who, verb, "", "configmaps", Some(&config_ns)) {
-                problems.push(format!("{who_name} may {verb} configmaps in {config_ns}"));
-            }
-        }
-        for (verb, resource, ns) in [
-            ("get", "secrets", Some(config_ns.as_str())),
-            ("delete", "nodes", None),
-            ("create", "nodes", None),
-            // A drain evicts; it never deletes a pod outright.
-            ("delete", "pods", Some("default")),
+        for stranger in [
+            User::service_account("default", "default"),
+            User::new("system:anonymous", &["system:unauthenticated"]),
+            User::new("jane", &["system:authenticated"]),
         ] {
-            if allowed(docs, who, verb, "", resource, ns) {
-                problems.push(format!("{who_name} may {verb} {resource} in {ns:?}"));
+            let grants = policy.grants(&stranger);
+            if !grants.is_empty() {
+                problems.push(format!(
+                    "{what}, {} who is not a node is granted {}",
+                    stranger.name, grants[0].rule
+                ));
             }
         }
-    }
-    let stranger = Identity::service_account("default", "default");
-    if allowed(docs, &stranger, "get", "", "configmaps", Some(&config_ns))
-        || allowed(docs, &stranger, "patch", "", "nodes", None)
-    {
-        problems.push("a service account that is not a node is granted access".to_owned());
     }
     problems
 }
 
 #[test]
-fn rbac_grants_what_the_sync_needs_and_no_more() {
-    let problems = rbac_problems(&all_documents());
+fn rbac_grants_nodes_only_what_the_node_authorizer_lacks_and_the_opt_in_the_rest() {
+    let problems = rbac_problems(&all_documents(), &optional_documents());
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 #[test]
 fn rbac_checks_fail_on_broken_copies() {
     let docs = all_documents();
+    let opt_in = optional_documents();
+    let map = |docs: &[Value], f: fn(&mut Value)| -> Vec<Value> {
+        docs.iter()
+            .cloned()
+            .map(|mut doc| {
+                f(&mut doc);
+                doc
+            })
+            .collect()
+    };
 
     // ConfigMaps readable cluster-wide: the Role made a ClusterRole, bound cluster-wide.
-    let widened: Vec<Value> = docs
-        .iter()
-        .cloned()
-        .map(|mut doc| {
-            if kind(&doc) == "Role" {
-                doc["kind"] = Value::from("ClusterRole");
-            }
-            if kind(&doc) == "RoleBinding" {
-                doc["kind"] = Value::from("ClusterRoleBinding");
-                doc["roleRef"]["kind"] = Value::from("ClusterRole");
-            }
-            doc
-        })
-        .collect();
-    let problems = rbac_problems(&widened).join("\n");
-    assert!(problems.contains("configmaps in kube-system"), "{problems}");
+    let widened = map(&docs, |doc| {
+        if kind(doc) == "Role" {
+            doc["kind"] = Value::from("ClusterRole");
+        }
+        if kind(doc) == "RoleBinding" {
+            doc["kind"] = Value::from("ClusterRoleBinding");
+            doc["roleRef"]["kind"] = Value::from("ClusterRole");
+        }
+    });
+    let problems = rbac_problems(&widened, &opt_in).join("\n");
+    assert!(
+        problems.contains("the node may get configmaps in kube-system"),
+        "{problems}"
+    );
 
-    // No binding for the node status: the sync's patches would be forbidden.
+    // The node-wide ClusterRole of old in the default manifests.
+    let mut old = docs.clone();
+    old.extend_from_slice(&opt_in);
+    let problems = rbac_problems(&old, &[]).join("\n");
+    assert!(
+        problems.contains("kubectl apply -f manifests/ grants nodes apiGroups [\"\"] resources [\"nodes\"] verbs [\"get\", \"list\", \"watch\", \"patch\"] in every namespace"),
+        "{problems}"
+    );
+
+    // No binding for the ConfigMap reader: the sync could not read its configs.
     let unbound: Vec<Value> = docs
         .iter()
-        .filter(|doc| kind(doc) != "ClusterRoleBinding")
+        .filter(|doc| kind(doc) != "RoleBinding")
         .cloned()
         .collect();
-    let problems = rbac_problems(&unbound).join("\n");
+    let problems = rbac_problems(&unbound, &opt_in).join("\n");
     assert!(
-        problems.contains("may not patch nodes/status"),
+        problems.contains("the node may not list configmaps in kubelet-config"),
         "{problems}"
     );
 
     // Write access to the configs.
-    let writable: Vec<Value> = docs
-        .iter()
-        .cloned()
-        .map(|mut doc| {
-            if kind(&doc) == "Role" {
-                doc["rules"][0]["verbs"] = Value::from(vec!["*"]);
-            }
-            doc
-        })
-        .collect();
-    let problems = rbac_problems(&writable).join("\n");
+    let writable = map(&docs, |doc| {
+        if kind(doc) == "Role" {
+            doc["rules"][0]["verbs"] = Value::from(vec!["*"]);
+        }
+    });
+    let problems = rbac_problems(&writable, &opt_in).join("\n");
     assert!(problems.contains("uses * in verbs"), "{problems}");
-    assert!(problems.contains("may delete configmaps"), "{problems}");
+    assert!(
+        problems.contains("by default, the node may delete configmaps"),
+        "{problems}"
+    );
+
+    // An opt-in file that forgets the evictions.
+    let no_evictions = map(&opt_in, |doc| {
+        if kind(doc) == "ClusterRole" {
+            if let Some(rules) = doc["rules"].as_sequence_mut() {
+                rules.retain(|rule| rule["resources"][0].as_str() != Some("pods/eviction"));
+            }
+        }
+    });
+    let problems = rbac_problems(&docs, &no_evictions).join("\n");
+    assert!(
+        problems.contains("(manifests/optional/ applied) the node may not create pods/eviction"),
+        "{problems}"
+    );
+
+    // An opt-in bound to everyone who is authenticated.
+    let everyone = map(&opt_in, |doc| {
+        if kind(doc) == "ClusterRoleBinding" {
+            doc["subjects"][0]["name"] = Value::from("system:authenticated");
+        }
+    });
+    let problems = rbac_problems(&docs, &everyone).join("\n");
+    assert!(
+        problems.contains("with the opt-in, jane who is not a node is granted"),
+        "{problems}"
+    );
+
+    // A DaemonSet that talks as its service account.
+    let service_account = map(&docs, |doc| {
+        if kind(doc) == "DaemonSet" {
+            if let Some(env) =
+                doc["spec"]["template"]["spec"]["containers"][0]["env"].as_sequence_mut()
+            {
+                env.retain(|var| var["name"].as_str() != Some("KUBELET_PIVOT_KUBECONFIG"));
+            }
+        }
+    });
+    let problems = rbac_problems(&service_account, &opt_in).join("\n");
+    assert!(
+        problems.contains("as the service account kube-system/default, not as the node"),
+        "{problems}"
+    );
 }
 
 // ---- the example ConfigMap ----
@@ -1017,7 +1084,7 @@ fn namespaced_objects_live_in_declared_or_system_namespaces() {
         .filter(|d| kind(d) == "Namespace")
         .filter_map(|d| d["metadata"]["name"].as_str())
         .collect();
-    for doc in &docs {
+    for doc in docs.iter().chain(&optional_documents()) {
         let name = doc["metadata"]["name"].as_str().unwrap_or("?");
         assert_eq!(
             doc["metadata"]["labels"]["app.kubernetes.io/part-of"].as_str(),
@@ -1026,8 +1093,10 @@ fn namespaced_objects_live_in_declared_or_system_namespaces() {
             kind(doc)
         );
         if let Some(ns) = doc["metadata"]["namespace"].as_str() {
+            // `default` and `kube-system` exist in every cluster (the rollout
+            // controller's Events about cluster-scoped rollouts live in `default`).
             assert!(
-                declared.contains(&ns) || ns == "kube-system",
+                declared.contains(&ns) || ns == "kube-system" || ns == "default",
                 "{} {name} is in namespace {ns}, which manifests/ does not create",
                 kind(doc)
             );

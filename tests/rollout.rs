@@ -19,6 +19,7 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 use support::rollout::{generated_crd, paused_reason, Timings};
 use support::{pivot_bin, wait_until, Proc};
+use testkit::rbac::{Grant, Policy, Request, User};
 use testkit::{ApiServer, NodeSim, Script, SimOptions};
 
 const NS: &str = "kubelet-config";
@@ -40,10 +41,21 @@ fn manifest_crd() -> Value {
     serde_yaml_ng::from_str(&text).expect("the CRD manifest is YAML")
 }
 
+/// The CRD before issue 22 item 2: `batch` nullable, no maximum on integers.
+fn loose_crd() -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rollout-crd-loose.yaml");
+    let text = std::fs::read_to_string(&path).expect("read the loose CRD");
+    serde_yaml_ng::from_str(&text).expect("the loose CRD is YAML")
+}
+
 impl Cluster {
     fn new() -> Cluster {
+        Cluster::with_crd(generated_crd().expect("the CRD"))
+    }
+
+    fn with_crd(crd: Value) -> Cluster {
         let server = ApiServer::start();
-        server.create_crd(generated_crd().expect("the CRD"));
+        server.create_crd(crd);
         for name in ["cfg-a", "cfg-b", "cfg-c"] {
             let data = BTreeMap::from([(
                 "kubelet".to_string(),
@@ -700,26 +712,42 @@ fn rbac_request(r: &testkit::RequestRecord) -> (String, String, String, Option<S
     (verb.to_string(), group, resource, namespace)
 }
 
+/// What manifests/50-rollout-controller.yaml binds to the controller's ServiceAccount, as
+/// the API server's RBAC evaluates it (testkit::rbac): a grant's namespace None = a
+/// ClusterRoleBinding.
+fn controller_grants() -> Vec<Grant> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/50-rollout-controller.yaml");
+    let policy = Policy::from_files(&[path]).expect("the controller manifest's RBAC");
+    policy.grants(&User::service_account(
+        "kubelet-pivot",
+        "rollout-controller",
+    ))
+}
+
+/// The index of the grant that allows `(verb, group, resource, ns)`, if one does.
+fn granted_by(
+    grants: &[Grant],
+    (verb, group, resource, ns): &(String, String, String, Option<String>),
+) -> Option<usize> {
+    let request = Request::new(verb, resource)
+        .group(group)
+        .namespace(ns.as_deref().unwrap_or(""));
+    grants.iter().position(|grant| {
+        grant
+            .namespace
+            .as_ref()
+            .is_none_or(|scope| Some(scope) == ns.as_ref())
+            && grant.rule.matches(&request)
+    })
+}
+
 #[test]
 fn the_controller_needs_exactly_the_rbac_its_manifest_grants() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/50-rollout-controller.yaml");
-    let text = std::fs::read_to_string(path).expect("read the controller manifest");
-    let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|d| serde::Deserialize::deserialize(d).expect("YAML document"))
-        .collect();
-    // Rules by scope: None = the ClusterRole, Some(ns) = a Role in ns.
-    let mut rules: Vec<(Option<String>, Value)> = Vec::new();
-    for doc in &docs {
-        let scope = match doc["kind"].as_str() {
-            Some("ClusterRole") => None,
-            Some("Role") => Some(doc["metadata"]["namespace"].as_str().unwrap().to_string()),
-            _ => continue,
-        };
-        for rule in doc["rules"].as_array().unwrap() {
-            rules.push((scope.clone(), rule.clone()));
-        }
-    }
-    let listed = |v: &Value, item: &str| v.as_array().unwrap().iter().any(|x| x == item);
+    let grants = controller_grants();
+    assert!(
+        !grants.is_empty(),
+        "nothing is bound to the controller's ServiceAccount"
+    );
     let c = Cluster::new();
     let sim = c.sim(6);
     sim.script(
@@ -741,38 +769,37 @@ fn the_controller_needs_exactly_the_rbac_its_manifest_grants() {
     c.wait_phase("r1", "Undone");
     let mut used = std::collections::BTreeSet::new();
     for r in c.server.requests() {
-        let (verb, group, resource, ns) = rbac_request(&r);
+        let request = rbac_request(&r);
+        let (verb, group, resource, ns) = request.clone();
         // The test's own CLI calls (status polling, undo) are reads and a spec patch.
         if resource == "kubeletconfigrollouts" && (verb == "get" || verb == "patch") {
             continue;
         }
-        let allowed = rules.iter().position(|(scope, rule)| {
-            (scope.is_none() || scope == &ns)
-                && listed(&rule["apiGroups"], &group)
-                && listed(&rule["resources"], &resource)
-                && listed(&rule["verbs"], &verb)
-        });
-        let Some(i) = allowed else {
+        let Some(i) = granted_by(&grants, &request) else {
             panic!("the controller did {verb} {group}/{resource} in {ns:?}, which its RBAC does not grant");
         };
         used.insert((i, verb));
     }
-    // Every verb granted was used, but the pods list (the pods gate is off here) and a
-    // Lease create (the Lease is created once; updates follow).
-    let granted: Vec<(usize, String)> = rules
+    // Every verb granted was used, but the pods list (the pods gate is off here), a
+    // Lease create (the Lease is created once; updates follow) and Events (posted about
+    // a rollout that cannot be read: checked by
+    // a_rollout_the_controller_cannot_read_is_reported_on_itself_and_the_others_go_on).
+    let granted: Vec<(usize, String)> = grants
         .iter()
         .enumerate()
-        .flat_map(|(i, (_, rule))| {
-            rule["verbs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(move |v| (i, v.as_str().unwrap().to_string()))
-        })
+        .flat_map(|(i, grant)| grant.rule.verbs.iter().map(move |v| (i, v.clone())))
         .collect();
     for (i, verb) in granted {
-        let resource = rules[i].1["resources"][0].as_str().unwrap();
-        if resource == "pods" || (resource == "kubeletconfigrollouts" && verb == "get") {
+        let resource = grants[i].rule.resources[0].as_str();
+        if resource == "pods"
+            || resource == "events"
+            || (resource == "kubeletconfigrollouts" && verb == "get")
+        {
+            continue;
+        }
+        // A config's ConfigMap is listed and watched only while a rollout waits for it
+        // (a_rollout_waiting_for_its_configmap_starts_when_it_is_created).
+        if resource == "configmaps" && grants[i].namespace.as_deref() == Some(NS) && verb != "get" {
             continue;
         }
         assert!(
@@ -987,4 +1014,601 @@ fn rollouts_over_the_same_nodes_never_fight_and_a_re_created_one_is_a_new_owner(
             Some("kubelet-config/cfg-b:kubelet")
         );
     }
+}
+
+/// Issue 22 item 6: the ConfigMap a rollout waits for is watched, not polled every 30 s;
+/// `status --watch --timeout` gives up when the time passes.
+#[test]
+fn a_rollout_waiting_for_its_configmap_starts_when_it_is_created() {
+    let c = Cluster::new();
+    let _sim = c.sim(3);
+    let _ctl = c.controller("ctl-a");
+    c.start("r1", "cfg-late", &["--canary", "0", "--batch", "100%"]);
+    wait_until(DEADLINE, "ConfigFound=False", || {
+        let r = c.status("r1");
+        r["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "ConfigFound" && c["status"] == "False")
+            .then_some(())
+    });
+    let started = std::time::Instant::now();
+    let out = c.cli(&["status", "r1", "--watch", "--timeout", "1s"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("did not settle within 1s"));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // Give the controller's watch a moment to be open before the ConfigMap appears: the
+    // point is the watch, not the initial lookup.
+    wait_until(DEADLINE, "the watch of the missing ConfigMap", || {
+        (c.server
+            .open_watches("/api/v1/namespaces/kubelet-config/configmaps")
+            > 0)
+        .then_some(())
+    });
+    let created = std::time::Instant::now();
+    c.server.create_configmap(
+        NS,
+        "cfg-late",
+        BTreeMap::from([(
+            "kubelet".to_string(),
+            "kind: KubeletConfiguration\n# late\n".to_string(),
+        )]),
+        true,
+    );
+    // The 30 s look would take 30 s; the watch takes a moment.
+    wait_until(Duration::from_secs(5), "revision 1 started", || {
+        (c.status("r1")["status"]["revision"] == 1).then_some(())
+    });
+    let took = created.elapsed();
+    eprintln!("revision started {took:?} after the ConfigMap was created");
+    c.wait_phase("r1", "Completed");
+    wait_until(
+        DEADLINE,
+        "the watch closed once the ConfigMap was found",
+        || {
+            (c.server
+                .open_watches("/api/v1/namespaces/kubelet-config/configmaps")
+                == 0)
+                .then_some(())
+        },
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// Objects the controller cannot read (issue 22 item 2)
+// ------------------------------------------------------------------------------------------
+
+const ROLLOUTS: &str = "/apis/kubelet-pivot.io/v1alpha1/kubeletconfigrollouts";
+const CRD_NAME: &str = "kubeletconfigrollouts.kubelet-pivot.io";
+
+/// One request to the test server with no client library in between: what any client (or
+/// an old CRD's server) may send. Returns the HTTP status and the answered JSON.
+fn http(
+    server: &ApiServer,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &Value,
+) -> (u16, Value) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port())).expect("connect");
+    let body = body.to_string();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: {content_type}\r\nAccept: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        server.token(),
+        body.len()
+    )
+    .expect("send the request");
+    let mut reader = BufReader::new(stream);
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).expect("status line");
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("an HTTP status");
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("header");
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().expect("Content-Length");
+            }
+        }
+    }
+    let mut answer = vec![0u8; length];
+    reader.read_exact(&mut answer).expect("body");
+    (
+        status,
+        serde_json::from_slice(&answer).unwrap_or(Value::Null),
+    )
+}
+
+fn rollout_object(name: &str, spec: Value) -> Value {
+    serde_json::json!({
+        "apiVersion": "kubelet-pivot.io/v1alpha1",
+        "kind": "KubeletConfigRollout",
+        "metadata": {"name": name},
+        "spec": spec,
+    })
+}
+
+fn stored_rollout(c: &Cluster, name: &str) -> Value {
+    c.server
+        .custom_object(
+            "kubelet-pivot.io/v1alpha1",
+            "kubeletconfigrollouts",
+            None,
+            name,
+        )
+        .unwrap_or_else(|| panic!("rollout {name} is stored"))
+}
+
+fn condition<'a>(r: &'a Value, type_: &str) -> Option<&'a Value> {
+    r["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+/// Events about the rollout `name` (events.k8s.io's `regarding`, core's `involvedObject`).
+fn events_about(c: &Cluster, name: &str) -> Vec<Value> {
+    c.server
+        .events()
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == name || e["involvedObject"]["name"] == name)
+        .collect()
+}
+
+#[test]
+fn the_schema_refuses_what_the_controller_cannot_read() {
+    let c = Cluster::new();
+    let Some(kubectl) = support::kubectl::Kubectl::new(|p| c.server.write_kubeconfig(p)) else {
+        return;
+    };
+    let apply = |name: &str, spec: &str| {
+        let path = kubectl.path(&format!("{name}.yaml"));
+        let doc = format!(
+            "apiVersion: kubelet-pivot.io/v1alpha1\nkind: KubeletConfigRollout\nmetadata:\n  name: {name}\n\
+             spec:\n  config: {{namespace: kubelet-config, name: cfg-b}}\n{spec}"
+        );
+        std::fs::write(&path, doc).expect("write the manifest");
+        // The server judges (this one serves no OpenAPI documents for kubectl's own check).
+        kubectl.run(&[
+            "apply",
+            "--validate=false",
+            "-f",
+            path.to_str().expect("UTF-8 path"),
+        ])
+    };
+    let refused = [
+        (
+            "canary-too-big",
+            "  canary: 4294967296\n",
+            "spec.canary",
+            "should be less than or equal to 100000",
+        ),
+        (
+            "canary-negative",
+            "  canary: -1\n",
+            "spec.canary",
+            "should be greater than or equal to 0",
+        ),
+        (
+            "canary-text",
+            "  canary: \"3\"\n",
+            "spec.canary",
+            "must be of type integer",
+        ),
+        (
+            "batch-zero",
+            "  batch: 0\n",
+            "spec.batch",
+            "should be greater than or equal to 1",
+        ),
+        (
+            "batch-negative",
+            "  batch: -2\n",
+            "spec.batch",
+            "should be greater than or equal to 1",
+        ),
+        (
+            "batch-too-big",
+            "  batch: 4294967296\n",
+            "spec.batch",
+            "should be less than or equal to 100000",
+        ),
+        (
+            "batch-fraction",
+            "  batch: 2.5\n",
+            "spec.batch",
+            "must be of type integer,string",
+        ),
+        (
+            "batch-list",
+            "  batch: [1]\n",
+            "spec.batch",
+            "must be of type integer,string",
+        ),
+        (
+            "unavailable-zero",
+            "  maxUnavailable: {value: 0}\n",
+            "spec.maxUnavailable.value",
+            "should be greater than or equal to 1",
+        ),
+        (
+            "failures-too-big",
+            "  maxFailures: 4294967296\n",
+            "spec.maxFailures",
+            "should be less than or equal to 100000",
+        ),
+    ];
+    for (name, spec, field, why) in refused {
+        let out = apply(name, spec);
+        let err = text(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "{name} was accepted: {}",
+            text(&out.stdout)
+        );
+        assert!(
+            err.contains(&format!("KubeletConfigRollout \"{name}\" is invalid"))
+                && err.contains(&format!("{field}: Invalid value"))
+                && err.contains(why),
+            "{name}: {err}"
+        );
+        let answered: Vec<u16> = c
+            .server
+            .requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path == ROLLOUTS && r.body.contains(name))
+            .map(|r| r.status)
+            .collect();
+        assert_eq!(answered, [422], "{name}");
+        assert!(c
+            .server
+            .custom_object(
+                "kubelet-pivot.io/v1alpha1",
+                "kubeletconfigrollouts",
+                None,
+                name
+            )
+            .is_none());
+    }
+    // A null is not nullable any more: the server puts the default in its place.
+    for (name, spec, field, default) in [
+        (
+            "batch-null",
+            "  batch: null\n",
+            "batch",
+            serde_json::json!("10%"),
+        ),
+        (
+            "canary-null",
+            "  canary: null\n",
+            "canary",
+            serde_json::json!(1),
+        ),
+    ] {
+        let out = apply(name, spec);
+        assert!(out.status.success(), "{name}: {}", text(&out.stderr));
+        assert_eq!(stored_rollout(&c, name)["spec"][field], default, "{name}");
+    }
+    // A percentage out of 1%..100%: refused by the pattern on a server that checks
+    // patterns (the unit tests of src/rollout/types.rs check the pattern itself); this
+    // test server checks none, and the object stays readable: the controller reports it
+    // as InvalidSpec (a_rollout_the_controller_cannot_read_...).
+    let out = apply("batch-percent", "  batch: 150%\n");
+    if !out.status.success() {
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("spec.batch: Invalid value") && err.contains("should match"),
+            "{err}"
+        );
+    }
+    // What the server serves is what the manifest holds: the pattern and the bounds.
+    let served = c.server.crd(CRD_NAME).expect("the CRD");
+    let batch = &served["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["properties"]["batch"];
+    assert_eq!(batch["pattern"], "^(100|[1-9][0-9]?)%$", "{batch}");
+    assert_eq!(batch["x-kubernetes-int-or-string"], true);
+    assert!(batch.get("nullable").is_none(), "{batch}");
+}
+
+#[test]
+fn a_rollout_the_controller_cannot_read_is_reported_on_itself_and_the_others_go_on() {
+    // The CRD of before: it lets in what the controller cannot read.
+    let c = Cluster::with_crd(loose_crd());
+    let _sim = c.sim(4);
+    let mut ctl = c.controller("ctl-a");
+    let nowhere = |extra: Value| {
+        let mut spec = serde_json::json!({
+            "config": {"namespace": NS, "name": "cfg-c"},
+            "nodeSelector": {"pool": "none"},
+        });
+        if let (Some(spec), Value::Object(extra)) = (spec.as_object_mut(), extra) {
+            spec.extend(extra);
+        }
+        spec
+    };
+    let bad = [
+        (
+            "bad-null",
+            nowhere(serde_json::json!({"batch": null})),
+            "spec.batch",
+            "invalid type: null",
+        ),
+        (
+            "bad-big",
+            nowhere(serde_json::json!({"canary": 4294967296u64})),
+            "spec.canary",
+            "invalid value: integer `4294967296`, expected u32",
+        ),
+        (
+            "bad-negative",
+            nowhere(serde_json::json!({"maxUnavailable": {"value": -1}})),
+            "spec.maxUnavailable.value",
+            "invalid value: integer `-1`",
+        ),
+    ];
+    for (name, spec, _, _) in &bad {
+        let (status, answer) = http(
+            &c.server,
+            "POST",
+            ROLLOUTS,
+            "application/json",
+            &rollout_object(name, spec.clone()),
+        );
+        assert_eq!(status, 201, "{name}: {answer}");
+    }
+    // Readable, but not followable: the plan's own Invalid phase.
+    let (status, answer) = http(
+        &c.server,
+        "POST",
+        ROLLOUTS,
+        "application/json",
+        &rollout_object("bad-percent", nowhere(serde_json::json!({"batch": "150%"}))),
+    );
+    assert_eq!(status, 201, "{answer}");
+    c.start(
+        "r1",
+        "cfg-b",
+        &["--canary", "1", "--batch", "1", "--max-unavailable", "1"],
+    );
+    let r = c.wait_phase("r1", "Completed");
+    assert_eq!(r["status"]["counts"]["done"], 4, "{r}");
+    let patches = c.node_patches_ok();
+    assert_eq!(patches.len(), 4, "{patches:?}");
+    assert!(patches.values().all(|n| *n == 1), "{patches:?}");
+    for (name, _, field, why) in &bad {
+        let r = wait_until(DEADLINE, &format!("{name} reported Invalid"), || {
+            let r = stored_rollout(&c, name);
+            (r["status"]["phase"] == "Invalid").then_some(r)
+        });
+        let valid = condition(&r, "Valid").unwrap_or_else(|| panic!("{name}: {r}"));
+        assert_eq!(valid["status"], "False", "{r}");
+        assert_eq!(valid["reason"], "Undecodable", "{r}");
+        let message = valid["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains(&format!("{field}: {why}")),
+            "{name}: {message}"
+        );
+        assert_eq!(
+            r["status"]["observedGeneration"],
+            r["metadata"]["generation"]
+        );
+        let events = events_about(&c, name);
+        assert_eq!(events.len(), 1, "{name}: {events:#?}");
+        let event = &events[0];
+        assert_eq!(event["type"], "Warning", "{event}");
+        assert_eq!(event["reason"], "Undecodable", "{event}");
+        let note = event["note"]
+            .as_str()
+            .or(event["message"].as_str())
+            .unwrap_or("");
+        assert_eq!(note, message, "{event}");
+    }
+    let r = c.wait_phase("bad-percent", "Invalid");
+    let valid = condition(&r, "Valid").expect("Valid");
+    assert_eq!(valid["reason"], "InvalidSpec", "{r}");
+    assert!(
+        valid["message"].as_str().unwrap_or("").contains("batch"),
+        "{r}"
+    );
+    // One report each, not one per reconcile (every node change reconciles every rollout).
+    c.server
+        .set_node_annotation(&node(0), "example.com/touch", Some("1"));
+    std::thread::sleep(Duration::from_millis(500));
+    for (name, _, _, _) in &bad {
+        assert_eq!(events_about(&c, name).len(), 1, "{name}");
+    }
+    assert!(
+        ctl.is_running(),
+        "the controller exited:\n{}",
+        c.log("ctl-a")
+    );
+    let log = c.log("ctl-a");
+    assert!(!log.contains("watching rollouts failed"), "{log}");
+    assert!(
+        log.contains("cannot read the rollout; reporting it on the object and skipping it"),
+        "{log}"
+    );
+    // Every Event it posted is granted by its RBAC.
+    let grants = controller_grants();
+    for r in c.server.requests() {
+        let request = rbac_request(&r);
+        if request.2 == "events" {
+            assert!(
+                granted_by(&grants, &request).is_some(),
+                "not granted: {request:?}"
+            );
+        }
+    }
+    // The CLI shows it as invalid, with the field, and exits 3.
+    let out = c.cli(&["status", "bad-big"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let shown = text(&out.stdout);
+    for want in [
+        "ROLLOUT  bad-big",
+        "CONFIG   kubelet-config/cfg-c:kubelet",
+        "PHASE    Invalid",
+        "INVALID  the object cannot be read: spec.canary: invalid value: integer `4294967296`, expected u32",
+    ] {
+        assert!(shown.contains(want), "missing {want:?} in:\n{shown}");
+    }
+    let out = c.cli(&["status", "bad-null", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(3));
+    let raw: Value = serde_json::from_slice(&out.stdout).expect("-o json");
+    assert_eq!(raw["spec"]["batch"], Value::Null);
+    assert_eq!(raw["status"]["phase"], "Invalid");
+    let out = c.cli(&["status", "bad-negative", "--watch"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("spec.maxUnavailable.value"));
+    let out = c.cli(&["history", "bad-big"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("rollout bad-big cannot be read (spec.canary: "),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // The CRD tightened over them: the stored objects stay as they are, a change that
+    // keeps the bad field is refused naming it, a fix makes the rollout readable again.
+    let mut tight = generated_crd().expect("the CRD");
+    tight["metadata"]["resourceVersion"] =
+        c.server.crd(CRD_NAME).expect("the CRD")["metadata"]["resourceVersion"].clone();
+    let (status, answer) = http(
+        &c.server,
+        "PUT",
+        &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"),
+        "application/json",
+        &tight,
+    );
+    assert_eq!(status, 200, "{answer}");
+    let merge = "application/merge-patch+json";
+    let (status, answer) = http(
+        &c.server,
+        "PATCH",
+        &format!("{ROLLOUTS}/bad-big"),
+        merge,
+        &serde_json::json!({"spec": {"paused": true}}),
+    );
+    assert_eq!(status, 422, "{answer}");
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("spec.canary"),
+        "{answer}"
+    );
+    let (status, answer) = http(
+        &c.server,
+        "PATCH",
+        &format!("{ROLLOUTS}/bad-null"),
+        merge,
+        &serde_json::json!({"spec": {"batch": 1}}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let r = wait_until(DEADLINE, "bad-null readable again", || {
+        let r = stored_rollout(&c, "bad-null");
+        (condition(&r, "Valid")?["status"] == "True"
+            && r["status"]["observedGeneration"] == r["metadata"]["generation"])
+            .then_some(r)
+    });
+    assert_ne!(r["status"]["phase"], "Invalid", "{r}");
+    assert!(
+        ctl.is_running(),
+        "the controller exited:\n{}",
+        c.log("ctl-a")
+    );
+    ctl.signal(Signal::SIGTERM);
+    assert!(ctl.wait_exit(DEADLINE).success());
+}
+
+#[test]
+fn an_unreadable_rollout_whose_status_the_server_refuses_still_gets_its_event() {
+    // Stored under the old CRD, then the CRD tightened before the controller starts: this
+    // server validates the whole object on a status write (as servers before CRD
+    // validation ratcheting do), so the report cannot go into the status; the Event
+    // carries it, the write is not retried, and the other rollouts go on.
+    let c = Cluster::with_crd(loose_crd());
+    let _sim = c.sim(2);
+    let spec = serde_json::json!({
+        "config": {"namespace": NS, "name": "cfg-c"},
+        "nodeSelector": {"pool": "none"},
+        "canary": 4294967296u64,
+    });
+    let (status, answer) = http(
+        &c.server,
+        "POST",
+        ROLLOUTS,
+        "application/json",
+        &rollout_object("bad-big", spec),
+    );
+    assert_eq!(status, 201, "{answer}");
+    let mut tight = generated_crd().expect("the CRD");
+    tight["metadata"]["resourceVersion"] =
+        c.server.crd(CRD_NAME).expect("the CRD")["metadata"]["resourceVersion"].clone();
+    let (status, answer) = http(
+        &c.server,
+        "PUT",
+        &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"),
+        "application/json",
+        &tight,
+    );
+    assert_eq!(status, 200, "{answer}");
+    c.server.clear_requests();
+    let mut ctl = c.controller("ctl-a");
+    c.start(
+        "r1",
+        "cfg-b",
+        &["--canary", "0", "--batch", "2", "--max-unavailable", "2"],
+    );
+    c.wait_phase("r1", "Completed");
+    let events = wait_until(DEADLINE, "the Event about bad-big", || {
+        let events = events_about(&c, "bad-big");
+        (!events.is_empty()).then_some(events)
+    });
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["reason"], "Undecodable");
+    let log = c.log("ctl-a");
+    assert!(
+        log.contains("refuses the status of the unreadable rollout"),
+        "{log}"
+    );
+    // One status write tried, answered 422 naming the field, never retried.
+    c.server
+        .set_node_annotation(&node(0), "example.com/touch", Some("1"));
+    std::thread::sleep(Duration::from_millis(500));
+    let writes: Vec<(u16, String)> = c
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == format!("{ROLLOUTS}/bad-big/status"))
+        .map(|r| (r.status, r.method))
+        .collect();
+    assert_eq!(writes, [(422, "PUT".to_string())]);
+    assert!(stored_rollout(&c, "bad-big")
+        .get("status")
+        .is_none_or(|s| s["phase"] != "Invalid"));
+    assert!(
+        ctl.is_running(),
+        "the controller exited:\n{}",
+        c.log("ctl-a")
+    );
+    ctl.signal(Signal::SIGTERM);
+    assert!(ctl.wait_exit(DEADLINE).success());
 }

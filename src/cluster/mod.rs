@@ -7,6 +7,7 @@
 //! May call: `config` (store, bounds checks), `safefs`. Runs only while its
 //! supervisor holds the lock; never touches the lock or the kubelet.
 
+pub mod agent;
 pub mod drain;
 pub mod events;
 pub mod nodeconfig;

@@ -240,9 +240,28 @@ pub fn run(
                     out,
                     "forgot bad config {uid}; it will be tried again if assigned"
                 )?;
-                Ok(())
-            } else {
-                Err(OperatorError::NoSuchUid(uid))
+                return Ok(());
+            }
+            // A crash-looped --config-dir drop-in set, by its id (or the
+            // first 12 or more hex digits `status` shows).
+            let mut record = store.drop_in_record()?;
+            let matching: Vec<String> = record
+                .bad
+                .keys()
+                .filter(|id| uid.len() >= 12 && id.starts_with(uid.as_str()))
+                .cloned()
+                .collect();
+            match matching.as_slice() {
+                [id] => {
+                    record.bad.remove(id);
+                    store.set_drop_in_record(&record)?;
+                    writeln!(
+                        out,
+                        "forgot bad --config-dir drop-in set {id}; it will be tried again while the directory holds it"
+                    )?;
+                    Ok(())
+                }
+                _ => Err(OperatorError::NoSuchUid(uid)),
             }
         }
     }

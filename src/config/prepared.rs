@@ -4,13 +4,17 @@
 //! parsing and validating the store's checkpoints, read-only) and checks
 //! that the effective config file already holds exactly that config. When
 //! it gets the lock it only verifies, with a few `lstat`s, that none of the
-//! store's inputs and not the effective file changed since: then the kubelet
-//! is spawned at once, and what runs is recorded in the store right after.
+//! store's inputs, no `--config-dir` drop-in and not the effective file
+//! changed since: then the kubelet is spawned at once, and what runs is
+//! recorded in the store right after.
 //! Anything else (a changed input, an error to record such as a config to
 //! mark bad, an effective file to rewrite) takes the full path, so no check
 //! is skipped.
 
+use std::path::PathBuf;
+
 use crate::config::disruption::Policy;
+use crate::config::dropin;
 use crate::config::lifecycle::{self, Access, LocalConfig, Resolved};
 use crate::config::running::{self, StartChoice};
 use crate::config::store::{FileStamp, Store};
@@ -19,6 +23,8 @@ use crate::config::store::{FileStamp, Store};
 pub struct Prepared {
     pub resolved: Resolved,
     inputs: Vec<Option<FileStamp>>,
+    /// The `--config-dir` directories and drop-ins it was prepared from.
+    drop_ins: Vec<(PathBuf, Option<FileStamp>)>,
     /// The effective file, as it was when it was found to hold exactly
     /// this config.
     effective: FileStamp,
@@ -50,20 +56,31 @@ impl Prepared {
         if !store.effective_config_matches(&resolved.config.effective_bytes()) {
             return None;
         }
+        let drop_ins = resolved
+            .drop_ins
+            .as_ref()
+            .map(|d| d.set.stamps.clone())
+            .unwrap_or_default();
         // Inputs or the file changed while we read them: not usable.
-        if store.input_stamp() != inputs || store.effective_stamp() != Some(effective) {
+        if store.input_stamp() != inputs
+            || store.effective_stamp() != Some(effective)
+            || !dropin::unchanged(&drop_ins)
+        {
             return None;
         }
         Some(Prepared {
             resolved,
             inputs,
+            drop_ins,
             effective,
         })
     }
 
     /// Whether nothing it was prepared from changed (a few lstats).
     pub fn still_valid(&self, store: &Store) -> bool {
-        store.input_stamp() == self.inputs && store.effective_stamp() == Some(self.effective)
+        store.input_stamp() == self.inputs
+            && store.effective_stamp() == Some(self.effective)
+            && dropin::unchanged(&self.drop_ins)
     }
 }
 

@@ -11,6 +11,7 @@
 use tracing::{info, warn};
 
 use crate::config::disruption::{self, Action, Change, Policy, StateFile};
+use crate::config::dropin::{AppliedDropIns, DropInOrigin, DropInSet};
 use crate::config::kubeconfig::{sha256_hex, KubeletConfig, HASH_ALGORITHM};
 use crate::config::lifecycle::{Origin, Resolved};
 use crate::config::store::{EffectiveRecord, Store};
@@ -159,6 +160,15 @@ pub fn choose_start(
     if action == Action::Restart {
         return StartChoice::target(change);
     }
+    // The config that ran has the drop-ins that ran merged in already.
+    let drop_ins = store
+        .drop_in_record()
+        .ok()
+        .and_then(|r| r.applied)
+        .map(|snapshot| AppliedDropIns {
+            origin: DropInOrigin::Previous,
+            set: DropInSet::from_snapshot(snapshot),
+        });
     let previous = Resolved {
         origin: origin_of(&running.record.origin),
         source: running.record.source.clone(),
@@ -166,6 +176,7 @@ pub fn choose_start(
         error: None,
         assigned: target.assigned.clone(),
         last_known_good: target.last_known_good.clone(),
+        drop_ins,
     };
     StartChoice::Previous {
         running: Box::new(previous),

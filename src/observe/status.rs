@@ -4,13 +4,15 @@
 //! record, claims and /proc/locks through the same bounded, checked reads
 //! as the supervisor, and says which section it could not read and why.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::config::store::{
-    BadConfigs, BlockedPods, ConfigSource, DisruptionRecord, EffectiveRecord, Store, StoreError,
+    BadConfigs, BlockedPods, ConfigSource, DisruptionRecord, DropInBad, DropInRecord,
+    DropInSnapshot, EffectiveRecord, Store, StoreError,
 };
 use crate::pivot::claims::{self, Claim, Cleanup};
 use crate::pivot::holder::{HolderError, HolderRecord};
@@ -92,6 +94,78 @@ pub struct ConfigView {
     pub bad_configs: BadConfigs,
     /// A disruptive change in progress (drain) or held, and what it waits for.
     pub pending_change: Option<DisruptionRecord>,
+    /// The kubelet's `--config-dir` drop-ins, when a holder recorded any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drop_ins: Option<DropInView>,
+}
+
+/// A drop-in set, by id and file names (its merged content stays in the
+/// store).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DropInSetView {
+    pub id: String,
+    pub files: Vec<String>,
+}
+
+impl From<&DropInSnapshot> for DropInSetView {
+    fn from(s: &DropInSnapshot) -> Self {
+        DropInSetView {
+            id: s.id.clone(),
+            files: s.files.iter().map(|f| f.name.clone()).collect(),
+        }
+    }
+}
+
+impl std::fmt::Display for DropInSetView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ({})",
+            self.id.get(..12).unwrap_or(&self.id),
+            self.files.join(", ")
+        )
+    }
+}
+
+/// `v1/config-dir.json` without the merged contents.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DropInView {
+    /// The set the last kubelet ran with.
+    pub applied: Option<DropInSetView>,
+    pub last_known_good: Option<DropInSetView>,
+    /// The set on trial and since when.
+    pub trial: Option<DropInTrialView>,
+    /// Sets that crash-looped in their trial.
+    pub bad: BTreeMap<String, DropInBad>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DropInTrialView {
+    pub id: String,
+    pub since: String,
+    /// Kubelet exits counted in the trial.
+    pub restarts: usize,
+}
+
+impl DropInView {
+    fn of(record: &DropInRecord) -> Option<DropInView> {
+        if *record == DropInRecord::default() {
+            return None;
+        }
+        Some(DropInView {
+            applied: record.applied.as_ref().map(DropInSetView::from),
+            last_known_good: record.last_known_good.as_ref().map(DropInSetView::from),
+            trial: record.trial.as_ref().map(|t| DropInTrialView {
+                id: t.id.clone(),
+                since: t.since.clone(),
+                restarts: t.startups.len(),
+            }),
+            bad: record.bad.clone(),
+        })
+    }
 }
 
 impl ConfigView {
@@ -105,8 +179,14 @@ impl ConfigView {
         let active = store.effective_record().map_err(&mut warn).ok().flatten();
         let bad_configs = store.bad_configs().map_err(&mut warn).unwrap_or_default();
         let pending_change = store.disruption().map_err(&mut warn).ok().flatten();
+        let drop_ins = store
+            .drop_in_record()
+            .map_err(&mut warn)
+            .ok()
+            .and_then(|r| DropInView::of(&r));
         let view = ConfigView {
             pending_change,
+            drop_ins,
             error: active.as_ref().and_then(|e| e.error.clone()),
             active,
             assigned,
@@ -323,7 +403,40 @@ pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     for (i, (uid, entry)) in r.config.bad_configs.iter().enumerate() {
         write_bad(out, i, uid, entry)?;
     }
+    if let Some(d) = &r.config.drop_ins {
+        write_drop_ins(out, d)?;
+    }
     write_pending(out, r.config.pending_change.as_ref())
+}
+
+/// The `--config-dir` drop-ins: the set that ran, its trial, last-known-good
+/// and the sets that crash-looped.
+fn write_drop_ins(out: &mut impl Write, d: &DropInView) -> std::io::Result<()> {
+    let applied = match (&d.applied, &d.trial) {
+        (Some(a), Some(t)) if t.id == a.id => format!(
+            "{a}, on trial since {} ({} kubelet restarts)",
+            t.since, t.restarts
+        ),
+        (Some(a), _) => a.to_string(),
+        (None, _) => "none".to_string(),
+    };
+    writeln!(out, "DROP-INS RAN     {applied}")?;
+    writeln!(out, "         LKG     {}", opt(d.last_known_good.as_ref()))?;
+    for (i, (id, bad)) in d.bad.iter().enumerate() {
+        writeln!(
+            out,
+            "{}{} since {}: {}",
+            if i == 0 {
+                "         BAD     "
+            } else {
+                "                 "
+            },
+            id.get(..12).unwrap_or(id),
+            bad.time,
+            bad.reason
+        )?;
+    }
+    Ok(())
 }
 
 /// The pending disruptive change: class, action, phase, fields and what it
@@ -522,6 +635,28 @@ mod tests {
                         resource_version: "9".into(),
                     },
                 )]),
+                drop_ins: Some(DropInView {
+                    applied: Some(DropInSetView {
+                        id: "aa".repeat(32),
+                        files: vec!["10-a.conf".into(), "sub/20-b.conf".into()],
+                    }),
+                    last_known_good: Some(DropInSetView {
+                        id: "bb".repeat(32),
+                        files: vec!["10-a.conf".into()],
+                    }),
+                    trial: Some(DropInTrialView {
+                        id: "aa".repeat(32),
+                        since: "T3".into(),
+                        restarts: 1,
+                    }),
+                    bad: BTreeMap::from([(
+                        "cc".repeat(32),
+                        DropInBad {
+                            time: "T4".into(),
+                            reason: "crash loop".into(),
+                        },
+                    )]),
+                }),
             },
         };
         let mut out = Vec::new();
@@ -535,6 +670,9 @@ mod tests {
             "ASSIGNED  ConfigMap kubelet-config/cfg-b (UID: u-2, ResourceVersion: 9)",
             "ERROR     failed to validate config",
             "BAD       UID u-2 (ResourceVersion: 9) since T2: crash loop",
+            "DROP-INS RAN     aaaaaaaaaaaa (10-a.conf, sub/20-b.conf), on trial since T3 (1 kubelet restarts)",
+            "         LKG     bbbbbbbbbbbb (10-a.conf)",
+            "         BAD     cccccccccccc since T4: crash loop",
         ] {
             assert!(text.contains(needle), "missing {needle:?} in\n{text}");
         }

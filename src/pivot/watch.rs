@@ -1,6 +1,8 @@
 //! Hints that something around the lock changed: inotify on the lock file,
 //! its directory (the lock file replaced), the state directory (holder
-//! record) and the claims directory. When inotify is
+//! record) and the claims directory; and that the config may have changed:
+//! the checkpoint store's meta directory and the kubelet's `--config-dir`.
+//! When inotify is
 //! unavailable (EMFILE/ENOSPC, the known start-up failure of the seed
 //! design) this falls back to polling every 100 ms instead of refusing to run.
 
@@ -29,7 +31,8 @@ pub enum Hint {
     ClaimsChanged,
     /// The holder record was written or removed.
     HolderChanged,
-    /// meta/assigned or meta/last-known-good of the checkpoint store changed.
+    /// meta/assigned or meta/last-known-good of the checkpoint store
+    /// changed, or a `--config-dir` drop-in was written, renamed or removed.
     ConfigChanged,
     /// Nothing specific: time to look (polling mode or safety tick).
     Tick,
@@ -53,6 +56,7 @@ pub struct Watcher {
     claims_wd: Option<WatchDescriptor>,
     meta_dir: Option<PathBuf>,
     meta_wd: Option<WatchDescriptor>,
+    config_dir_wd: Option<WatchDescriptor>,
 }
 
 fn name_of(p: &Path) -> OsString {
@@ -81,6 +85,7 @@ impl Watcher {
             claims_wd: None,
             meta_dir: meta_dir.map(Path::to_path_buf),
             meta_wd: None,
+            config_dir_wd: None,
         };
         if force_poll {
             tracing::info!(
@@ -151,6 +156,29 @@ impl Watcher {
         Ok(())
     }
 
+    /// Watches the kubelet's `--config-dir`: a drop-in written (closed after
+    /// writing), moved in or out, removed, or its mode changed is a
+    /// [`Hint::ConfigChanged`]. Creations are not: a new file is read once
+    /// it is written. Subdirectories are seen on the safety tick.
+    pub fn watch_config_dir(&mut self, dir: &Path) {
+        let Some(stream) = self.stream.as_mut() else {
+            return;
+        };
+        let mask = WatchMask::CLOSE_WRITE
+            | WatchMask::MOVED_TO
+            | WatchMask::MOVED_FROM
+            | WatchMask::DELETE
+            | WatchMask::ATTRIB
+            | WatchMask::DELETE_SELF
+            | WatchMask::MOVE_SELF;
+        match stream.watches().add(dir, mask) {
+            Ok(wd) => self.config_dir_wd = Some(wd),
+            Err(err) => {
+                tracing::warn!(%err, dir = %dir.display(), "cannot watch the --config-dir drop-in directory; drop-in changes are seen on the safety tick (within a second)")
+            }
+        }
+    }
+
     /// Watches the file now at the lock path (after it was replaced).
     pub fn rewatch_lock(&mut self) {
         if let Some(stream) = self.stream.as_mut() {
@@ -218,7 +246,7 @@ impl Watcher {
         if wd == self.claims_wd.as_ref() {
             return Some(Hint::ClaimsChanged);
         }
-        if wd == self.meta_wd.as_ref() {
+        if wd == self.meta_wd.as_ref() || wd == self.config_dir_wd.as_ref() {
             return Some(Hint::ConfigChanged);
         }
         if wd == self.state_wd.as_ref() && name == Some(self.holder_name.as_os_str()) {

@@ -5,6 +5,10 @@
 //! on any change of either, debounced. A reconcile reads caches only; the API requests it
 //! makes are the writes the plan asks for (one patch per node changed, status replaces),
 //! one ConfigMap read per new revision and, for the pods gate, one pod list per node.
+//!
+//! Rollouts are watched untyped ([`DynamicObject`]) and decoded one by one in reconcile: an
+//! object the types cannot read (module [`invalid`](super::invalid)) is reported on itself
+//! and skipped, instead of failing the watch of every rollout.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,20 +16,23 @@ use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{info, warn};
 
+use super::configwatch::ConfigWatches;
+use super::invalid::{self, StatusWrite};
 use super::lease::{Elector, Leadership, LeaseTimings};
 use super::nodeview::{NodeView, RECORD_ANNOTATION};
 use super::plan::gates::{PodsState, PODS_RECHECK};
 use super::plan::owner::OtherRollout;
 use super::plan::{self, ConfigLookup, Inputs, Plan, Touch};
-use super::types::KubeletConfigRollout;
+use super::types::{self, KubeletConfigRollout};
 use crate::cluster::nodeconfig::SOURCE_ANNOTATION;
 
 /// Least time between two status writes of one rollout that only update counts.
@@ -38,6 +45,8 @@ const RETRY_FIRST: Duration = Duration::from_millis(500);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 /// How long a leader that lost its Lease tries to give it up before exiting.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The reporting controller of its Events.
+const EVENT_REPORTER: &str = "kubelet-pivot-rollout-controller";
 
 /// What the controller is told on its command line.
 #[derive(Clone, Debug)]
@@ -74,8 +83,10 @@ type PodsCache = HashMap<(String, u32, String), (Instant, PodsState)>;
 
 struct Context {
     client: Client,
-    /// Every rollout (the controller's own cache).
-    rollouts: Store<KubeletConfigRollout>,
+    /// Every rollout, undecoded (the controller's own cache).
+    rollouts: Store<DynamicObject>,
+    /// Watches of the ConfigMaps rollouts wait for.
+    config_watches: ConfigWatches,
     nodes: Store<Node>,
     stop: Store<ConfigMap>,
     leadership: Leadership,
@@ -86,6 +97,11 @@ struct Context {
     pods: Mutex<PodsCache>,
     /// Failed reconciles in a row, per rollout (reset by a success).
     failures: Mutex<HashMap<String, u32>>,
+    /// The rollouts' API resource (they are watched untyped).
+    resource: ApiResource,
+    recorder: Recorder,
+    /// Rollouts that cannot be read, and how far their report got.
+    invalid: Mutex<HashMap<String, invalid::Report>>,
 }
 
 /// Keeps only what the plan reads of a Node: a cache of 5,000 full Nodes (images, volumes,
@@ -145,7 +161,15 @@ async fn lookup_config(ctx: &Context, rollout: &KubeletConfigRollout) -> ConfigL
     }
     let key = &rollout.spec.config;
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &key.namespace);
-    match api.get_opt(&key.name).await {
+    let found = api.get_opt(&key.name).await;
+    match &found {
+        Ok(Some(cm)) if cm.data.as_ref().is_some_and(|d| d.contains_key(&key.key)) => {
+            ctx.config_watches.found(&key.namespace, &key.name)
+        }
+        Ok(_) => ctx.config_watches.missing(&key.namespace, &key.name),
+        Err(_) => {}
+    }
+    match found {
         Ok(Some(cm)) => match cm.data.as_ref().and_then(|d| d.get(&key.key)) {
             Some(_) => ConfigLookup::Found {
                 uid: cm.metadata.uid.unwrap_or_default(),
@@ -271,6 +295,13 @@ fn other_rollouts(ctx: &Context, me: &KubeletConfigRollout) -> Vec<OtherRollout>
         .state()
         .into_iter()
         .filter(|r| r.metadata.uid != me.metadata.uid)
+        // One that cannot be read owns no node (it is reported on itself).
+        .filter_map(|raw| {
+            serde_json::to_value(&*raw)
+                .ok()
+                .and_then(|v| types::decode(v).ok())
+                .map(Arc::new)
+        })
         .map(|cached| {
             let r = latest
                 .as_ref()
@@ -348,12 +379,23 @@ async fn write_status(
     }
 }
 
-async fn reconcile(
-    obj: Arc<KubeletConfigRollout>,
-    ctx: Arc<Context>,
-) -> Result<Action, ReconcileError> {
+async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let name = obj.name_any();
-    let result = reconcile_once(obj, ctx.clone()).await;
+    let decoded = serde_json::to_value(&*obj)
+        .map_err(|e| types::DecodeError {
+            field: ".".to_string(),
+            reason: e.to_string(),
+        })
+        .and_then(types::decode);
+    let result = match decoded {
+        Ok(rollout) => {
+            if let Ok(mut reports) = ctx.invalid.lock() {
+                reports.remove(&name);
+            }
+            reconcile_once(Arc::new(rollout), ctx.clone()).await
+        }
+        Err(err) => report_invalid(&obj, &err, &ctx).await,
+    };
     if result.is_ok() {
         if let Ok(mut f) = ctx.failures.lock() {
             f.remove(&name);
@@ -427,6 +469,115 @@ async fn reconcile_once(
     Ok(next.map_or_else(Action::await_change, Action::requeue))
 }
 
+/// Reports a rollout that cannot be read ([`invalid`]) on itself, once per generation and
+/// error: its status (raw JSON, replaced through `/status`) and a Warning Event. It is then
+/// left alone until it changes; the other rollouts are not held up by it.
+async fn report_invalid(
+    obj: &DynamicObject,
+    err: &types::DecodeError,
+    ctx: &Context,
+) -> Result<Action, ReconcileError> {
+    let name = obj.name_any();
+    let message = invalid::message(&name, err);
+    let key = invalid::Key {
+        uid: obj.metadata.uid.clone(),
+        generation: obj.metadata.generation,
+        message: message.clone(),
+    };
+    let known = ctx
+        .invalid
+        .lock()
+        .ok()
+        .and_then(|reports| reports.get(&name).cloned())
+        .filter(|r| r.key == key);
+    let mut report = match known {
+        Some(report) if report.done() => return Ok(Action::await_change()),
+        Some(report) => report,
+        None => {
+            let raw = serde_json::to_value(obj).unwrap_or_default();
+            let mut report = invalid::Report::new(key);
+            if invalid::already_reported(&raw, &message) {
+                // Reported before a restart (or by the other replica): nothing to repeat.
+                report.event_done = true;
+                report.status_done = true;
+            } else {
+                warn!(rollout = %name, error = %err,
+                      "cannot read the rollout; reporting it on the object and skipping it");
+            }
+            report
+        }
+    };
+    if !ctx.leadership.is_valid() {
+        return Err(ReconcileError::NotLeader);
+    }
+    let mut result = Ok(Action::await_change());
+    if !report.status_done {
+        match write_invalid_status(ctx, obj, &message).await {
+            Ok(StatusWrite::Written) => report.status_done = true,
+            Ok(StatusWrite::Refused) => report.status_done = true,
+            Ok(StatusWrite::Stale) => result = Ok(Action::requeue(Duration::from_millis(100))),
+            Err(e) => result = Err(e),
+        }
+    }
+    if !report.event_done {
+        post_invalid_event(ctx, obj, &message).await;
+        report.event_done = true;
+    }
+    if let Ok(mut reports) = ctx.invalid.lock() {
+        reports.insert(name, report);
+    }
+    result
+}
+
+/// Replaces the status of `obj` with the report (`status.phase: Invalid`, `Valid=False`).
+async fn write_invalid_status(
+    ctx: &Context,
+    obj: &DynamicObject,
+    message: &str,
+) -> Result<StatusWrite, ReconcileError> {
+    let name = obj.name_any();
+    let raw = serde_json::to_value(obj).unwrap_or_default();
+    let now = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+    let reported = invalid::with_report(&raw, message, &now);
+    let body: DynamicObject = match serde_json::from_value(reported) {
+        Ok(body) => body,
+        Err(e) => {
+            warn!(rollout = %name, error = %e, "cannot build the status of an unreadable rollout");
+            return Ok(StatusWrite::Refused);
+        }
+    };
+    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ctx.resource);
+    match api
+        .replace_status(&name, &PostParams::default(), &body)
+        .await
+    {
+        Ok(_) => Ok(StatusWrite::Written),
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(StatusWrite::Stale),
+        Err(kube::Error::Api(s)) if s.code == 422 => {
+            warn!(rollout = %name, error = %s.message,
+                  "the API server refuses the status of the unreadable rollout (it validates the spec \
+                   on a status write); its Event is the only report");
+            Ok(StatusWrite::Refused)
+        }
+        Err(e) => Err(api_err(format!("cannot write the status of {name}"))(e)),
+    }
+}
+
+/// A Warning Event about `obj` (best effort: a failure is logged).
+async fn post_invalid_event(ctx: &Context, obj: &DynamicObject, message: &str) {
+    let event = Event {
+        type_: EventType::Warning,
+        reason: invalid::REASON.to_string(),
+        note: Some(message.to_string()),
+        action: "Decode".to_string(),
+        secondary: None,
+    };
+    let reference = obj.object_ref(&ctx.resource);
+    if let Err(err) = ctx.recorder.publish(&event, &reference).await {
+        warn!(rollout = %obj.name_any(), %err, "cannot post an Event about the unreadable rollout");
+    }
+}
+
 /// The wait before reconciling a rollout again after its `failures`-th
 /// failure in a row: 500 ms doubling up to [`RETRY_MAX`], so that a 429 is
 /// not answered with more load and an outage is not polled 2 times a second
@@ -436,7 +587,7 @@ fn retry_delay(failures: u32) -> Duration {
     RETRY_FIRST.saturating_mul(1u32 << exp).min(RETRY_MAX)
 }
 
-fn error_policy(obj: Arc<KubeletConfigRollout>, err: &ReconcileError, ctx: Arc<Context>) -> Action {
+fn error_policy(obj: Arc<DynamicObject>, err: &ReconcileError, ctx: Arc<Context>) -> Action {
     let name = obj.name_any();
     let failures = match ctx.failures.lock() {
         Ok(mut f) => {
@@ -505,6 +656,7 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
     // coalesces bursts (5,000 Nodes listed at start are one wake-up, not 5,000).
     let (changed_tx, changed_rx) = tokio::sync::watch::channel(0u64);
     let node_tx = changed_tx.clone();
+    let config_watches = ConfigWatches::new(client.clone(), changed_tx.clone());
     tokio::spawn(node_events.for_each(move |_| {
         node_tx.send_modify(|n| *n += 1);
         futures::future::ready(())
@@ -518,11 +670,13 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
         rx.borrow_and_update();
         Some(((), rx))
     });
-    let rollouts: Api<KubeletConfigRollout> = Api::all(client.clone());
-    let controller = Controller::new(rollouts, watcher::Config::default());
+    let resource = ApiResource::erase::<KubeletConfigRollout>(&());
+    let rollouts: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let controller = Controller::new_with(rollouts, watcher::Config::default(), resource.clone());
     let ctx = Arc::new(Context {
         client: client.clone(),
         rollouts: controller.store(),
+        config_watches,
         nodes: nodes.clone(),
         stop: stop.clone(),
         leadership,
@@ -530,6 +684,15 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
         written: Mutex::new(HashMap::new()),
         pods: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
+        resource: resource.clone(),
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: EVENT_REPORTER.to_string(),
+                instance: Some(opts.identity.clone()),
+            },
+        ),
+        invalid: Mutex::new(HashMap::new()),
     });
     let controller = controller
         .with_config(ControllerConfig::default().debounce(opts.debounce))

@@ -7,11 +7,14 @@
 //! - [`plan`]: the decisions, as one pure function;
 //! - [`window`]: maintenance windows and durations;
 //! - [`controller`]: the kube-runtime controller around the plan;
+//! - [`invalid`]: a rollout the controller cannot read, reported on itself and skipped;
 //! - [`lease`]: leader election through a coordination.k8s.io Lease;
 //! - [`cli`]: `kubectl pivot rollout ...`.
 
 pub mod cli;
+pub mod configwatch;
 pub mod controller;
+pub mod invalid;
 pub mod lease;
 pub mod nodeview;
 pub mod plan;

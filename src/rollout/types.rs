@@ -5,14 +5,25 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use kube::CustomResource;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{CustomResource, CustomResourceExt};
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
-use serde::{Deserialize, Serialize};
+use serde::de::{self, Unexpected, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
 
 /// The API group of the resource.
 pub const GROUP: &str = "kubelet-pivot.io";
 /// The label that spreads batches and bounds unavailability by default.
 pub const DEFAULT_TOPOLOGY_KEY: &str = "topology.kubernetes.io/zone";
+/// The largest count the spec takes (`canary`, `batch`, `maxUnavailable.value`,
+/// `maxFailures`): more nodes than any cluster has. The CRD refuses larger ones.
+pub const MAX_COUNT: u32 = 100_000;
+/// A percentage of the spec (`batch`, `maxUnavailable.value`): 1% to 100%, digits only.
+pub const PERCENT_PATTERN: &str = "^(100|[1-9][0-9]?)%$";
+/// The largest generation the CRD accepts in `status.observedGeneration`: the largest
+/// integer a float64 holds exactly (the API server compares bounds as float64).
+pub const MAX_GENERATION: i64 = (1 << 53) - 1;
 
 /// A staged rollout of one kubelet config (a ConfigMap key) to the nodes a selector picks:
 /// a canary, then batches, each gated on the nodes' health and followed by a soak.
@@ -44,7 +55,7 @@ pub struct RolloutSpec {
     pub node_selector: BTreeMap<String, String>,
     /// Nodes rolled first, alone; any failure among them pauses the rollout.
     #[serde(default = "default_canary")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = MAX_COUNT))]
     pub canary: u32,
     /// Nodes per batch after the canary: a count (`5`) or a share of the targets (`"10%"`).
     #[serde(default = "default_batch")]
@@ -61,6 +72,7 @@ pub struct RolloutSpec {
     pub health_gates: HealthGates,
     /// Failed nodes tolerated after the canary; one more pauses the rollout.
     #[serde(default)]
+    #[schemars(range(min = 0, max = MAX_COUNT))]
     pub max_failures: u32,
     /// Stop changing nodes (nodes already changed are still watched).
     #[serde(default)]
@@ -112,12 +124,62 @@ impl std::fmt::Display for ConfigMapKey {
     }
 }
 
-/// A count or a percentage (`"25%"`), as Kubernetes' IntOrString.
-#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq)]
+/// A count (at least 1) or a percentage (`"25%"`), as Kubernetes' IntOrString.
+///
+/// Decoding names what is wrong (`null`, a negative or too large count, a fraction)
+/// instead of serde's "did not match any variant"; whether a string is a percentage is
+/// checked where the spec is followed ([`IntOrPercent::resolve`]), as the CRD's pattern
+/// does at the API.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
 #[serde(untagged)]
 pub enum IntOrPercent {
     Int(u32),
     Percent(String),
+}
+
+impl<'de> Deserialize<'de> for IntOrPercent {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CountOrPercent;
+
+        impl Visitor<'_> for CountOrPercent {
+            type Value = IntOrPercent;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(
+                    f,
+                    "a count from 0 to {} or a percentage like \"10%\"",
+                    u32::MAX
+                )
+            }
+
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<IntOrPercent, E> {
+                u32::try_from(v)
+                    .map(IntOrPercent::Int)
+                    .map_err(|_| E::invalid_value(Unexpected::Unsigned(v), &self))
+            }
+
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<IntOrPercent, E> {
+                u32::try_from(v)
+                    .map(IntOrPercent::Int)
+                    .map_err(|_| E::invalid_value(Unexpected::Signed(v), &self))
+            }
+
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<IntOrPercent, E> {
+                // A whole number written as a float (`4.0`), as JSON allows.
+                if v.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&v) {
+                    Ok(IntOrPercent::Int(v as u32))
+                } else {
+                    Err(E::invalid_value(Unexpected::Float(v), &self))
+                }
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<IntOrPercent, E> {
+                Ok(IntOrPercent::Percent(v.to_string()))
+            }
+        }
+
+        deserializer.deserialize_any(CountOrPercent)
+    }
 }
 
 impl JsonSchema for IntOrPercent {
@@ -126,8 +188,15 @@ impl JsonSchema for IntOrPercent {
     }
 
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        // The API server applies `minimum`/`maximum` to integers only and `pattern`/
+        // `maxLength` to strings only; no CEL is needed (and an int-or-string is `dyn` to
+        // CEL, whose cost estimate for `matches` on it is the whole request size).
         json_schema!({
             "x-kubernetes-int-or-string": true,
+            "minimum": 1,
+            "maximum": MAX_COUNT,
+            "pattern": PERCENT_PATTERN,
+            "maxLength": 4,
         })
     }
 }
@@ -347,6 +416,7 @@ pub struct NodeFailure {
     pub reason: FailureReason,
     pub message: String,
     /// The batch the node was in (0: the canary when there is one).
+    #[schemars(range(min = 0, max = u32::MAX))]
     pub batch: u32,
     pub time: String,
 }
@@ -368,12 +438,17 @@ pub struct RolloutCondition {
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeCounts {
+    #[schemars(range(min = 0, max = u32::MAX))]
     pub total: u32,
     /// Not yet changed.
+    #[schemars(range(min = 0, max = u32::MAX))]
     pub pending: u32,
     /// Changed, gates not yet passed.
+    #[schemars(range(min = 0, max = u32::MAX))]
     pub in_progress: u32,
+    #[schemars(range(min = 0, max = u32::MAX))]
     pub done: u32,
+    #[schemars(range(min = 0, max = u32::MAX))]
     pub failed: u32,
 }
 
@@ -381,6 +456,7 @@ pub struct NodeCounts {
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RevisionRecord {
+    #[schemars(range(min = 0, max = u32::MAX))]
     pub revision: u32,
     pub config: ConfigMapKey,
     /// The ConfigMap's uid when the revision started.
@@ -394,8 +470,10 @@ pub struct RevisionRecord {
     pub result: Option<String>,
     /// Nodes it changed, and how many of them failed.
     #[serde(default)]
+    #[schemars(range(min = 0, max = u32::MAX))]
     pub changed: u32,
     #[serde(default)]
+    #[schemars(range(min = 0, max = u32::MAX))]
     pub failed: u32,
 }
 
@@ -405,6 +483,7 @@ pub struct RevisionRecord {
 #[serde(rename_all = "camelCase")]
 pub struct RolloutStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = MAX_GENERATION))]
     pub observed_generation: Option<i64>,
     #[serde(default)]
     pub phase: Phase,
@@ -412,6 +491,7 @@ pub struct RolloutStatus {
     pub conditions: Vec<RolloutCondition>,
     /// The current revision (0: none started).
     #[serde(default)]
+    #[schemars(range(min = 0, max = u32::MAX))]
     pub revision: u32,
     /// The targets snapshot, batch by batch (the canary first when there is one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -421,6 +501,7 @@ pub struct RolloutStatus {
     pub has_canary: bool,
     /// The batch being rolled (equal to the number of batches when all are done).
     #[serde(default)]
+    #[schemars(range(min = 0, max = u32::MAX))]
     pub current_batch: u32,
     /// `2/10` or `canary`, for `kubectl get`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -438,8 +519,237 @@ pub struct RolloutStatus {
     pub failures: Vec<NodeFailure>,
     /// Failures the operator has resumed past (`kubectl pivot rollout resume`).
     #[serde(default)]
+    #[schemars(range(min = 0, max = u32::MAX))]
     pub acknowledged_failures: u32,
     /// Revisions, oldest first (the newest 10).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<RevisionRecord>,
+}
+
+/// The CustomResourceDefinition, as `kubelet-pivot rollout crd` prints it and
+/// `manifests/40-rollout-crd.yaml` holds it: the derived one without any `nullable`.
+///
+/// kube's derive marks optional fields, and int-or-strings that are not required,
+/// `nullable`: the API server then stores an explicit `null`, which the controller reads
+/// back as the field's value (a `null` batch is no count nor percentage). Without
+/// `nullable`, the server drops a `null` or puts the field's default in its place, so
+/// that what it stores is what the types decode.
+pub fn crd() -> Result<CustomResourceDefinition, String> {
+    let mut value = serde_json::to_value(KubeletConfigRollout::crd())
+        .map_err(|e| format!("cannot render the derived CRD: {e}"))?;
+    if let Some(versions) = value
+        .pointer_mut("/spec/versions")
+        .and_then(Value::as_array_mut)
+    {
+        for version in versions {
+            if let Some(schema) = version.pointer_mut("/schema/openAPIV3Schema") {
+                drop_nullable(schema);
+            }
+        }
+    }
+    serde_json::from_value(value).map_err(|e| format!("cannot rebuild the CRD: {e}"))
+}
+
+/// Removes every `nullable` keyword (a boolean; a property so named would be an object).
+fn drop_nullable(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if map.get("nullable").is_some_and(Value::is_boolean) {
+                map.remove("nullable");
+            }
+            map.values_mut().for_each(drop_nullable);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_nullable),
+        _ => {}
+    }
+}
+
+/// Why a stored object cannot be read as a [`KubeletConfigRollout`]: the field (`spec.batch`)
+/// and what is wrong with its value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct DecodeError {
+    pub field: String,
+    pub reason: String,
+}
+
+/// Reads a rollout as the API server answered it (an object the CRD of its day accepted;
+/// the current CRD refuses what this cannot read, an older one or another server may not).
+pub fn decode(value: Value) -> Result<KubeletConfigRollout, DecodeError> {
+    use crate::cluster::nodeconfig::bounded;
+    // Bounded: a path can hold map keys, and serde quotes the offending string.
+    serde_path_to_error::deserialize(value).map_err(|err| DecodeError {
+        field: bounded(&err.path().to_string(), 256),
+        reason: bounded(&err.inner().to_string(), 512),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rollout(spec: Value) -> Value {
+        json!({
+            "apiVersion": "kubelet-pivot.io/v1alpha1",
+            "kind": "KubeletConfigRollout",
+            "metadata": {"name": "r1"},
+            "spec": spec,
+        })
+    }
+
+    fn config() -> Value {
+        json!({"namespace": "kubelet-config", "name": "cfg-b"})
+    }
+
+    #[test]
+    fn a_decode_error_names_the_field_and_the_value() {
+        let cases = [
+            (
+                json!({"config": config(), "batch": null}),
+                "spec.batch",
+                "null",
+            ),
+            (
+                json!({"config": config(), "canary": 4294967296u64}),
+                "spec.canary",
+                "4294967296",
+            ),
+            (json!({"config": config(), "batch": -1}), "spec.batch", "-1"),
+            (
+                json!({"config": config(), "batch": 2.5}),
+                "spec.batch",
+                "2.5",
+            ),
+            (
+                json!({"config": config(), "maxUnavailable": {"value": true}}),
+                "spec.maxUnavailable.value",
+                "boolean",
+            ),
+            (json!({"config": {"name": "x"}}), "spec.config", "namespace"),
+            (
+                json!({"config": config(), "maxFailures": -3}),
+                "spec.maxFailures",
+                "-3",
+            ),
+        ];
+        for (spec, field, shown) in cases {
+            let err = decode(rollout(spec.clone())).expect_err(&spec.to_string());
+            assert_eq!(err.field, field, "{spec}: {err}");
+            assert!(err.reason.contains(shown), "{spec}: {err}");
+        }
+        let err = decode(rollout(json!({"config": config(), "batch": null}))).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "spec.batch: invalid type: null, expected a count from 0 to 4294967295 or a percentage like \"10%\""
+        );
+    }
+
+    #[test]
+    fn counts_and_percentages_decode() {
+        let r = decode(rollout(json!({
+            "config": config(), "batch": 3, "maxUnavailable": {"value": "25%"}, "canary": 4.0,
+        })));
+        // A u32 field takes no float; an int-or-string takes a whole one.
+        assert_eq!(r.unwrap_err().field, "spec.canary");
+        let r = decode(rollout(json!({
+            "config": config(), "batch": 3.0, "maxUnavailable": {"value": "25%"},
+        })))
+        .expect("decodes");
+        assert_eq!(r.spec.batch, IntOrPercent::Int(3));
+        assert_eq!(
+            r.spec.max_unavailable.value,
+            IntOrPercent::Percent("25%".into())
+        );
+        assert_eq!(r.spec.canary, 1);
+        // Serialized as the API takes it: a bare number or a string.
+        assert_eq!(
+            serde_json::to_value(&r.spec.batch).unwrap(),
+            json!(3),
+            "{:?}",
+            r.spec.batch
+        );
+    }
+
+    /// Every schema node of the generated CRD, with its path.
+    fn nodes(schema: &Value, path: String, out: &mut Vec<(String, Value)>) {
+        out.push((path.clone(), schema.clone()));
+        if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+            for (k, v) in props {
+                nodes(v, format!("{path}.{k}"), out);
+            }
+        }
+        for key in ["items", "additionalProperties"] {
+            if let Some(sub) = schema.get(key).filter(|v| v.is_object()) {
+                nodes(sub, format!("{path}[{key}]"), out);
+            }
+        }
+    }
+
+    fn crd_nodes() -> Vec<(String, Value)> {
+        let crd = serde_json::to_value(crd().expect("the CRD")).expect("JSON");
+        let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        let mut out = Vec::new();
+        nodes(schema, String::new(), &mut out);
+        out
+    }
+
+    #[test]
+    fn the_crd_bounds_every_integer_and_has_no_nullable() {
+        let all = crd_nodes();
+        assert!(all.len() > 50, "{}", all.len());
+        for (path, node) in &all {
+            assert!(node.get("nullable").is_none(), "{path} is nullable");
+            let int_or_string = node["x-kubernetes-int-or-string"] == true;
+            if node["type"] == "integer" || int_or_string {
+                let min = node["minimum"].as_f64();
+                let max = node["maximum"].as_f64();
+                assert!(
+                    min.is_some() && max.is_some(),
+                    "{path} is not bounded: {node}"
+                );
+                // Within what the types decode.
+                assert!(min >= Some(0.0), "{path}");
+                let limit = if path.ends_with("observedGeneration") {
+                    MAX_GENERATION as f64
+                } else {
+                    f64::from(u32::MAX)
+                };
+                assert!(max <= Some(limit), "{path}");
+            }
+            if int_or_string {
+                assert_eq!(node["pattern"], PERCENT_PATTERN, "{path}");
+                assert_eq!(node["minimum"], 1.0, "{path}");
+            }
+        }
+        let spec_counts: Vec<&str> = all
+            .iter()
+            .filter(|(p, n)| p.starts_with(".spec") && n["maximum"] == f64::from(MAX_COUNT))
+            .map(|(p, _)| p.as_str())
+            .collect();
+        assert_eq!(
+            spec_counts,
+            [
+                ".spec.batch",
+                ".spec.canary",
+                ".spec.maxFailures",
+                ".spec.maxUnavailable.value"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_percentage_pattern_takes_1_to_100_percent_only() {
+        let re = regex::Regex::new(PERCENT_PATTERN).expect("the pattern compiles");
+        for ok in ["1%", "9%", "10%", "55%", "99%", "100%"] {
+            assert!(re.is_match(ok), "{ok}");
+            assert!(IntOrPercent::Percent(ok.into()).resolve(10).is_ok(), "{ok}");
+        }
+        for bad in [
+            "0%", "00%", "05%", "101%", "1000%", "10", "%", "10 %", " 10%", "10%\n", "1.5%", "-5%",
+            "ten%", "",
+        ] {
+            assert!(!re.is_match(bad), "{bad:?}");
+        }
+    }
 }

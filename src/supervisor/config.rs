@@ -7,7 +7,7 @@ use super::*;
 use super::disrupt::Pending;
 use crate::config::disruption::{Change, StateFile};
 use crate::config::running::{self, StartChoice};
-use crate::kubelet::state_files;
+use crate::kubelet::{flags, state_files};
 
 /// How often a wait for config work looks at the termination flag.
 pub(super) const TERMINATE_POLL: Duration = Duration::from_millis(10);
@@ -261,10 +261,7 @@ impl Driver {
         info!(config = %resolved.describe(), hash = %resolved.hash(), "kubelet config prepared while waiting is unchanged");
         let cmd = KubeletCommand {
             program: self.opts.kubelet.program.clone(),
-            args: lifecycle::kubelet_args(
-                &self.opts.kubelet.args,
-                &self.store.effective_config_path(),
-            ),
+            args: flags::child_args(&self.opts.kubelet.args, &self.store.effective_config_path()),
         };
         self.publish_report(&resolved);
         self.applied = Some(resolved);
@@ -325,7 +322,7 @@ impl Driver {
                 self.report_moved(moved);
                 let cmd = KubeletCommand {
                     program: self.opts.kubelet.program.clone(),
-                    args: lifecycle::kubelet_args(&self.opts.kubelet.args, &path),
+                    args: flags::child_args(&self.opts.kubelet.args, &path),
                 };
                 self.publish_report(&resolved);
                 self.applied = Some(resolved);

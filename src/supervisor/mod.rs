@@ -328,12 +328,15 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     // Open (the event a holder sees) and block in flock right away.
     let lock = LockFile::open(&opts.lock_path)?;
     let acquiring = begin_acquire(&lock)?;
-    let watcher = Watcher::new(
+    let mut watcher = Watcher::new(
         &opts.lock_path,
         &state,
         Some(&store.meta_path()),
         opts.force_poll,
     );
+    if let Some(dir) = &opts.local.config_dir {
+        watcher.watch_config_dir(dir);
+    }
     info!(rank = %opts.rank, pid = me.pid, lock = %opts.lock_path.display(), watch = ?watcher.mode(), "supervisor starting");
     let mut d = Driver {
         opts,

@@ -119,16 +119,19 @@
 //! - node credentials (module `nodeauth`; [`ApiServer::node_token`],
 //!   [`ApiServer::write_node_kubeconfig`], [`ApiServer::node_kubeconfig_in`]): the user
 //!   `system:node:NODE` (groups `system:nodes`, `system:authenticated`), authorized by the Node
-//!   authorizer of v1.32 (AuthorizeNodeWithSelectors on: a node reads only pods bound to it, and
-//!   lists or watches pods only with `fieldSelector=spec.nodeName=NODE`; see
-//!   [`ApiServer::authorize_node_with_selectors`]) plus the RBAC of the project's
-//!   `manifests/10-rbac.yaml` (ConfigMaps in `kubelet-config`, Nodes get/list/watch/patch,
-//!   `nodes/status` patch, Events create/patch), then restricted by the NodeRestriction
-//!   admission plugin (only its own Node, not its taints or restricted labels; delete, evict and
-//!   update the status only of pods bound to it; create only its mirror pods). Everything else
-//!   (PodDisruptionBudgets, DaemonSets, ReplicaSets, other namespaces' ConfigMaps, ...) is 403
-//!   with the real message and the Node authorizer's reason; [`ApiServer::deny`] applies on
-//!   top.
+//!   authorizer of v1.32 (AuthorizeNodeWithSelectors on: a node reads only its own Node and the
+//!   pods bound to it, and lists or watches pods only with `fieldSelector=spec.nodeName=NODE`;
+//!   see [`ApiServer::authorize_node_with_selectors`]) plus RBAC evaluated from the
+//!   repository's top-level `manifests/*.yaml` (module [`rbac`]: Roles, ClusterRoles and
+//!   their bindings, what `kubectl apply -f manifests/` creates; the shipped files grant nodes
+//!   only get/list/watch of ConfigMaps in `kubelet-config`; [`ApiServer::apply_rbac_manifest`]
+//!   adds another file, [`ApiServer::set_rbac`] replaces the policy), then restricted by the
+//!   NodeRestriction admission plugin (only its own Node, not its taints or restricted labels;
+//!   delete, evict and update the status only of pods bound to it; create only its mirror
+//!   pods). Everything else (other Nodes, other nodes' pods, PodDisruptionBudgets, DaemonSets,
+//!   ReplicaSets, other namespaces' ConfigMaps, ...) is 403 with the real message and the Node
+//!   authorizer's reason; [`ApiServer::deny`] applies on top. The default token is not subject
+//!   to RBAC.
 //!
 //! Deviations worth knowing: answers are always JSON (whatever the Accept header prefers);
 //! protobuf request bodies are decoded for ConfigMap, Namespace, PodDisruptionBudget and
@@ -168,8 +171,9 @@
 //! (names, labels, annotations),
 //! `selectors`, `patch`, `errors`, `discovery`, `protobuf`, `clock` and `ids`; the kinds'
 //! own rules in `nodes`, `configmaps`, `events`, `pods` (with PodDisruptionBudgets and
-//! evictions), `leases`, `crd`, `custom` and `schema`; node identities, the Node authorizer,
-//! RBAC and NodeRestriction in `nodeauth`; the node simulator in `nodesim`.
+//! evictions), `leases`, `crd`, `custom` and `schema`; node identities, the Node authorizer
+//! and NodeRestriction in `nodeauth`, RBAC from manifest files in `rbac`; the node simulator
+//! in `nodesim`.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -210,6 +214,7 @@ mod patch;
 mod pods;
 mod protobuf;
 mod protocol;
+pub mod rbac;
 mod resource;
 mod router;
 mod schema;
@@ -267,6 +272,8 @@ pub struct RequestRecord {
     /// True for `watch=true`/`watch=1` requests.
     pub watch: bool,
     pub content_type: Option<String>,
+    /// The `User-Agent` header, if sent.
+    pub user_agent: Option<String>,
     /// The request body (lossy UTF-8).
     pub body: String,
     /// The HTTP status answered (200 for a watch stream, even one that carries an ERROR).

@@ -1,7 +1,7 @@
 //! Node credentials: a kubelet's identity (`system:node:NAME`, groups `system:nodes` and
-//! `system:authenticated`), the Node authorizer, the RBAC rules of the project's
-//! `manifests/10-rbac.yaml`, and the NodeRestriction admission plugin, as they apply to the
-//! resources this server serves.
+//! `system:authenticated`), the Node authorizer, RBAC (module `rbac`: the Roles and bindings of
+//! the repository's top-level `manifests/*.yaml`, or what a test set), and the NodeRestriction
+//! admission plugin, as they apply to the resources this server serves.
 //!
 //! Authorization is the union of (plugin/pkg/auth/authorizer/node/node_authorizer.go, with
 //! the AuthorizeNodeWithSelectors gate of v1.32 on unless
@@ -15,32 +15,34 @@
 //!   (NodeRestriction narrows them), `pods/status` update/patch, `pods/eviction` create;
 //!   configmaps: `get`/`list`/`watch` of one ConfigMap a pod bound to the node (or the Node's
 //!   `spec.configSource`) references; core/v1 events: create/update/patch;
-//! - RBAC from `manifests/10-rbac.yaml` for the group `system:nodes`: get/list/watch of
-//!   ConfigMaps in `kubelet-config` (Role `kubelet-config-reader`), get/list/watch/patch of
-//!   Nodes, patch of `nodes/status`, create/patch of core/v1 Events (ClusterRole
-//!   `kubelet-pivot:node-config-status`).
+//! - RBAC ([`crate::rbac::Policy`]) for the user `system:node:NAME` and its groups. With the
+//!   shipped manifests that is the Role `kubelet-config-reader` (get/list/watch of ConfigMaps
+//!   in `kubelet-config`, bound to `system:nodes` in `manifests/10-rbac.yaml`) and nothing
+//!   else; [`ApiServer::apply_rbac_manifest`] adds e.g. the opt-in
+//!   `manifests/optional/node-rbac-without-node-authorizer.yaml`.
 //!
-//! Everything else (PodDisruptionBudgets, Namespaces, DaemonSets, ReplicaSets, any resource
-//! this server does not serve) is 403 with the real message, plus the Node authorizer's reason
-//! where it gives one. NodeRestriction then limits writes: a node may modify only its own Node
-//! (not its taints, not its configSource, not `node-restriction.kubernetes.io/` or other
-//! non-kubelet `kubernetes.io`/`k8s.io` labels), delete and evict only pods bound to it,
-//! update the status only of pods bound to it, and create only mirror pods of itself.
+//! Everything else (other Nodes, pods not bound to the node, PodDisruptionBudgets, Namespaces,
+//! DaemonSets, ReplicaSets, any resource this server does not serve) is 403 with the real
+//! message, plus the Node authorizer's reason where it gives one. NodeRestriction then limits
+//! writes: a node may modify only its own Node (not its taints, not its configSource, not
+//! `node-restriction.kubernetes.io/` or other non-kubelet `kubernetes.io`/`k8s.io` labels),
+//! delete and evict only pods bound to it, update the status only of pods bound to it, and
+//! create only mirror pods of itself.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
 use crate::errors::ApiError;
+use crate::rbac::{Policy, Request, User};
 use crate::resource::{Resource, Target};
 use crate::store::State;
 use crate::{ApiServer, INSECURE_PORT_USER};
 
 /// The annotation that makes a pod a mirror pod (of a static pod).
 const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
-/// The namespace where `manifests/10-rbac.yaml` lets nodes read ConfigMaps.
-const KUBELET_CONFIG_NAMESPACE: &str = "kubelet-config";
 /// The namespace of node Leases (NodeRestriction keeps a node's Lease writes there).
 const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 
@@ -252,6 +254,18 @@ impl Attrs {
         forbidden(&self.group, &self.resource, &self.name, &why)
     }
 
+    /// What RBAC looks at.
+    fn rbac_request(&self) -> Request {
+        Request {
+            verb: self.verb.clone(),
+            api_group: self.group.clone(),
+            resource: self.resource.clone(),
+            subresource: self.subresource.clone(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
+    }
+
     fn is(&self, group: &str, resource: &str, subresource: &str) -> bool {
         self.group == group && self.resource == resource && self.subresource == subresource
     }
@@ -288,11 +302,10 @@ fn admission_forbidden(target: &Target, name: &str, why: &str) -> ApiError {
     forbidden(target.group.group(), target.resource.plural(), name, why)
 }
 
-/// Authorizes a node's request: the Node authorizer, then the project's RBAC; 403 if neither
-/// allows it.
+/// Authorizes a node's request: the Node authorizer, then RBAC; 403 if neither allows it.
 pub(crate) fn authorize(state: &State, node: &str, attrs: &Attrs) -> Result<(), ApiError> {
     let (allowed, reason) = node_authorizer(state, node, attrs);
-    if allowed || project_rbac(attrs) {
+    if allowed || state.rbac.allows(&User::node(node), &attrs.rbac_request()) {
         return Ok(());
     }
     Err(attrs.forbidden(&node_user(node), &reason))
@@ -367,16 +380,6 @@ fn node_rules(a: &Attrs) -> bool {
         || (a.is("", "pods", "eviction") && a.verb == "create")
         || (a.is("coordination.k8s.io", "leases", "")
             && a.verb_in(&["get", "create", "update", "patch", "delete"]))
-}
-
-/// What `manifests/10-rbac.yaml` grants the group `system:nodes`.
-fn project_rbac(a: &Attrs) -> bool {
-    (a.is("", "configmaps", "")
-        && a.namespace == KUBELET_CONFIG_NAMESPACE
-        && a.verb_in(&["get", "list", "watch"]))
-        || (a.is("", "nodes", "") && a.verb_in(&["get", "list", "watch", "patch"]))
-        || (a.is("", "nodes", "status") && a.verb == "patch")
-        || (a.is("", "events", "") && a.verb_in(&["create", "patch"]))
 }
 
 /// The Node authorizer's graph walk: is the named object related to the node?
@@ -824,7 +827,8 @@ impl ApiServer {
     /// The bearer token of `node`'s credentials (the same on every call): it authenticates as
     /// `system:node:NODE` in the groups `system:nodes` and `system:authenticated`, and is
     /// authorized like a kubelet's credentials by the Node authorizer, NodeRestriction and
-    /// the project's `manifests/10-rbac.yaml` (see the crate docs). The node need not exist.
+    /// RBAC from the repository's top-level `manifests/*.yaml` (see the crate docs and
+    /// [`ApiServer::apply_rbac_manifest`]). The node need not exist.
     pub fn node_token(&self, node: &str) -> String {
         let mut state = self.lock();
         if let Some((token, _)) = state.node_tokens.iter().find(|(_, n)| *n == node) {
@@ -859,5 +863,28 @@ impl ApiServer {
     /// (an older server) lets a node get, list and watch every pod.
     pub fn authorize_node_with_selectors(&self, enabled: bool) {
         self.lock().node_selectors = enabled;
+    }
+
+    /// Adds the RBAC objects (Roles, ClusterRoles and their bindings) of a manifest file to
+    /// the policy that authorizes node credentials, as `kubectl apply -f FILE` on top of the
+    /// shipped manifests would; e.g. [`crate::rbac::manifests_dir`]`().join("optional/...")`.
+    /// Panics if the file cannot be read or holds an RBAC object the API server would refuse.
+    pub fn apply_rbac_manifest(&self, path: &Path) {
+        let mut state = self.lock();
+        Arc::make_mut(&mut state.rbac)
+            .apply_file(path)
+            .unwrap_or_else(|err| panic!("apply_rbac_manifest: {err}"));
+    }
+
+    /// Replaces the RBAC policy that authorizes node credentials (by default the repository's
+    /// top-level manifests, [`Policy::shipped`]); [`Policy::empty`] leaves nodes nothing but
+    /// the Node authorizer.
+    pub fn set_rbac(&self, policy: Policy) {
+        self.lock().rbac = Arc::new(policy);
+    }
+
+    /// The RBAC policy that authorizes node credentials.
+    pub fn rbac(&self) -> Policy {
+        Policy::clone(&self.lock().rbac)
     }
 }

@@ -67,6 +67,7 @@ pub(crate) fn handle(
         query: request.query.clone(),
         watch,
         content_type: request.header("content-type").map(str::to_string),
+        user_agent: request.header("user-agent").map(str::to_string),
         body: String::from_utf8_lossy(&request.body).into_owned(),
         status: 0,
         items: None,

@@ -3,6 +3,7 @@
 //! resources' strategies; plus the server's observations and injected faults.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -13,6 +14,7 @@ use crate::errors::{ApiError, FieldError};
 use crate::events::validate_event;
 use crate::ids::{random_suffix, uuid_v4};
 use crate::patch::{apply_json_patch, merge_patch, strategic_merge, PatchKind};
+use crate::rbac::Policy;
 use crate::resource::{Resource, Target, RESOURCES};
 use crate::validation::{dns1123_label, dns1123_subdomain, validate_labels_annotations};
 use crate::watch::{History, HistoryEvent};
@@ -78,6 +80,9 @@ pub(crate) struct State {
     pub(crate) node_tokens: BTreeMap<String, String>,
     /// The AuthorizeNodeWithSelectors feature gate (on by default since v1.32).
     pub(crate) node_selectors: bool,
+    /// The RBAC objects that authorize node credentials besides the Node authorizer (the
+    /// repository's top-level manifests unless a test changed them).
+    pub(crate) rbac: Arc<Policy>,
     /// How long a bound pod takes to terminate after a graceful delete (zero: at once).
     pub(crate) pod_termination_delay: Duration,
     /// Pods being terminated, to be removed when due.
@@ -149,6 +154,9 @@ impl State {
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             node_tokens: BTreeMap::new(),
             node_selectors: true,
+            rbac: Policy::shipped().unwrap_or_else(|err| {
+                panic!("the test API server cannot read the RBAC of the shipped manifests: {err}")
+            }),
             pod_termination_delay: Duration::ZERO,
             terminations: Vec::new(),
             commit_hooks: Vec::new(),

@@ -557,16 +557,17 @@ async fn a_node_may_modify_only_its_own_node_and_not_its_taints() {
     let dir = tempfile::tempdir().expect("temp dir");
     let nodes: Api<Node> = Api::all(node_client(&server, dir.path(), ME).await);
 
-    assert_eq!(
-        nodes
-            .list(&ListParams::default())
-            .await
-            .expect("list nodes")
-            .items
-            .len(),
-        2
-    );
-    nodes.get(OTHER).await.expect("get another node");
+    // Reads: its own Node only (the Node authorizer; the shipped RBAC adds no Node rule).
+    nodes.get(ME).await.expect("get its own node");
+    let own = nodes
+        .list(&ListParams::default().fields(&format!("metadata.name={ME}")))
+        .await
+        .expect("list its own node by name");
+    assert_eq!(own.items.len(), 1);
+    let err = status_of(nodes.get(OTHER).await);
+    assert_eq!(err.message, "nodes \"node-b\" is forbidden: User \"system:node:node-a\" cannot get resource \"nodes\" in API group \"\" at the cluster scope: node 'node-a' cannot read 'node-b', only its own Node object");
+    let err = status_of(nodes.list(&ListParams::default()).await);
+    assert_eq!(err.message, "nodes is forbidden: User \"system:node:node-a\" cannot list resource \"nodes\" in API group \"\" at the cluster scope: node 'node-a' cannot read all nodes, only its own Node object");
     let cordon = Patch::Merge(json!({"spec": {"unschedulable": true}}));
     let own = nodes
         .patch(ME, &PatchParams::default(), &cordon)

@@ -66,6 +66,7 @@ pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Option<Client>, Clie
     // again on its own schedule.
     let mut config = config;
     config.default_retry = false;
+    crate::cluster::agent::identify(&mut config, crate::cluster::agent::Component::Supervisor);
     Client::try_from(config)
         .map(Some)
         .map_err(ClientError::Client)

@@ -44,7 +44,9 @@
 //!   thresholds and their rules;
 //! - `duration`: Go durations; `quantity`: Kubernetes quantities;
 //! - `hash`: canonical JSON and the versioned hashes; `error`: why a
-//!   document was refused.
+//!   document was refused;
+//! - `dropin`: `--config-dir` drop-ins merged as the kubelet merges them
+//!   ([`DropInLayer`], [`KubeletConfig::with_drop_ins`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -53,6 +55,7 @@ use serde_json::{Map, Value};
 
 mod decode;
 mod defaults;
+mod dropin;
 mod duration;
 mod error;
 mod eviction;
@@ -65,6 +68,7 @@ mod schema;
 mod test_support;
 mod validate;
 
+pub use dropin::DropInLayer;
 pub use duration::{DurationError, GoDuration};
 pub use error::{ConfigError, FieldError, Format};
 pub use eviction::{EvictionThreshold, EVICTION_SIGNALS};
@@ -109,7 +113,12 @@ impl KubeletConfig {
     /// the wrong type, and a missing or wrong `kind`/`apiVersion` are errors.
     /// Does not run the range checks: see [`KubeletConfig::validate`].
     pub fn parse(bytes: &[u8]) -> Result<KubeletConfig, ConfigError> {
-        let document = decode::decode_document(bytes)?;
+        KubeletConfig::from_document(decode::decode_document(bytes)?)
+    }
+
+    /// A decoded document, checked as [`parse`](KubeletConfig::parse)
+    /// checks one.
+    fn from_document(document: Map<String, Value>) -> Result<KubeletConfig, ConfigError> {
         check_type_meta(&document)?;
         let mut views = Views::default();
         check_object(&document, TOP_FIELDS, "", &mut views)?;

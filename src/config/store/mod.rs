@@ -11,6 +11,7 @@
 //! v1/effective.json          what runs: source, hash + algorithm, error
 //! v1/applied-input.json     the document of the config that runs
 //! v1/disruption.json        a drain in progress / backing off, or a held change
+//! v1/config-dir.json        --config-dir drop-ins: the set that ran, last-known-good, trial, bad
 //! meta/node-overrides       the Node's per-class action override (from its annotation)
 //! effective/kubelet-config.json   the file the kubelet is started with
 //! state-files/NAME.STAMP    kubelet state files moved aside (newest 16 each)
@@ -38,6 +39,7 @@
 //! checkpoints (`checkpoints`).
 
 mod checkpoints;
+mod dropins;
 mod error;
 mod json;
 mod open;
@@ -45,6 +47,10 @@ mod pending;
 mod records;
 mod types;
 
+pub use dropins::{
+    DropInBad, DropInFile, DropInRecord, DropInSnapshot, DropInTrial, MAX_BAD_DROP_IN_SETS,
+    MAX_DROP_IN_LAYER,
+};
 pub use error::StoreError;
 pub use open::FileStamp;
 pub use pending::{BlockReason, BlockedPods, DisruptionRecord, DrainFailure, DrainPhase};

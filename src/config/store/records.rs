@@ -25,8 +25,9 @@ fn truncate_reason(reason: &str, max: usize) -> String {
 
 impl Store {
     /// A cheap fingerprint of everything `lifecycle::resolve` reads besides
-    /// the immutable checkpoints: meta/assigned, meta/last-known-good and
-    /// v1/bad-configs.json (each replaced by rename, so a change is a new
+    /// the immutable checkpoints: meta/assigned, meta/last-known-good,
+    /// v1/bad-configs.json, v1/config-dir.json and the records of a
+    /// disruptive change (each replaced by rename, so a change is a new
     /// inode). Equal stamps mean an earlier resolution still holds.
     pub fn input_stamp(&self) -> Vec<Option<FileStamp>> {
         [
@@ -35,6 +36,7 @@ impl Store {
             self.v1_dir().join("bad-configs.json"),
             self.meta_dir().join("node-overrides"),
             self.v1_dir().join("disruption.json"),
+            self.drop_in_path(),
         ]
         .iter()
         .map(|p| FileStamp::of(p))

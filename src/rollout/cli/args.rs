@@ -40,12 +40,15 @@ pub struct RolloutArgs {
 pub enum RolloutAction {
     /// Create a rollout, or start a new revision of it with another config.
     Start(Box<StartArgs>),
-    /// Show a rollout's progress. Exit 3 when it paused because nodes failed, or its spec is invalid.
+    /// Show a rollout's progress. Exit 3 when it paused because nodes failed, completed with failed nodes, or its spec is invalid; 4 when --watch --timeout passed.
     Status {
         name: String,
         /// Follow it live until it completes, is undone or pauses.
         #[arg(short = 'w', long)]
         watch: bool,
+        /// With --watch: give up after this long (e.g. 10m), exit 4.
+        #[arg(long, requires = "watch", value_parser = humantime::parse_duration, value_name = "DURATION")]
+        timeout: Option<std::time::Duration>,
     },
     /// Stop changing nodes (nodes already changed are still watched).
     Pause { name: String },
@@ -85,13 +88,13 @@ pub struct StartArgs {
     #[arg(long, short = 'l', value_name = "KEY=VALUE,...")]
     pub selector: Option<String>,
     /// Canary nodes, rolled first (0: none).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = count)]
     pub canary: Option<u32>,
     /// Nodes per batch: a count or a percentage like `10%`.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub batch: Option<String>,
     /// Nodes per topology domain that may be unavailable at once: a count or a percentage.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub max_unavailable: Option<String>,
     /// The node label that defines the domains.
     #[arg(long)]
@@ -100,7 +103,7 @@ pub struct StartArgs {
     #[arg(long)]
     pub soak: Option<String>,
     /// Failed nodes tolerated after the canary before the rollout pauses itself.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = count)]
     pub max_failures: Option<u32>,
     /// Bound on the config turning active with KubeletConfigOK=True.
     #[arg(long)]
@@ -157,4 +160,18 @@ pub struct ControllerArgs {
     /// Log format.
     #[arg(long, env = "KUBELET_PIVOT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     pub log_format: LogFormat,
+}
+
+/// A count of nodes: a whole number from 0 to 4294967295. A negative number is taken as
+/// the flag's value (not as another flag) and refused with this message.
+fn count(text: &str) -> Result<u32, String> {
+    if text.trim_start().starts_with('-') {
+        return Err(format!("{text} is negative; a count of nodes is 0 or more"));
+    }
+    text.parse::<u32>().map_err(|e| {
+        format!(
+            "{text:?} is not a count of nodes from 0 to {}: {e}",
+            u32::MAX
+        )
+    })
 }

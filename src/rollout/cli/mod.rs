@@ -9,22 +9,25 @@ use std::io::{IsTerminal, Write};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use kube::{Client, CustomResourceExt};
+use kube::Client;
 use serde_json::json;
 
 pub use args::{ClusterArgs, ControllerArgs, Output, RolloutAction, RolloutArgs};
-pub use render::{bar, exit_code, history_text, settled, status_text};
+pub use render::{bar, exit_code, history_text, invalid_text, settled, status_text};
 
-use super::types::KubeletConfigRollout;
+use super::types::{self, DecodeError, KubeletConfigRollout};
+use crate::cluster::agent::Component;
 
 /// Exit status for a rollout that paused because nodes failed, or is invalid.
 pub const EXIT_FAILED: u8 = 3;
+/// Exit status of `status --watch --timeout D` when D passed first.
+pub const EXIT_TIMEOUT: u8 = 4;
 
 /// Builds a client the way kubectl does: --kubeconfig, else $KUBECONFIG, else
 /// ~/.kube/config (with --context), else the in-cluster config.
-pub async fn client(args: &ClusterArgs) -> Result<Client, String> {
+pub async fn client(args: &ClusterArgs, component: Component) -> Result<Client, String> {
     let opts = kube::config::KubeConfigOptions {
         context: args.context.clone(),
         ..Default::default()
@@ -48,21 +51,77 @@ pub async fn client(args: &ClusterArgs) -> Result<Client, String> {
         },
     };
     config.default_retry = false;
+    crate::cluster::agent::identify(&mut config, component);
     Client::try_from(config).map_err(|e| format!("cannot build the API client: {e}"))
 }
 
-fn api(client: &Client) -> Api<KubeletConfigRollout> {
-    Api::all(client.clone())
+/// The rollouts, untyped: an object the types cannot read is still shown (see [`Read`]).
+fn api(client: &Client) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &ApiResource::erase::<KubeletConfigRollout>(&()),
+    )
 }
 
-async fn get(client: &Client, name: &str) -> Result<KubeletConfigRollout, String> {
+/// A rollout as read from the API server.
+enum Read {
+    Valid(Box<KubeletConfigRollout>),
+    /// The object cannot be read as a rollout (the controller skips it and reports it on
+    /// the object): the raw object and why.
+    Invalid(Box<DynamicObject>, DecodeError),
+}
+
+impl Read {
+    fn of(obj: DynamicObject) -> Read {
+        let decoded = serde_json::to_value(&obj)
+            .map_err(|e| DecodeError {
+                field: ".".to_string(),
+                reason: e.to_string(),
+            })
+            .and_then(types::decode);
+        match decoded {
+            Ok(r) => Read::Valid(Box::new(r)),
+            Err(err) => Read::Invalid(Box::new(obj), err),
+        }
+    }
+
+    /// The rollout, or the error a command that needs it reports.
+    fn rollout(self, name: &str) -> Result<KubeletConfigRollout, String> {
+        match self {
+            Read::Valid(r) => Ok(*r),
+            Read::Invalid(_, err) => Err(cannot_read(name, &err)),
+        }
+    }
+}
+
+fn cannot_read(name: &str, err: &DecodeError) -> String {
+    format!(
+        "rollout {name} cannot be read ({err}); fix the field (kubectl edit kcr {name}) or delete the rollout"
+    )
+}
+
+async fn read(client: &Client, name: &str) -> Result<Read, String> {
     api(client)
         .get_opt(name)
         .await
         .map_err(|e| format!("cannot read rollout {name}: {e}"))?
+        .map(Read::of)
         .ok_or_else(|| {
             format!("rollout {name} not found (kubectl get kubeletconfigrollouts lists them)")
         })
+}
+
+/// The rollout, if it exists (an error if it cannot be read).
+async fn get_opt(client: &Client, name: &str) -> Result<Option<KubeletConfigRollout>, String> {
+    match api(client).get_opt(name).await {
+        Ok(Some(obj)) => Read::of(obj).rollout(name).map(Some),
+        Ok(None) => Ok(None),
+        Err(e) => Err(format!("cannot read rollout {name}: {e}")),
+    }
+}
+
+async fn get(client: &Client, name: &str) -> Result<KubeletConfigRollout, String> {
+    read(client, name).await?.rollout(name)
 }
 
 async fn patch_spec(
@@ -70,10 +129,13 @@ async fn patch_spec(
     name: &str,
     patch: serde_json::Value,
 ) -> Result<KubeletConfigRollout, String> {
-    api(client)
+    let obj = api(client)
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|e| format!("cannot update rollout {name}: {e}"))
+        .map_err(|e| format!("cannot update rollout {name}: {e}"))?;
+    Read::of(obj)
+        .rollout(name)
+        .map_err(|e| format!("the change was made, but {e}"))
 }
 
 fn print_object(
@@ -91,15 +153,36 @@ fn print_object(
     }
 }
 
+/// A rollout that cannot be read: `-o json` prints the object as stored, the table says
+/// why it is invalid.
+fn print_invalid(
+    out: &mut impl Write,
+    obj: &DynamicObject,
+    err: &DecodeError,
+    output: Output,
+) -> std::io::Result<()> {
+    match output {
+        Output::Json => writeln!(
+            out,
+            "{}",
+            serde_json::to_string(obj).map_err(std::io::Error::other)?
+        ),
+        Output::Table => write!(out, "{}", invalid_text(obj, err)),
+    }
+}
+
 /// Runs one `rollout` command; returns the exit status.
 pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, String> {
     if let RolloutAction::Crd = args.action {
-        let crd = serde_yaml_ng::to_string(&KubeletConfigRollout::crd())
+        let crd = serde_yaml_ng::to_string(&super::types::crd()?)
             .map_err(|e| format!("cannot render the CRD: {e}"))?;
         write!(out, "{crd}").map_err(|e| e.to_string())?;
         return Ok(0);
     }
-    let client = client(&args.cluster).await?;
+    if let RolloutAction::Start(a) = &args.action {
+        start::check(a)?;
+    }
+    let client = client(&args.cluster, Component::Cli).await?;
     let output = args.output;
     let io = |e: std::io::Error| format!("cannot write the output: {e}");
     match args.action {
@@ -128,13 +211,38 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, String> 
             }
             Ok(0)
         }
-        RolloutAction::Status { name, watch } => {
+        RolloutAction::Status {
+            name,
+            watch,
+            timeout,
+        } => {
             if watch {
-                return watch_status(&client, &name, output, out).await;
+                let Some(limit) = timeout else {
+                    return watch_status(&client, &name, output, out).await;
+                };
+                return match tokio::time::timeout(limit, watch_status(&client, &name, output, out))
+                    .await
+                {
+                    Ok(result) => result,
+                    Err(_) => {
+                        eprintln!(
+                            "rollout {name} did not settle within {}",
+                            humantime::format_duration(limit)
+                        );
+                        Ok(EXIT_TIMEOUT)
+                    }
+                };
             }
-            let r = get(&client, &name).await?;
-            print_object(out, &r, output).map_err(io)?;
-            Ok(exit_code(&r))
+            match read(&client, &name).await? {
+                Read::Valid(r) => {
+                    print_object(out, &r, output).map_err(io)?;
+                    Ok(exit_code(&r))
+                }
+                Read::Invalid(obj, err) => {
+                    print_invalid(out, &obj, &err, output).map_err(io)?;
+                    Ok(EXIT_FAILED)
+                }
+            }
         }
         RolloutAction::Pause { name } => {
             let r = patch_spec(&client, &name, json!({"spec": {"paused": true}})).await?;
@@ -259,7 +367,7 @@ async fn watch_status(
     let io = |e: std::io::Error| format!("cannot write the output: {e}");
     let mut seen = false;
     while let Some(event) = stream.next().await {
-        let obj = match event {
+        let raw = match event {
             Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => o,
             Ok(watcher::Event::Delete(_)) => return Err(format!("rollout {name} was deleted")),
             Ok(watcher::Event::Init) => continue,
@@ -278,6 +386,19 @@ async fn watch_status(
             }
         };
         seen = true;
+        let obj = match Read::of(raw) {
+            Read::Valid(r) => *r,
+            Read::Invalid(obj, err) => {
+                if tty && last_lines > 0 {
+                    write!(out, "\x1b[{last_lines}A\x1b[J").map_err(io)?;
+                } else if last.is_some() {
+                    writeln!(out).map_err(io)?;
+                }
+                print_invalid(out, &obj, &err, output).map_err(io)?;
+                out.flush().map_err(io)?;
+                return Ok(EXIT_FAILED);
+            }
+        };
         if last.as_ref().is_some_and(|l| l.status == obj.status) {
             continue;
         }

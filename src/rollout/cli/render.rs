@@ -4,7 +4,10 @@
 use std::fmt::Write as _;
 
 use super::super::plan::conditions::PauseReason;
-use super::super::types::{KubeletConfigRollout, NodeCounts, Phase, RolloutStatus};
+use kube::api::DynamicObject;
+use kube::ResourceExt;
+
+use super::super::types::{DecodeError, KubeletConfigRollout, NodeCounts, Phase, RolloutStatus};
 
 /// Width of a progress bar in cells.
 const BAR: usize = 30;
@@ -112,6 +115,28 @@ pub fn status_text(r: &KubeletConfigRollout) -> String {
             );
         }
     }
+    out
+}
+
+/// A rollout that cannot be read as one (the controller skips it): what is wrong, and
+/// what the controller last recorded in its status.
+pub fn invalid_text(obj: &DynamicObject, err: &DecodeError) -> String {
+    let name = obj.name_any();
+    let mut out = String::new();
+    let _ = writeln!(out, "ROLLOUT  {name}");
+    let config = &obj.data["spec"]["config"];
+    if let (Some(ns), Some(cm)) = (config["namespace"].as_str(), config["name"].as_str()) {
+        let key = config["key"]
+            .as_str()
+            .unwrap_or(crate::cluster::nodeconfig::DEFAULT_KEY);
+        let _ = writeln!(out, "CONFIG   {ns}/{cm}:{key}");
+    }
+    let _ = writeln!(out, "PHASE    {}", Phase::Invalid);
+    let _ = writeln!(out, "INVALID  the object cannot be read: {err}");
+    let _ = writeln!(
+        out,
+        "         the controller skips it until the field is fixed (kubectl edit kcr {name}) or it is deleted"
+    );
     out
 }
 

@@ -19,6 +19,18 @@ fn int_or_percent(text: &str) -> IntOrPercent {
     )
 }
 
+/// `--FLAG N|P%`, refused at once when negative (clap takes `-1` as the value).
+fn count_or_percent(flag: &str, text: &str) -> Result<Value, String> {
+    if let Some(rest) = text.trim_start().strip_prefix('-') {
+        return Err(if rest.starts_with(|c: char| c.is_ascii_digit()) {
+            format!("--{flag} {text} is negative; give a count of nodes or a percentage like 10%")
+        } else {
+            format!("--{flag} needs a count of nodes or a percentage like 10%, not {text:?}")
+        });
+    }
+    serde_json::to_value(int_or_percent(text)).map_err(|e| e.to_string())
+}
+
 fn selector(text: &str) -> Result<BTreeMap<String, String>, String> {
     text.split(',')
         .filter(|t| !t.trim().is_empty())
@@ -73,10 +85,7 @@ fn spec_fields(a: &StartArgs) -> Result<Map<String, Value>, String> {
         set("canary", json!(n));
     }
     if let Some(b) = &a.batch {
-        set(
-            "batch",
-            serde_json::to_value(int_or_percent(b)).map_err(|e| e.to_string())?,
-        );
+        set("batch", count_or_percent("batch", b)?);
     }
     if let Some(n) = a.max_failures {
         set("maxFailures", json!(n));
@@ -93,10 +102,7 @@ fn spec_fields(a: &StartArgs) -> Result<Map<String, Value>, String> {
     }
     let mut mu = Map::new();
     if let Some(v) = &a.max_unavailable {
-        mu.insert(
-            "value".into(),
-            serde_json::to_value(int_or_percent(v)).map_err(|e| e.to_string())?,
-        );
+        mu.insert("value".into(), count_or_percent("max-unavailable", v)?);
     }
     if let Some(k) = &a.topology_key {
         mu.insert("topologyKey".into(), json!(k));
@@ -124,15 +130,17 @@ fn spec_fields(a: &StartArgs) -> Result<Map<String, Value>, String> {
     Ok(spec)
 }
 
+/// The flags' errors, before any request (a typo never waits on the API server).
+pub fn check(a: &StartArgs) -> Result<(), String> {
+    spec_fields(a).map(|_| ())
+}
+
 /// Creates or updates the rollout; the spec is checked here first so that a typo is a
 /// clear error at once, not an Invalid phase later.
 pub async fn start(client: &Client, a: &StartArgs) -> Result<KubeletConfigRollout, String> {
-    let api: Api<KubeletConfigRollout> = Api::all(client.clone());
     let fields = spec_fields(a)?;
-    let existing = api
-        .get_opt(&a.name)
-        .await
-        .map_err(|e| format!("cannot read rollout {}: {e}", a.name))?;
+    let api: Api<KubeletConfigRollout> = Api::all(client.clone());
+    let existing = super::get_opt(client, &a.name).await?;
     let mut spec_json = match &existing {
         Some(r) => serde_json::to_value(&r.spec).map_err(|e| e.to_string())?,
         None => json!({}),
@@ -169,6 +177,36 @@ pub async fn start(client: &Client, a: &StartArgs) -> Result<KubeletConfigRollou
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn negative_counts_are_values_refused_with_a_clear_message() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            start: StartArgs,
+        }
+        let parse = |extra: &[&str]| {
+            let mut args = vec!["start", "r1", "--config", "kc/cfg"];
+            args.extend_from_slice(extra);
+            Cli::try_parse_from(args)
+        };
+        let err = parse(&["--canary", "-1"]).err().unwrap().to_string();
+        assert!(
+            err.contains("-1 is negative; a count of nodes is 0 or more"),
+            "{err}"
+        );
+        let err = parse(&["--max-failures", "-3"]).err().unwrap().to_string();
+        assert!(err.contains("-3 is negative"), "{err}");
+        let cli = parse(&["--batch", "-1"]).ok().unwrap();
+        let err = check(&cli.start).unwrap_err();
+        assert!(err.contains("--batch -1 is negative"), "{err}");
+        let cli = parse(&["--max-unavailable", "-10%"]).ok().unwrap();
+        let err = check(&cli.start).unwrap_err();
+        assert!(err.contains("--max-unavailable -10% is negative"), "{err}");
+        let cli = parse(&["--canary", "0", "--batch", "10%"]).ok().unwrap();
+        assert!(check(&cli.start).is_ok());
+    }
 
     #[test]
     fn windows_and_selectors_parse() {

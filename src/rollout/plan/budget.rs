@@ -1,8 +1,9 @@
 //! maxUnavailable per topology domain: how many more nodes may be changed now.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime};
 
-use super::super::nodeview::NodeView;
+use super::super::nodeview::{assignment_ref, NodeView};
 use super::settings::Settings;
 
 /// What each domain may still take.
@@ -12,20 +13,28 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// Unavailable per domain among the targets: nodes being changed (`in_flight`), not
-    /// Ready, cordoned or draining; the limit from the domain's target count.
+    /// Unavailable per domain, over every node of the domain (the cluster's domain, not
+    /// this rollout's share of it): nodes this rollout is changing (`in_flight`), nodes any
+    /// other rollout changed that do not show their assignment active yet (for at most the
+    /// config-active timeout, after which such a node counts as failed, not as changing),
+    /// and nodes not Ready, cordoned or draining, whoever made them so. The limit is taken
+    /// of the domain's size.
     pub fn new(
         settings: &Settings,
-        targets: &BTreeMap<&str, &NodeView>,
+        nodes: &[NodeView],
         in_flight: &BTreeSet<&str>,
+        now: SystemTime,
     ) -> Budget {
         let key = settings.topology_key.as_str();
         let mut size: BTreeMap<&str, usize> = BTreeMap::new();
         let mut down: BTreeMap<&str, usize> = BTreeMap::new();
-        for (name, view) in targets {
+        for view in nodes {
             let domain = view.domain(key);
             *size.entry(domain).or_default() += 1;
-            if in_flight.contains(name) || view.unavailable() {
+            if in_flight.contains(view.name.as_str())
+                || view.unavailable()
+                || changing(view, now, settings.config_active_timeout)
+            {
                 *down.entry(domain).or_default() += 1;
             }
         }
@@ -59,4 +68,17 @@ impl Budget {
         *room -= 1;
         true
     }
+}
+
+/// Whether a rollout (any) changed `view` less than `timeout` ago and it does not show its
+/// assignment active yet.
+fn changing(view: &NodeView, now: SystemTime, timeout: Duration) -> bool {
+    let Some(record) = view.record.as_ref() else {
+        return false;
+    };
+    let recent = humantime::parse_rfc3339_weak(&record.at)
+        .ok()
+        .and_then(|at| now.duration_since(at).ok())
+        .is_some_and(|age| age < timeout);
+    recent && !view.shows_active(assignment_ref(view.assignment.as_deref()).as_ref(), None)
 }

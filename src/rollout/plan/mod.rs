@@ -393,7 +393,7 @@ fn forward(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
     let blocked = pause.is_some() || window.is_err();
     // Change the pending nodes of the current batch (and any left behind) within budget.
     if !blocked {
-        let mut budget = Budget::new(&d.settings, matching, &in_flight);
+        let mut budget = Budget::new(&d.settings, d.inp.nodes, &in_flight, d.inp.now);
         for (b, view) in &pending {
             if !budget.take(view) {
                 continue;
@@ -725,7 +725,7 @@ fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
     }
     let halted = d.inp.halted;
     if !halted {
-        let mut budget = Budget::new(&d.settings, matching, &in_flight);
+        let mut budget = Budget::new(&d.settings, d.inp.nodes, &in_flight, d.inp.now);
         let mut out_of_budget = false;
         for view in &to_undo {
             let Some(record) = view.record.clone() else {

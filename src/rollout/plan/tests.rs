@@ -426,6 +426,8 @@ struct Two {
     rollouts: Vec<(String, String, RolloutSpec, RolloutStatus, bool)>,
     now: SystemTime,
     patches: BTreeMap<String, usize>,
+    /// Nodes report a new config active at once.
+    heal: bool,
 }
 
 impl Two {
@@ -436,6 +438,7 @@ impl Two {
             rollouts: Vec::new(),
             now: w.now,
             patches: BTreeMap::new(),
+            heal: true,
         }
     }
 
@@ -500,7 +503,9 @@ impl Two {
             *self.patches.entry(t.node.clone()).or_default() += 1;
             let view = self.nodes.iter_mut().find(|n| n.name == t.node).unwrap();
             apply(view, t);
-            healthy(view);
+            if self.heal {
+                healthy(view);
+            }
         }
     }
 
@@ -600,4 +605,55 @@ fn a_rollout_deleted_and_created_again_changes_the_nodes_again() {
         .iter()
         .all(|n| n.assignment.as_deref() == Some("kc/cfg-c:kubelet")));
     assert!(t.patches.values().all(|n| *n == 2), "{:?}", t.patches);
+}
+
+#[test]
+fn the_zone_budget_counts_what_every_rollout_is_changing() {
+    // Two pools in the same three zones, one rollout each, at most 1 node per zone unavailable.
+    let mut t = Two::new(12);
+    t.heal = false;
+    for (i, n) in t.nodes.iter_mut().enumerate() {
+        let pool = if i < 6 { "a" } else { "b" };
+        n.labels.insert("pool".into(), pool.into());
+    }
+    for (name, uid, pool, cfg) in [("pa", "ua", "a", "cfg-b"), ("pb", "ub", "b", "cfg-c")] {
+        t.add(name, uid, cfg);
+        let spec = &mut t.rollouts.last_mut().unwrap().2;
+        spec.node_selector = BTreeMap::from([("pool".to_string(), pool.to_string())]);
+        spec.canary = 0;
+        spec.batch = IntOrPercent::Percent("100%".into());
+        spec.max_unavailable.value = IntOrPercent::Int(1);
+    }
+    let changing_per_zone = |t: &Two| {
+        let mut per: BTreeMap<String, usize> = BTreeMap::new();
+        for n in &t.nodes {
+            if n.record.is_some() && n.condition.is_none() {
+                *per.entry(n.labels[ZONE].clone()).or_default() += 1;
+            }
+        }
+        per
+    };
+    for _ in 0..3 {
+        t.step(0);
+        t.step(1);
+        let per = changing_per_zone(&t);
+        assert!(per.values().all(|n| *n <= 1), "{per:?}");
+    }
+    assert_eq!(
+        changing_per_zone(&t).len(),
+        3,
+        "each zone has one node in flight"
+    );
+    // The nodes of the first wave come back: the next wave may go, still one per zone.
+    for n in &mut t.nodes {
+        if n.record.is_some() {
+            healthy(n);
+        }
+    }
+    for _ in 0..3 {
+        t.step(1);
+        t.step(0);
+        let per = changing_per_zone(&t);
+        assert!(per.values().all(|n| *n <= 1), "{per:?}");
+    }
 }

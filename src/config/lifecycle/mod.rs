@@ -3,19 +3,27 @@
 //! crash-loop detection and promotion to last-known-good.
 //!
 //! Only the lock holder calls the mutating functions; `status` resolves in
-//! read-only mode.
+//! read-only mode. Which config runs is decided here (`resolve`); its trial,
+//! crash loops and promotion are in `trial`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
-use tracing::{error, info, warn};
+use tracing::error;
 
-use crate::config::kubeconfig::{ConfigError, KubeletConfig, HASH_ALGORITHM, MAX_CONFIG_BYTES};
-use crate::config::store::{ConfigSource, EffectiveRecord, Store, StoreError, Trial};
+use crate::config::dropin::{self, AppliedDropIns, DropInError, DropInOrigin, DropInProblem};
+use crate::config::kubeconfig::{ConfigError, KubeletConfig, MAX_CONFIG_BYTES};
+use crate::config::store::{ConfigSource, DropInRecord, Store};
 use crate::pivot::role::now_rfc3339;
 use crate::safefs::fsutil::{self, Owner, ReadError, ReadPolicy};
+
+#[cfg(test)]
+mod tests;
+mod trial;
+
+pub use trial::{maybe_promote, on_applied, on_crash};
 
 /// Where the running config came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -47,6 +55,27 @@ pub enum ConfigStatusError {
         reason: String,
     },
     Internal,
+    /// A `--config-dir` drop-in cannot be read or parsed (the set that ran
+    /// last, or last-known-good, runs instead).
+    DropInLoadFailed,
+    /// The drop-ins merged into the config do not validate.
+    DropInValidateFailed,
+    /// The directory's drop-in set crash-looped in its trial.
+    DropInKnownBad {
+        reason: String,
+    },
+}
+
+impl From<&DropInProblem> for ConfigStatusError {
+    fn from(problem: &DropInProblem) -> Self {
+        match problem {
+            DropInProblem::Load(_) => ConfigStatusError::DropInLoadFailed,
+            DropInProblem::Validate(_) => ConfigStatusError::DropInValidateFailed,
+            DropInProblem::KnownBad(reason) => ConfigStatusError::DropInKnownBad {
+                reason: reason.clone(),
+            },
+        }
+    }
 }
 
 impl std::fmt::Display for ConfigStatusError {
@@ -75,6 +104,16 @@ impl std::fmt::Display for ConfigStatusError {
             ConfigStatusError::Internal => {
                 f.write_str("internal failure, see Kubelet log for details")
             }
+            ConfigStatusError::DropInLoadFailed => {
+                f.write_str("failed to load --config-dir drop-ins, see Kubelet log for details")
+            }
+            ConfigStatusError::DropInValidateFailed => f.write_str(
+                "failed to validate config with --config-dir drop-ins, see Kubelet log for details",
+            ),
+            ConfigStatusError::DropInKnownBad { reason } => write!(
+                f,
+                "--config-dir drop-ins are known bad ({reason}), see Kubelet log for details"
+            ),
         }
     }
 }
@@ -83,11 +122,15 @@ impl std::fmt::Display for ConfigStatusError {
 const BAD_LOAD: &str = "failed to load";
 const BAD_VALIDATE: &str = "failed to validate";
 
-/// The local config: the init file, or built-in defaults.
+/// The node's own config inputs: the init file (or built-in defaults), the
+/// base when no config is assigned, and the kubelet's `--config-dir`,
+/// whose drop-ins are merged over whichever config runs.
 #[derive(Debug, Clone)]
 pub struct LocalConfig {
     pub path: Option<PathBuf>,
     pub config: KubeletConfig,
+    /// The kubelet's `--config-dir` (taken from its arguments).
+    pub config_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,6 +150,10 @@ pub enum LocalConfigError {
         #[source]
         source: ConfigError,
     },
+    #[error("{0} (and the checkpoint store holds no earlier drop-ins to run instead)")]
+    DropIns(DropInError),
+    #[error("the --config-dir drop-ins merged into --init-config do not validate: {0}; fix the drop-ins (and the checkpoint store holds no earlier ones to run instead)")]
+    DropInsInvalid(ConfigError),
 }
 
 impl LocalConfig {
@@ -116,6 +163,7 @@ impl LocalConfig {
             return Ok(LocalConfig {
                 path: None,
                 config: KubeletConfig::defaults(),
+                config_dir: None,
             });
         };
         let bytes = read_init_config(path)?;
@@ -127,7 +175,45 @@ impl LocalConfig {
         Ok(LocalConfig {
             path: Some(path.to_path_buf()),
             config,
+            config_dir: None,
         })
+    }
+
+    /// Adds the kubelet's `--config-dir`, checked at start as the init
+    /// config is: its drop-ins must load and, merged into the local config,
+    /// validate. A checkpoint store that holds a drop-in set that ran
+    /// before (or a last-known-good one) lets the supervisor start anyway:
+    /// that set runs, and the problem is reported (nothing is lost by
+    /// restarting kubelet-pivot while a drop-in is broken).
+    pub fn with_config_dir(
+        mut self,
+        dir: Option<&Path>,
+        store_dir: &Path,
+    ) -> Result<LocalConfig, LocalConfigError> {
+        let Some(dir) = dir else {
+            return Ok(self);
+        };
+        let checked = dropin::load(dir)
+            .map_err(LocalConfigError::DropIns)
+            .and_then(|set| {
+                let layer = crate::config::kubeconfig::DropInLayer::from_map(set.snapshot.layer)
+                    .map_err(LocalConfigError::DropInsInvalid)?;
+                let merged = self
+                    .config
+                    .with_drop_ins(&layer)
+                    .map_err(LocalConfigError::DropInsInvalid)?;
+                merged.validate().map_err(LocalConfigError::DropInsInvalid)
+            });
+        if let Err(err) = checked {
+            let record = Store::open_read_only(store_dir)
+                .drop_in_record()
+                .unwrap_or_default();
+            if record.applied.is_none() && record.last_known_good.is_none() {
+                return Err(err);
+            }
+        }
+        self.config_dir = Some(dir.to_path_buf());
+        Ok(self)
     }
 }
 
@@ -163,6 +249,9 @@ pub struct Resolved {
     pub error: Option<ConfigStatusError>,
     pub assigned: Option<ConfigSource>,
     pub last_known_good: Option<ConfigSource>,
+    /// The `--config-dir` drop-ins merged into `config` (None: no
+    /// `--config-dir`, or no usable drop-in set).
+    pub drop_ins: Option<AppliedDropIns>,
 }
 
 impl Resolved {
@@ -181,11 +270,24 @@ impl Resolved {
     }
 
     pub fn describe(&self) -> String {
-        match (&self.origin, &self.source) {
+        let base = match (&self.origin, &self.source) {
             (Origin::Assigned, Some(s)) => format!("using current ({s})"),
             (Origin::LastKnownGood, Some(s)) => format!("using last-known-good ({s})"),
             _ => "using local config".to_string(),
+        };
+        match &self.drop_ins {
+            Some(d) => format!("{base} with {}", d.describe()),
+            None => base,
         }
+    }
+
+    /// The drop-in set on trial: one that runs from the directory (or ran
+    /// last) and is not last-known-good.
+    fn drop_ins_on_trial<'a>(&'a self, record: &DropInRecord) -> Option<&'a AppliedDropIns> {
+        self.drop_ins.as_ref().filter(|d| {
+            d.origin != DropInOrigin::LastKnownGood
+                && record.last_known_good.as_ref().map(|l| &l.id) != Some(&d.set.snapshot.id)
+        })
     }
 }
 
@@ -219,9 +321,37 @@ fn load_source(store: &Store, src: &ConfigSource) -> Result<KubeletConfig, Sourc
     Ok(config)
 }
 
-/// Decides which config runs. In holder mode an assigned config that fails
-/// to load or validate is recorded in bad-configs with the reason.
+/// Decides which config runs: the assigned config, last-known-good or the
+/// local config, with the `--config-dir` drop-ins merged in. In holder mode
+/// an assigned config that fails to load or validate is recorded in
+/// bad-configs with the reason.
 pub fn resolve(store: &Store, local: &LocalConfig, access: Access) -> Resolved {
+    let base = resolve_base(store, local, access);
+    match &local.config_dir {
+        Some(dir) => merge_drop_ins(store, dir, base),
+        None => base,
+    }
+}
+
+/// Merges the drop-in set that runs (see [`dropin::merge`]) into the
+/// resolved base config. A drop-in problem is the status error unless the
+/// base has one of its own.
+fn merge_drop_ins(store: &Store, dir: &Path, mut base: Resolved) -> Resolved {
+    let record = store.drop_in_record().unwrap_or_else(|err| {
+        error!(%err, "cannot read the --config-dir drop-in record; no earlier drop-ins to fall back on");
+        DropInRecord::default()
+    });
+    let merged = dropin::merge(&base.config, dropin::load(dir), &record);
+    dropin::report(&merged);
+    if base.error.is_none() {
+        base.error = merged.problem.as_ref().map(ConfigStatusError::from);
+    }
+    base.config = merged.config;
+    base.drop_ins = merged.applied;
+    base
+}
+
+fn resolve_base(store: &Store, local: &LocalConfig, access: Access) -> Resolved {
     let local_result = |assigned, last_known_good, error| Resolved {
         origin: Origin::Local,
         source: None,
@@ -229,6 +359,7 @@ pub fn resolve(store: &Store, local: &LocalConfig, access: Access) -> Resolved {
         error,
         assigned,
         last_known_good,
+        drop_ins: None,
     };
     let assigned = match store.assigned() {
         Ok(a) => a,
@@ -261,6 +392,7 @@ pub fn resolve(store: &Store, local: &LocalConfig, access: Access) -> Resolved {
                         error: None,
                         assigned: assigned.clone(),
                         last_known_good: lkg,
+                        drop_ins: None,
                     }
                 }
                 Err(SourceError::Load(detail)) => {
@@ -290,6 +422,7 @@ pub fn resolve(store: &Store, local: &LocalConfig, access: Access) -> Resolved {
                     error: status_error,
                     assigned,
                     last_known_good: lkg,
+                    drop_ins: None,
                 }
             }
             Err(SourceError::Load(d)) | Err(SourceError::Validate(d)) => {
@@ -326,264 +459,4 @@ pub fn boot_time() -> Option<SystemTime> {
         .parse()
         .ok()?;
     Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
-}
-
-/// Called by the holder after it applied `r`: starts a trial clock for a new
-/// assignment (stored, not a file mtime), clears it when none is on trial,
-/// and records what runs.
-pub fn on_applied(store: &Store, r: &Resolved) -> Result<(), StoreError> {
-    let _guard = store.lock()?;
-    match r.on_trial() {
-        Some(src) => {
-            let current = store.trial()?;
-            if current.as_ref().map(|t| &t.source) != Some(src) {
-                info!(source = %src, "new assigned config: starting its trial period");
-                store.set_trial(Some(&Trial {
-                    source: src.clone(),
-                    since: now_rfc3339(),
-                }))?;
-                store.set_startups(&[])?;
-            }
-        }
-        None => {
-            if store.trial()?.is_some() {
-                store.set_trial(None)?;
-                store.set_startups(&[])?;
-            }
-        }
-    }
-    // The document itself, so that a later build re-derives this config
-    // under its own decoding and defaults (see `running`).
-    let input = serde_json::to_vec(r.config.document()).unwrap_or_default();
-    store.set_applied_input(&input)?;
-    let record = EffectiveRecord {
-        source: r.source.clone(),
-        origin: r.origin.to_string(),
-        hash_algorithm: HASH_ALGORITHM.to_string(),
-        hash: r.hash(),
-        class_hashes: Some(r.config.class_hashes()),
-        input_sha256: Some(crate::config::kubeconfig::sha256_hex(&input)),
-        error: r.error.as_ref().map(|e| e.to_string()),
-        since: now_rfc3339(),
-    };
-    let unchanged = store.effective_record()?.is_some_and(|old| {
-        EffectiveRecord {
-            since: record.since.clone(),
-            ..old
-        } == record
-    });
-    if !unchanged {
-        store.set_effective_record(&record)?;
-    }
-    Ok(())
-}
-
-/// Called by the holder when its kubelet exited without being asked to.
-/// Records the restart; when more than crashLoopThreshold restarts fall in
-/// the trial period (counted from the latest of trial start, boot and this
-/// holder's start), marks the config bad and returns the reason.
-pub fn on_crash(
-    store: &Store,
-    r: &Resolved,
-    holder_since: SystemTime,
-) -> Result<Option<String>, StoreError> {
-    let Some(src) = r.on_trial() else {
-        return Ok(None);
-    };
-    let _guard = store.lock()?;
-    let Some(trial) = store.trial()?.filter(|t| &t.source == src) else {
-        return Ok(None);
-    };
-    let now = SystemTime::now();
-    let trial_start = parse_time(&trial.since).unwrap_or(now);
-    let duration = r.config.config_trial_duration();
-    let trial_end = trial_start + duration;
-    let mut window_start = trial_start.max(holder_since);
-    if let Some(boot) = boot_time() {
-        window_start = window_start.max(boot);
-    }
-    let mut startups = store.startups()?;
-    startups.push(now_rfc3339());
-    let count = startups
-        .iter()
-        .filter_map(|s| parse_time(s))
-        .filter(|t| *t >= window_start && *t <= trial_end)
-        .count();
-    let threshold = r.config.crash_loop_threshold() as usize;
-    if now <= trial_end && count > threshold {
-        let reason = format!(
-            "crash loop: {count} kubelet restarts within the {} trial period (crashLoopThreshold {threshold})",
-            humantime::format_duration(duration)
-        );
-        warn!(source = %src, %reason, "marking the assigned config bad and rolling back to last-known-good");
-        store.mark_bad(src, &reason, &now_rfc3339())?;
-        store.set_startups(&[])?;
-        store.set_trial(None)?;
-        return Ok(Some(reason));
-    }
-    store.set_startups(&startups)?;
-    Ok(None)
-}
-
-/// Called by the holder while its kubelet runs: an assigned config that
-/// survived its trial period becomes last-known-good.
-pub fn maybe_promote(store: &Store, r: &Resolved) -> Result<bool, StoreError> {
-    let Some(src) = r.on_trial() else {
-        return Ok(false);
-    };
-    let Some(trial) = store.trial()?.filter(|t| &t.source == src) else {
-        return Ok(false);
-    };
-    let Some(start) = parse_time(&trial.since) else {
-        return Ok(false);
-    };
-    if SystemTime::now() < start + r.config.config_trial_duration() {
-        return Ok(false);
-    }
-    let _guard = store.lock()?;
-    store.set_last_known_good(Some(src))?;
-    store.set_trial(None)?;
-    store.set_startups(&[])?;
-    info!(source = %src, "assigned config survived its trial period; it is now last-known-good");
-    Ok(true)
-}
-
-/// The kubelet arguments with any user `--config` replaced by ours.
-pub fn kubelet_args(user: &[std::ffi::OsString], config: &Path) -> Vec<std::ffi::OsString> {
-    let mut out = Vec::with_capacity(user.len() + 2);
-    let mut iter = user.iter();
-    while let Some(arg) = iter.next() {
-        let s = arg.to_string_lossy();
-        if s == "--config" || s == "-config" {
-            let given = iter.next();
-            info!(given = ?given, effective = %config.display(), "replacing the kubelet's --config with the effective config file");
-            continue;
-        }
-        if s.starts_with("--config=") || s.starts_with("-config=") {
-            info!(given = %s, effective = %config.display(), "replacing the kubelet's --config with the effective config file");
-            continue;
-        }
-        out.push(arg.clone());
-    }
-    out.push("--config".into());
-    out.push(config.as_os_str().to_owned());
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::BTreeMap;
-    use std::ffi::OsString;
-
-    use crate::config::store::test_source as src;
-
-    fn checkpoint(store: &Store, s: &ConfigSource, body: &str) {
-        let mut files = BTreeMap::new();
-        files.insert("kubelet".to_string(), body.as_bytes().to_vec());
-        store.save_checkpoint(s, &files).unwrap();
-    }
-
-    const GOOD: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 50\ncrashLoopThreshold: 1\nconfigTrialDuration: 10m\n";
-    const INVALID: &str =
-        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 70000\n";
-
-    #[test]
-    fn no_assignment_runs_local() {
-        let d = tempfile::tempdir().unwrap();
-        let store = Store::open(d.path()).unwrap();
-        let local = LocalConfig::load(None).unwrap();
-        let r = resolve(&store, &local, Access::Holder);
-        assert_eq!(r.origin, Origin::Local);
-        assert!(r.error.is_none());
-    }
-
-    #[test]
-    fn invalid_assignment_is_marked_bad_and_lkg_runs() {
-        let d = tempfile::tempdir().unwrap();
-        let store = Store::open(d.path()).unwrap();
-        let local = LocalConfig::load(None).unwrap();
-        let good = src("good", "1");
-        checkpoint(&store, &good, GOOD);
-        store.set_last_known_good(Some(&good)).unwrap();
-        let bad = src("bad", "1");
-        checkpoint(&store, &bad, INVALID);
-        store.set_assigned(Some(&bad)).unwrap();
-        let r = resolve(&store, &local, Access::Holder);
-        assert_eq!(r.origin, Origin::LastKnownGood);
-        assert_eq!(r.error, Some(ConfigStatusError::ValidateFailed));
-        assert_eq!(
-            r.error.as_ref().unwrap().to_string(),
-            "failed to validate config, see Kubelet log for details"
-        );
-        assert!(store.bad_entry(&bad).unwrap().is_some());
-        // Second resolve: known bad, not re-validated.
-        let r = resolve(&store, &local, Access::Holder);
-        assert!(matches!(r.error, Some(ConfigStatusError::KnownBad { .. })));
-        assert_eq!(
-            r.error.as_ref().unwrap().to_string(),
-            "failed to validate config, see Kubelet log for details"
-        );
-    }
-
-    #[test]
-    fn read_only_resolve_does_not_write() {
-        let d = tempfile::tempdir().unwrap();
-        let store = Store::open(d.path()).unwrap();
-        let local = LocalConfig::load(None).unwrap();
-        let bad = src("bad", "1");
-        checkpoint(&store, &bad, "not: [yaml");
-        store.set_assigned(Some(&bad)).unwrap();
-        let r = resolve(&store, &local, Access::ReadOnly);
-        assert_eq!(r.origin, Origin::Local);
-        assert_eq!(r.error, Some(ConfigStatusError::LoadFailed));
-        assert!(store.bad_configs().unwrap().is_empty());
-    }
-
-    #[test]
-    fn crash_loop_marks_bad_then_promotion_path() {
-        let d = tempfile::tempdir().unwrap();
-        let store = Store::open(d.path()).unwrap();
-        let local = LocalConfig::load(None).unwrap();
-        let a = src("a", "1");
-        checkpoint(&store, &a, GOOD);
-        store.set_assigned(Some(&a)).unwrap();
-        let r = resolve(&store, &local, Access::Holder);
-        assert_eq!(r.on_trial(), Some(&a));
-        on_applied(&store, &r).unwrap();
-        let since = SystemTime::now() - Duration::from_secs(1);
-        // threshold 1: the first restart is allowed, the second is a loop.
-        assert_eq!(on_crash(&store, &r, since).unwrap(), None);
-        let reason = on_crash(&store, &r, since).unwrap().unwrap();
-        assert!(reason.contains("crash loop"), "{reason}");
-        let r2 = resolve(&store, &local, Access::Holder);
-        assert_eq!(r2.origin, Origin::Local);
-        assert!(matches!(r2.error, Some(ConfigStatusError::KnownBad { .. })));
-        // Not promoted: trial not over.
-        assert!(!maybe_promote(&store, &r).unwrap());
-    }
-
-    #[test]
-    fn replaces_user_config_flag() {
-        let user: Vec<OsString> = [
-            "--v=2",
-            "--config",
-            "/etc/k.yaml",
-            "--config=/x",
-            "--node-ip",
-            "1.2.3.4",
-        ]
-        .iter()
-        .map(OsString::from)
-        .collect();
-        let out = kubelet_args(&user, Path::new("/eff.json"));
-        let out: Vec<String> = out
-            .iter()
-            .map(|s| s.to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(
-            out,
-            vec!["--v=2", "--node-ip", "1.2.3.4", "--config", "/eff.json"]
-        );
-    }
 }
