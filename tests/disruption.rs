@@ -755,6 +755,46 @@ fn pods_are_listed_in_pages_then_followed_by_a_watch_not_relisted() {
 }
 
 #[test]
+fn an_expired_pod_watch_is_followed_by_one_relist() {
+    let n = Node::new();
+    let (_p, first) = n.running_on_a("maxPods: 100\n", &[]);
+    n.web_pod("web-1");
+    n.server.create_pdb(APP_NS, "web", json!({"app": "web"}), 0);
+    n.configmap("cfg-b", "maxPods: 90\n");
+    n.assign("cfg-b");
+    let pod_lists = || n.server.list_requests("/api/v1/pods");
+    let watches = || n.requests(|r| r.watch && r.path == "/api/v1/pods");
+    wait_until(DEADLINE, "the pods listed and watched", || {
+        (pod_lists().len() == 1 && !watches().is_empty()).then_some(())
+    });
+    // The watch cache forgets its history: the watch's resourceVersion is too old (410).
+    n.server.restart_losing_history();
+    wait_until(DEADLINE, "a re-list after the 410", || {
+        (pod_lists().len() == 2).then_some(())
+    });
+    wait_until(DEADLINE, "the PDB's 429 after the re-list", || {
+        (n.evictions_of("web-1")
+            .iter()
+            .filter(|c| **c == 429)
+            .count()
+            >= 3)
+            .then_some(())
+    });
+    n.assert_untouched(first, "no restart while the PDB blocks the drain");
+    assert_eq!(pod_lists().len(), 2, "one re-list only: {:?}", pod_lists());
+    assert!(
+        n.scene.output().contains(
+            "the watch of the pods bound to this node expired (410 Gone); re-listing them"
+        ),
+        "{}",
+        n.scene.output()
+    );
+    n.server.set_pdb_disruptions_allowed(APP_NS, "web", 1);
+    n.wait_kubelet_with("\"maxPods\":90", Some(first));
+    assert!(n.pods_left().is_empty());
+}
+
+#[test]
 fn drain_timeout_uncordons_leaves_everything_running_and_backs_off() {
     let n = Node::new();
     let (_p, first) = n.running_on_a("maxPods: 100\n", &["--drain-timeout", "2s"]);
