@@ -349,6 +349,8 @@ impl Driver {
         let retry = self.opts.disruption.drain_retry;
         rec.attempts += 1;
         rec.waiting_for = "cordon".into();
+        // What blocked an earlier attempt is no news for this one.
+        rec.blocked.clear();
         info!(class = %rec.class, fields = %rec.fields.join(", "), attempt = rec.attempts, timeout = ?timeout, "draining the node for a config change");
         self.disruption = Some(rec.clone());
         metrics.disruption.set_draining(true);
@@ -391,7 +393,6 @@ impl Driver {
             }
             let mut session = drainer.session();
             let mut last_progress = None;
-            rec.blocked.clear();
             let outcome = loop {
                 if let Some(f) = failure.take() {
                     break Err((f, DrainResult::Failed));
