@@ -1506,15 +1506,19 @@ impl ApiServer {
         }
         let body = json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec});
         let target = Target::collection(Resource::Pods, Some(namespace));
-        let created = self.helper(|state| state.create(&target, body, &Opts::default()));
-        if node.is_empty() {
-            return created;
-        }
-        let mut pod = created;
-        pod["status"] = running_status(&pod);
         let mut status_target = Target::object(Resource::Pods, Some(namespace), name);
         status_target.subresource = Some("status".to_string());
-        self.helper(|state| state.update(&status_target, pod, &Opts::default()))
+        // Created and marked running under one lock: no client sees (and evicts, as a
+        // drain does with a pending pod) the pod between the two writes.
+        self.helper(|state| {
+            let created = state.create(&target, body, &Opts::default())?;
+            if node.is_empty() {
+                return Ok(created);
+            }
+            let mut pod = created.body;
+            pod["status"] = running_status(&pod);
+            state.update(&status_target, pod, &Opts::default())
+        })
     }
 
     /// The stored pod, if any.
