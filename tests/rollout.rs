@@ -20,7 +20,7 @@ use serde_json::Value;
 use support::rollout::{generated_crd, paused_reason, Timings};
 use support::{pivot_bin, wait_until, Proc};
 use testkit::rbac::{Grant, Policy, Request, User};
-use testkit::{ApiServer, NodeSim, Script, SimOptions};
+use testkit::{ApiServer, NodeSim, RequestRecord, Script, SimOptions};
 
 const NS: &str = "kubelet-config";
 const SOURCE: &str = "kubelet-pivot.io/config-source";
@@ -90,33 +90,45 @@ impl Cluster {
 
     /// A controller with short lease timings; its log goes to `DIR/<identity>.log`.
     fn controller(&self, identity: &str) -> Proc {
-        let log = std::fs::File::create(self.log_path(identity)).expect("controller log");
-        let timings = Timings {
-            lease_duration: "2s",
-            renew_deadline: "1500ms",
-            retry_period: "250ms",
-            debounce: "50ms",
-        };
-        support::rollout::controller(&self.kubeconfig, identity, &timings, log)
+        self.controller_with(
+            identity,
+            Timings {
+                lease_duration: "2s",
+                renew_deadline: "1500ms",
+                retry_period: "250ms",
+                debounce: "50ms",
+            },
+        )
     }
 
     /// A controller whose Lease outlives a 10 s outage (30 s, renewed within 20 s).
     fn patient_controller(&self, identity: &str) -> Proc {
+        self.controller_with(
+            identity,
+            Timings {
+                lease_duration: "30s",
+                renew_deadline: "20s",
+                retry_period: "1s",
+                debounce: "50ms",
+            },
+        )
+    }
+
+    fn controller_with(&self, identity: &str, timings: Timings) -> Proc {
         let log = std::fs::File::create(self.log_path(identity)).expect("controller log");
-        let timings = Timings {
-            lease_duration: "30s",
-            renew_deadline: "20s",
-            retry_period: "1s",
-            debounce: "50ms",
-        };
         support::rollout::controller(&self.kubeconfig, identity, &timings, log)
     }
 
     /// Successful PATCHes of each node's object, by node.
     fn node_patches_ok(&self) -> BTreeMap<String, usize> {
+        self.patches_by_node(|r| r.status < 300)
+    }
+
+    /// PATCHes of each node's object that `accept` takes, by node.
+    fn patches_by_node(&self, accept: impl Fn(&RequestRecord) -> bool) -> BTreeMap<String, usize> {
         let mut out = BTreeMap::new();
         for r in self.server.requests() {
-            if r.method == "PATCH" && r.status < 300 {
+            if r.method == "PATCH" && accept(&r) {
                 if let Some(name) = r.path.strip_prefix("/api/v1/nodes/") {
                     if !name.contains('/') {
                         *out.entry(name.to_string()).or_default() += 1;
@@ -194,17 +206,7 @@ impl Cluster {
 
     /// PATCH requests on each node's object, by node.
     fn node_patches(&self) -> BTreeMap<String, usize> {
-        let mut out = BTreeMap::new();
-        for r in self.server.requests() {
-            if r.method == "PATCH" {
-                if let Some(name) = r.path.strip_prefix("/api/v1/nodes/") {
-                    if !name.contains('/') {
-                        *out.entry(name.to_string()).or_default() += 1;
-                    }
-                }
-            }
-        }
-        out
+        self.patches_by_node(|_| true)
     }
 }
 
