@@ -14,7 +14,7 @@ use kubelet_pivot::pivot::lock;
 use kubelet_pivot::pivot::role::Rank;
 use kubelet_pivot::pivot::state::StateDir;
 use kubelet_pivot::rollout;
-use kubelet_pivot::signals::{self, EarlySignals, TerminateFlag};
+use kubelet_pivot::signals::{self, TerminateFlag};
 use kubelet_pivot::supervisor::{self, Options};
 
 /// Exit code for a configuration or usage error found before start.
@@ -70,9 +70,20 @@ fn options(rank: Rank, common: CommonArgs, terminate: TerminateFlag) -> Result<O
     })
 }
 
-fn supervise(rank: Rank, common: CommonArgs, early: EarlySignals) -> ExitCode {
+fn supervise(rank: Rank, common: CommonArgs, early: Option<TerminateFlag>) -> ExitCode {
     let log_format = common.log_format;
-    let opts = match options(rank, common, early.flag.clone()) {
+    // Installed in `main` already, unless the subcommand was not the first
+    // argument (then from here on).
+    let terminate = match early.map_or_else(signals::install_early, Ok) {
+        Ok(flag) => flag,
+        Err(err) => {
+            return fail(
+                EXIT_FAILURE,
+                format!("cannot install signal handlers: {err}"),
+            )
+        }
+    };
+    let opts = match options(rank, common, terminate) {
         Ok(o) => o,
         Err(msg) => return fail(EXIT_USAGE, msg),
     };
@@ -103,25 +114,23 @@ fn supervise(rank: Rank, common: CommonArgs, early: EarlySignals) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    // First of all: a SIGTERM from the first instant on is remembered, so a
-    // supervisor asked to stop while it starts exits 0 without a kubelet.
-    let early = match signals::install_early() {
-        Ok(e) => e,
-        Err(err) => {
-            return fail(
-                EXIT_FAILURE,
-                format!("cannot install signal handlers: {err}"),
-            )
+    // First of all, for a supervisor: a SIGTERM from the first instant on is
+    // remembered, so a supervisor asked to stop while it starts exits 0
+    // without a kubelet. The other commands keep the default actions.
+    let early = if signals::is_supervisor_command(std::env::args_os().nth(1).as_deref()) {
+        match signals::install_early() {
+            Ok(flag) => Some(flag),
+            Err(err) => {
+                return fail(
+                    EXIT_FAILURE,
+                    format!("cannot install signal handlers: {err}"),
+                )
+            }
         }
+    } else {
+        None
     };
     let cli = parse_cli();
-    let early = match cli.command {
-        Command::Bootstrap(_) | Command::SelfHosted(_) => early,
-        _ => {
-            early.restore_default();
-            return other_command(cli.command);
-        }
-    };
     match cli.command {
         Command::Bootstrap(a) => supervise(Rank::BOOTSTRAP, a.common, early),
         Command::SelfHosted(a) => supervise(Rank::self_hosted(a.generation), a.common, early),

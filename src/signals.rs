@@ -6,6 +6,22 @@
 //! process with the default action) and acted on by the supervisor, which
 //! then exits 0 without starting a kubelet.
 //!
+//! They are installed with the signals blocked. signal-hook-registry sets
+//! the process's handler (`sigaction`) before it stores the action the
+//! handler runs; a signal in between finds no action and runs the previous
+//! disposition, which for SIG_DFL it skips: the signal was swallowed
+//! (measured: 1 SIGTERM in a few hundred, sent the instant the handler
+//! appeared in /proc, was never acted on; issue 20). Blocked, it stays
+//! pending and is delivered when the mask is restored, with the actions in
+//! place. SIGCHLD is registered here too, so that the event loop's
+//! `Signals::new` only adds actions to handlers that exist and opens no
+//! such window while other threads run.
+//!
+//! Only the supervisor commands install them ([`is_supervisor_command`]):
+//! unregistering an action leaves signal-hook's handler in place with no
+//! action, so a tool that "restored" the default this way ignored SIGTERM
+//! (`rollout status --watch` outlived `kill`).
+//!
 //! Once the supervisor's signal stream exists (`signal_hook_tokio::Signals`,
 //! registered for the same signals), one run of signal-hook's handler does
 //! both: it sets the flag here, then marks the signal pending for the stream
@@ -15,11 +31,24 @@
 //! the fork. Its event loop takes SIGTERM from the stream alone; a poll of
 //! the flag there would see the same signal a second time.
 
+use std::ffi::OsStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+
+/// The subcommands that supervise a kubelet (the first argument: the
+/// command line has no options before the subcommand).
+const SUPERVISOR_COMMANDS: [&str; 2] = ["bootstrap", "self-hosted"];
+
+/// Whether the process was started as a supervisor, from its first
+/// argument after the program name. Read before the command line is
+/// parsed, because the handlers must exist before that work starts.
+pub fn is_supervisor_command(first_arg: Option<&OsStr>) -> bool {
+    first_arg.is_some_and(|arg| SUPERVISOR_COMMANDS.iter().any(|c| arg == *c))
+}
 
 /// Set once SIGTERM or SIGINT arrived; shared with the supervisor (never
 /// cleared: it says "termination was requested", not "one is pending").
@@ -32,38 +61,38 @@ impl TerminateFlag {
     }
 }
 
-/// The handlers installed first thing in `main`.
-#[derive(Debug)]
-pub struct EarlySignals {
-    pub flag: TerminateFlag,
-    ids: Vec<signal_hook::SigId>,
-}
-
-/// Installs flag handlers for SIGTERM, SIGINT and SIGHUP (a SIGHUP before
-/// the event loop runs is dropped: the kubelet it would restart has not
-/// started yet).
-pub fn install_early() -> std::io::Result<EarlySignals> {
+/// The handlers installed first thing in `main`: SIGTERM and SIGINT set the
+/// flag; SIGHUP and SIGCHLD before the event loop runs are dropped (the
+/// kubelet a SIGHUP would restart has not started yet, and there is no
+/// child to reap).
+pub fn install_early() -> std::io::Result<TerminateFlag> {
     let flag = TerminateFlag::default();
-    let ids = vec![
-        signal_hook::flag::register(SIGTERM, flag.0.clone())?,
-        signal_hook::flag::register(SIGINT, flag.0.clone())?,
-        signal_hook::flag::register(SIGHUP, Arc::new(AtomicBool::new(false)))?,
-    ];
-    Ok(EarlySignals { flag, ids })
+    let mut blocked = SigSet::empty();
+    for sig in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGCHLD,
+    ] {
+        blocked.add(sig);
+    }
+    // The only thread of the process yet: what it blocks waits for it.
+    let mut old = SigSet::empty();
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&blocked), Some(&mut old))
+        .map_err(std::io::Error::from)?;
+    let registered = register_all(&flag);
+    pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None).map_err(std::io::Error::from)?;
+    registered?;
+    Ok(flag)
 }
 
-impl EarlySignals {
-    /// For the commands that are not supervisors: back to the default
-    /// actions, and a SIGTERM or SIGINT that already came ends the process
-    /// the default way.
-    pub fn restore_default(self) {
-        for id in self.ids {
-            signal_hook::low_level::unregister(id);
-        }
-        if self.flag.is_set() {
-            let _ = signal_hook::low_level::emulate_default_handler(SIGTERM);
-        }
-    }
+fn register_all(flag: &TerminateFlag) -> std::io::Result<()> {
+    signal_hook::flag::register(SIGTERM, flag.0.clone())?;
+    signal_hook::flag::register(SIGINT, flag.0.clone())?;
+    let dropped = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(SIGHUP, dropped.clone())?;
+    signal_hook::flag::register(SIGCHLD, dropped)?;
+    Ok(())
 }
 
 /// Coalesces a burst of SIGHUPs into one kubelet restart: the restart is
@@ -125,6 +154,23 @@ impl Debounce {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_bootstrap_and_self_hosted_are_supervisors() {
+        assert!(is_supervisor_command(Some(OsStr::new("bootstrap"))));
+        assert!(is_supervisor_command(Some(OsStr::new("self-hosted"))));
+        for other in [
+            "status",
+            "rollout",
+            "rollout-controller",
+            "--help",
+            "bootstrapx",
+            "",
+        ] {
+            assert!(!is_supervisor_command(Some(OsStr::new(other))), "{other}");
+        }
+        assert!(!is_supervisor_command(None));
+    }
 
     #[test]
     fn a_burst_is_one_request_due_after_the_last_or_the_cap() {

@@ -1002,6 +1002,135 @@ fn t7a_sigterm_in_the_first_milliseconds_exits_0_without_a_kubelet() {
 
 /// SIGTERM to a waiting supervisor, and to one that is about to acquire (the holder is SIGKILLed
 /// right after, or right before): it exits 0 and starts no kubelet after the SIGTERM.
+/// The pid of `parent`'s only child (a program started under strace), once it exists.
+fn only_child(parent: i32) -> Option<i32> {
+    let children = fs::read_to_string(format!("/proc/{parent}/task/{parent}/children")).ok()?;
+    let mut pids = children.split_whitespace().filter_map(|p| p.parse().ok());
+    let child = pids.next()?;
+    pids.next().is_none().then_some(child)
+}
+
+/// Which `rt_sigaction` call of a supervisor (counted from 1, the Rust runtime makes some
+/// before `main`) installs the SIGTERM handler: measured with strace on a supervisor that
+/// stops right after it (a command line it refuses).
+fn sigterm_install_call(scene: &Scene) -> usize {
+    let trace = scene.path().join("rt_sigaction.trace");
+    let trace_arg = trace.to_str().expect("scene paths are UTF-8");
+    let cmd = scene.pivot_via(
+        &["strace", "-o", trace_arg, "-e", "trace=rt_sigaction"],
+        &["bootstrap", "--stop-timeout", "bogus"],
+        &[],
+        &[],
+    );
+    // Refused by the parser, which runs after the handlers are installed.
+    let status = scene.spawn(cmd).wait_exit(PROMPT_EXIT);
+    assert_eq!(status.code(), Some(EXIT_USAGE), "{}", scene.output());
+    let text = fs::read_to_string(&trace).expect("strace wrote its trace");
+    let calls: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("rt_sigaction("))
+        .collect();
+    calls
+        .iter()
+        .position(|l| l.starts_with("rt_sigaction(SIGTERM, {"))
+        .map(|i| i + 1)
+        .unwrap_or_else(|| panic!("no SIGTERM handler installed; trace:\n{text}"))
+}
+
+/// Issue 20's lost SIGTERM, made deterministic. signal-hook installs the process's SIGTERM
+/// handler (`rt_sigaction`) before it stores the action the handler runs, and a signal in
+/// between ran no action: it was swallowed, and the supervisor went on to take the lock and
+/// start a kubelet (CI: one SIGTERM in the first milliseconds never acted on). strace holds
+/// the return of that `rt_sigaction` for 300 ms, the handler shows in /proc meanwhile, and the
+/// SIGTERM is sent then: it must be acted on (exit 0, no kubelet).
+#[test]
+fn t7d_a_sigterm_while_the_handler_is_installed_is_acted_on() {
+    let scene = Scene::new();
+    let call = sigterm_install_call(&scene);
+    let inject = format!("inject=rt_sigaction:delay_exit=300000:when={call}");
+    let mut traced = scene.spawn(scene.pivot_via(
+        &[
+            "strace",
+            "-o",
+            "/dev/null",
+            "-e",
+            "trace=rt_sigaction",
+            "-e",
+            &inject,
+        ],
+        &["bootstrap"],
+        &[],
+        &[],
+    ));
+    let pid = wait_until(PROMPT_EXIT, "the supervisor under strace", || {
+        only_child(traced.pid())
+    });
+    poll_until(
+        PROMPT_EXIT,
+        Duration::from_micros(20),
+        "the SIGTERM handler",
+        || catches_sigterm(pid).then_some(()),
+    );
+    let handler_seen = Instant::now();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGTERM)
+        .expect("the supervisor is alive");
+    // strace exits with its program's status.
+    let status = traced.wait_exit(PROMPT_EXIT);
+    assert!(
+        handler_seen.elapsed() < PROMPT_EXIT,
+        "the SIGTERM took {:?}",
+        handler_seen.elapsed()
+    );
+    assert_eq!(status.code(), Some(0), "{}", scene.output());
+    assert!(
+        scene.starts().is_empty(),
+        "a kubelet was started after the SIGTERM:\n{}",
+        scene.output()
+    );
+    assert!(
+        scene
+            .output()
+            .contains("termination requested during start-up"),
+        "{}",
+        scene.output()
+    );
+}
+
+/// The tools (not supervisors) keep the default SIGTERM action: `rollout status --watch` on a
+/// server that never answers ends at once. (Unregistering signal-hook's early handlers left a
+/// handler without an action: the tools ignored SIGTERM.)
+#[test]
+fn t7e_a_tool_ends_on_sigterm() {
+    let scene = Scene::new();
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a local port");
+    let port = silent.local_addr().expect("local address").port();
+    let kubeconfig = scene.path().join("kubeconfig");
+    support::write_file(
+        &kubeconfig,
+        &format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"http://127.0.0.1:{port}\"}}}}]\n\
+             users: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n\
+             current-context: c\n"
+        ),
+    );
+    let mut cmd = std::process::Command::new(support::pivot_bin());
+    cmd.args(["rollout", "status", "r1", "--watch", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut tool = Proc::spawn(&mut cmd);
+    // Connected and waiting for an answer that never comes.
+    let (_conn, _) = silent.accept().expect("the tool connects");
+    assert!(tool.signal(Signal::SIGTERM), "the tool exited by itself");
+    let status = tool.wait_exit(PROMPT_EXIT);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGTERM),
+        "{status:?}"
+    );
+}
+
 #[test]
 fn t7b_sigterm_while_waiting_or_acquiring_never_starts_a_kubelet() {
     /// How late a kubelet may still be exec'd after a SIGTERM that came *after* the lock was

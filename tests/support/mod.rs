@@ -430,7 +430,26 @@ impl Scene {
         kubelet_args: &[&str],
         extra_env: &[(&str, &str)],
     ) -> Command {
-        let mut cmd = Command::new(pivot_bin());
+        self.pivot_via(&[], args, kubelet_args, extra_env)
+    }
+
+    /// [`Scene::pivot`] started through a wrapper program: `wrapper[0] wrapper[1..]
+    /// kubelet-pivot ...` (e.g. strace).
+    pub fn pivot_via(
+        &self,
+        wrapper: &[&str],
+        args: &[&str],
+        kubelet_args: &[&str],
+        extra_env: &[(&str, &str)],
+    ) -> Command {
+        let mut cmd = match wrapper.split_first() {
+            None => Command::new(pivot_bin()),
+            Some((program, wrapper_args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(wrapper_args).arg(pivot_bin());
+                cmd
+            }
+        };
         cmd.args(args);
         node_paths(&mut cmd, &self.lock(), &self.config_dir())
             .arg("--")
