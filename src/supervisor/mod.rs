@@ -90,9 +90,6 @@ const DEAD_HOLDER_CHECK: Duration = Duration::from_millis(100);
 /// [`SKIP_MAX`]: at most a few takebacks a minute from one stuck contender.
 const SKIP_INITIAL: Duration = Duration::from_secs(10);
 const SKIP_MAX: Duration = Duration::from_secs(300);
-/// How long a holder keeps its kubelet while another supervisor holds the
-/// re-created lock file (it hands it back: our record names us).
-const RETAKE_PATIENCE: Duration = Duration::from_secs(2);
 /// Status line prefix while another process holds the lock.
 const STANDING_BY: &str = "standing by: ";
 /// Status line while the lock's holder is not known (no live record).
@@ -188,9 +185,6 @@ struct Driver {
     stopped_seen: Option<(ProcessId, Instant)>,
     /// The last reason a takeover waited (logged when it changes).
     clear_note: Option<String>,
-    /// Since when another supervisor holds the file the lock path names
-    /// now while we hold the replaced one and run our kubelet.
-    retake_since: Option<Instant>,
     state: StateDir,
     claim: ClaimGuard,
     /// Rejected claim files already reported (each is reported once).
@@ -347,7 +341,6 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         takeover,
         stopped_seen: None,
         clear_note: None,
-        retake_since: None,
         state,
         claim,
         reported: Default::default(),
@@ -517,7 +510,6 @@ impl Driver {
                 Some(now + SLOW_RECHECK)
             }
             State::Waiting if self.acquiring.is_some() => Some(now + DEAD_HOLDER_CHECK),
-            State::Holding(_) if self.retake_since.is_some() => Some(now + SLOW_RECHECK),
             State::Holding(_) => match self.recheck_until {
                 Some(until) if until > now => Some(now + FAST_RECHECK),
                 _ => {
