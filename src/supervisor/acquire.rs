@@ -196,23 +196,8 @@ impl Driver {
         }
         scan.live
     }
-    /// Right after an open of the lock file or a new claim, the contender is
-    /// usually microseconds away from blocking in flock, while the runtime's
-    /// timers tick in milliseconds: look again a few times at once (yielding
-    /// to the runtime in between) before falling back to the timer.
-    pub(super) async fn burst_check(&mut self) -> Vec<Input> {
-        for _ in 0..BURST_CHECKS {
-            if !matches!(self.pivot.state, State::Holding(_)) || self.recheck_until.is_none() {
-                break;
-            }
-            tokio::task::yield_now().await;
-            let inputs = self.check_contention();
-            if !inputs.is_empty() {
-                return inputs;
-            }
-        }
-        vec![]
-    }
+    /// Holding: is a verified contender blocked on the lock (yield to it), or
+    /// one that claimed but is not blocked yet (look again soon)?
     pub(super) fn check_contention(&mut self) -> Vec<Input> {
         if !matches!(self.pivot.state, State::Holding(_)) {
             return vec![];
