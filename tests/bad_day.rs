@@ -1002,12 +1002,17 @@ fn t7a_sigterm_in_the_first_milliseconds_exits_0_without_a_kubelet() {
 
 /// SIGTERM to a waiting supervisor, and to one that is about to acquire (the holder is SIGKILLed
 /// right after, or right before): it exits 0 and starts no kubelet after the SIGTERM.
-/// The pid of `parent`'s only child (a program started under strace), once it exists.
-fn only_child(parent: i32) -> Option<i32> {
+/// The pid of `parent`'s child that runs kubelet-pivot (strace forks short-lived children of
+/// its own first, to probe what ptrace supports).
+fn pivot_child(parent: i32) -> Option<i32> {
     let children = fs::read_to_string(format!("/proc/{parent}/task/{parent}/children")).ok()?;
-    let mut pids = children.split_whitespace().filter_map(|p| p.parse().ok());
-    let child = pids.next()?;
-    pids.next().is_none().then_some(child)
+    children
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .find(|pid: &i32| {
+            fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "kubelet-pivot")
+        })
 }
 
 /// Which `rt_sigaction` call of a supervisor (counted from 1, the Rust runtime makes some
@@ -1041,13 +1046,13 @@ fn sigterm_install_call(scene: &Scene) -> usize {
 /// handler (`rt_sigaction`) before it stores the action the handler runs, and a signal in
 /// between ran no action: it was swallowed, and the supervisor went on to take the lock and
 /// start a kubelet (CI: one SIGTERM in the first milliseconds never acted on). strace holds
-/// the return of that `rt_sigaction` for 300 ms, the handler shows in /proc meanwhile, and the
+/// the return of that `rt_sigaction` for 1 s, the handler shows in /proc meanwhile, and the
 /// SIGTERM is sent then: it must be acted on (exit 0, no kubelet).
 #[test]
 fn t7d_a_sigterm_while_the_handler_is_installed_is_acted_on() {
     let scene = Scene::new();
     let call = sigterm_install_call(&scene);
-    let inject = format!("inject=rt_sigaction:delay_exit=300000:when={call}");
+    let inject = format!("inject=rt_sigaction:delay_exit=1000000:when={call}");
     let mut traced = scene.spawn(scene.pivot_via(
         &[
             "strace",
@@ -1063,7 +1068,7 @@ fn t7d_a_sigterm_while_the_handler_is_installed_is_acted_on() {
         &[],
     ));
     let pid = wait_until(PROMPT_EXIT, "the supervisor under strace", || {
-        only_child(traced.pid())
+        pivot_child(traced.pid())
     });
     poll_until(
         PROMPT_EXIT,

@@ -133,9 +133,9 @@ impl Driver {
                 Hint::LockChanged | Hint::Tick | Hint::HolderChanged,
             ) if !self.lock.path_is_ours() => self.handle_replacement(),
             (State::Holding(_) | State::Stopping { .. }, Hint::HolderChanged | Hint::Tick)
-                if !self.still_locked() =>
+                if !matches!(self.lock.try_acquire(), Ok(true)) =>
             {
-                vec![Input::LockLost]
+                self.lost_unless_handed_back()
             }
             (State::Holding(_), Hint::LockOpened) => {
                 if self.opts.yield_on_any_open {
@@ -344,6 +344,34 @@ impl Driver {
         } else {
             vec![Input::LockLost]
         }
+    }
+    /// Our descriptor does not hold the lock (any more): lost, except that a
+    /// verified supervisor holding our inode while our kubelet runs does not
+    /// count as a loss: our kubelet
+    /// (or a process it started) unlocked the inherited descriptor, that
+    /// supervisor took the free lock, finds the record naming us alive and
+    /// hands the lock back; it starts nothing meanwhile, and we re-take the
+    /// lock on a later look. Only this rare path reads /proc/locks (who holds
+    /// it); anything else holding the lock ends our kubelet at once.
+    fn lost_unless_handed_back(&mut self) -> Vec<Input> {
+        if self.pivot.kubelet().is_some() && self.supervisor_holds_our_lock() {
+            info!(path = %self.lock.path().display(), "another supervisor holds our lock (our kubelet unlocked the inherited descriptor); it hands the lock back to the recorded holder, so the kubelet keeps running");
+            return vec![];
+        }
+        if self.still_locked() {
+            vec![]
+        } else {
+            vec![Input::LockLost]
+        }
+    }
+    /// Whether the process holding our lock is a supervisor with a verified
+    /// claim (it reads the holder record).
+    fn supervisor_holds_our_lock(&mut self) -> bool {
+        let locks = procfs::read_locks().unwrap_or_default();
+        let Some(taker) = procfs::taker(&locks, self.lock.key()) else {
+            return false;
+        };
+        self.live_claims(&locks).iter().any(|c| c.owner == taker)
     }
     /// Whether our descriptor still holds the lock. flock on a description
     /// that holds it succeeds at once; it fails when another description
