@@ -674,6 +674,7 @@ mod tests {
                 since: String::new(),
                 boot_id: None,
                 lock_file: None,
+                build: None,
             }),
             bad_configs: Some(2),
         };

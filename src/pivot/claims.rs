@@ -24,6 +24,7 @@ use crate::pivot::procfs::{self, FileKey, LockEntry, ProcessId};
 use crate::pivot::role::{Rank, Role};
 use crate::pivot::state::StateDir;
 use crate::safefs::fsutil::{self, FsError, Owner, ReadPolicy, TEMP_PREFIX};
+use crate::version::BuildInfo;
 
 pub const CLAIM_FILE_MODE: u32 = 0o600;
 /// A claim is about 150 bytes.
@@ -40,6 +41,10 @@ pub struct Claim {
     pub pid: i32,
     pub start_time: u64,
     pub since: String,
+    /// The build of the claimant (0.5.0 and later; absent in claims of
+    /// older builds, which ignore it when they read a newer one's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildInfo>,
 }
 
 impl Claim {
@@ -317,6 +322,7 @@ mod tests {
             pid: me.pid,
             start_time: me.start_time,
             since: "x".into(),
+            build: Some(BuildInfo::current()),
         }
     }
 

@@ -13,6 +13,7 @@ use crate::pivot::procfs::{self, FileKey, ProcessId};
 use crate::pivot::role::{Rank, Role};
 use crate::pivot::state::StateDir;
 use crate::safefs::fsutil::{self, Durability, FsError, Owner, ReadError, ReadPolicy};
+use crate::version::BuildInfo;
 
 pub const HOLDER_FILE_MODE: u32 = 0o600;
 /// A record is a few hundred bytes; anything larger is not one of ours.
@@ -47,6 +48,11 @@ pub struct HolderRecord {
     /// in records of versions before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock_file: Option<FileKey>,
+    /// The build of the supervisor that wrote the record (0.5.0 and later;
+    /// absent in records of older builds, which ignore it when they read a
+    /// newer one's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildInfo>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +81,7 @@ impl HolderRecord {
             since,
             boot_id: procfs::boot_id(),
             lock_file: None,
+            build: Some(BuildInfo::current()),
         }
     }
 
