@@ -316,6 +316,14 @@ fn the_baseline_is_another_build_and_version_names_commit_and_protocol() {
     let new = version(New);
     let old = version(Old);
     assert_ne!(new, old, "the baseline binary is this build");
+    // Builds from 0.5.0 on name their commit: a baseline that does must be the pinned one.
+    if old.contains("(commit ") {
+        let commit = baseline_commit();
+        assert!(
+            old.contains(&commit[..12]),
+            "the baseline binary is not {commit}: {old}"
+        );
+    }
     let rest = new
         .strip_prefix(&format!(
             "kubelet-pivot {} (commit ",
