@@ -367,6 +367,22 @@ mod tests {
     }
 
     #[test]
+    fn claims_of_older_and_newer_builds_decode() {
+        // As 0.4.0 wrote it: no build.
+        let older: Claim = serde_json::from_str(
+            r#"{"role":"bootstrap","generation":0,"pid":1,"startTime":2,"since":"T"}"#,
+        )
+        .unwrap();
+        assert_eq!(older.build, None);
+        let newer: Claim = serde_json::from_str(
+            r#"{"role":"self-hosted","generation":3,"pid":1,"startTime":2,"since":"T",
+                "build":{"version":"0.6.0","commit":"c","protocol":5},"future":[1]}"#,
+        )
+        .unwrap();
+        assert_eq!(newer.build.map(|b| b.version), Some("0.6.0".to_string()));
+    }
+
+    #[test]
     fn a_claim_locked_by_another_process_than_it_names_is_rejected() {
         let d = tempfile::tempdir().unwrap();
         let state = StateDir::open(&d.path().join("state")).unwrap();

@@ -190,6 +190,30 @@ mod tests {
     }
 
     #[test]
+    fn records_of_older_and_newer_builds_are_read() {
+        let d = tempfile::tempdir().unwrap();
+        let lock = StateDir::open(&d.path().join("state")).unwrap();
+        // As 0.4.0 wrote it: no build.
+        let older = r#"{"role":"self-hosted","generation":1,"pid":7,"startTime":9,
+            "kubeletPid":8,"kubeletStartTime":10,"since":"T","bootId":"b",
+            "lockFile":{"major":0,"minor":20,"inode":5}}"#;
+        std::fs::write(lock.holder_path(), older).unwrap();
+        let rec = HolderRecord::read(&lock).unwrap().unwrap();
+        assert_eq!((rec.pid, rec.build), (7, None));
+        // A later build's record with a field this one does not know.
+        let newer = r#"{"role":"bootstrap","generation":0,"pid":7,"startTime":9,
+            "kubeletPid":null,"kubeletStartTime":null,"since":"T",
+            "build":{"version":"0.6.0","commit":"c","protocol":5,"extra":1},"future":true}"#;
+        std::fs::write(lock.holder_path(), newer).unwrap();
+        let rec = HolderRecord::read(&lock).unwrap().unwrap();
+        assert_eq!(rec.build.map(|b| b.protocol), Some(5));
+        // Ours records this build.
+        let me = procfs::self_id().unwrap();
+        let ours = HolderRecord::new(Rank::BOOTSTRAP, me, "T".into());
+        assert_eq!(ours.build, Some(BuildInfo::current()));
+    }
+
+    #[test]
     fn corrupt_record_is_an_error_not_a_panic() {
         let d = tempfile::tempdir().unwrap();
         let lock = StateDir::open(&d.path().join("state")).unwrap();
