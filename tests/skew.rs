@@ -349,7 +349,7 @@ fn the_baseline_is_another_build_and_version_names_commit_and_protocol() {
 // ------------------------------------------------------------------------------------------
 
 /// A host bootstrap of `host` runs config A; a self-hosted gen 1 of `pod` takes over with the
-/// same config; `pod`'s operator tool assigns B; kill -9 of the self-hosted supervisor: the
+/// same config; `host`'s operator tool assigns B, which `pod` applies; kill -9 of the self-hosted supervisor: the
 /// bootstrap takes back within the availability bound, with B. Each build's `status` reads
 /// the other's holder record and claims on the way. Never two kubelets.
 fn handoff_and_takeback(host: Build, pod: Build) {
@@ -370,8 +370,10 @@ fn handoff_and_takeback(host: Build, pod: Build) {
         assert_status_of_lock(&scene, reader, (&sh, pod), (&boot, host));
     }
 
+    // The operator runs the host's binary (the one installed on the node) while the
+    // DaemonSet's build holds.
     let b = scene.kubelet_config_file("b.yaml", "eventBurst: 22\n");
-    assign(&scene, pod, &b);
+    assign(&scene, host, &b);
     wait_kubelet(&scene, &sh, &event_burst(22), &[]);
 
     let killed = now_ns();
