@@ -4,13 +4,26 @@
 # server and kubectl) and the chaos test with CHAOS_ITERATIONS (default 300)
 # beside busy and fork loops (PIVOT_TEST_LOAD loops of each kind; the chaos
 # test defaults to one per core). `cargo test` also builds the stand-in
-# kubelet (an example target) that the integration tests run.
+# kubelet (an example target) that the integration tests run. Before that,
+# scripts/build-baseline.sh builds the earlier release the skew test runs
+# beside this one (KUBELET_PIVOT_BASELINE_BIN).
 #
 # Every test binary runs even after a failure (--no-fail-fast). The last
 # lines name the failing tests, if any, and sum up every binary's results.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CHAOS_ITERATIONS="${CHAOS_ITERATIONS:-300}"
+# The skew test (tests/skew.rs) runs this build beside the earlier one pinned
+# in compat/baseline: build that once (about 2 minutes: only the baseline's own
+# crate and the few dependencies whose features differ are compiled; the rest
+# comes from the workspace's target directory). If the build fails, the skew
+# test fails with this message instead of skipping.
+if baseline=$(bash scripts/build-baseline.sh); then
+    export KUBELET_PIVOT_BASELINE_BIN="$baseline"
+else
+    echo "test.sh: the baseline build failed (see above); tests/skew.rs will fail" >&2
+    export KUBELET_PIVOT_BASELINE_BIN="(scripts/build-baseline.sh failed)"
+fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --locked --no-fail-fast "$@" 2>&1 | tee "$log"

@@ -10,7 +10,7 @@ pub const DEFAULT_LOCK_FILE: &str = "/var/run/lock/kubelet.lock";
 pub const DEFAULT_DYNAMIC_CONFIG_DIR: &str = "/var/lib/kubelet-pivot";
 
 #[derive(Debug, Parser)]
-#[command(name = "kubelet-pivot", version, about = "Decides which kubelet runs on this node: the host bootstrap or a self-hosted one from a DaemonSet", long_about = None)]
+#[command(name = "kubelet-pivot", version = crate::version::LONG_VERSION, about = "Decides which kubelet runs on this node: the host bootstrap or a self-hosted one from a DaemonSet", long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

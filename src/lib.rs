@@ -14,7 +14,8 @@
 //! - [`cluster`]: the API server (sync, Node ↔ config);
 //! - [`observe`]: status, metrics, logging, sd_notify, man pages;
 //! - [`safefs`]: checked reads, atomic writes, trusted directories;
-//! - [`supervisor`], [`signals`], [`cli`]: the driver, early signals, flags.
+//! - [`supervisor`], [`signals`], [`cli`]: the driver, early signals, flags;
+//! - [`version`]: the build's version, commit and protocol version.
 
 pub mod cli;
 pub mod cluster;
@@ -26,3 +27,4 @@ pub mod rollout;
 pub mod safefs;
 pub mod signals;
 pub mod supervisor;
+pub mod version;

@@ -16,6 +16,7 @@ use crate::pivot::holder::HolderRecord;
 use crate::pivot::machine::{Input, Run, State, StopPurpose};
 use crate::pivot::role::Rank;
 use crate::pivot::state::StateDir;
+use crate::version;
 
 /// Why this supervisor gave the lock away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,7 +302,14 @@ impl Metrics {
             "role=\"{}\",generation=\"{}\"",
             self.rank.role, self.rank.generation
         );
-        let version = format!("{me},version=\"{}\"", env!("CARGO_PKG_VERSION"));
+        // The build, for a fleet-wide view of version skew (the holder record
+        // and claims carry the same for `status` on one node).
+        let version = format!(
+            "{me},version=\"{}\",commit=\"{}\",protocol=\"{}\"",
+            version::VERSION,
+            version::GIT_COMMIT,
+            version::PROTOCOL_VERSION
+        );
         x.family("kubelet_pivot_info", GAUGE, "Identity of this supervisor.")
             .labeled(&version, 1);
         let phases = Phase::ALL.map(|p| (format!("{me},state=\"{}\"", p.label()), p == c.phase));
@@ -674,10 +682,18 @@ mod tests {
                 since: String::new(),
                 boot_id: None,
                 lock_file: None,
+                build: None,
             }),
             bad_configs: Some(2),
         };
         let text = m.render(&node);
+        let info = format!(
+            "kubelet_pivot_info{{role=\"self-hosted\",generation=\"2\",version=\"{}\",commit=\"{}\",protocol=\"{}\"}} 1",
+            version::VERSION,
+            version::GIT_COMMIT,
+            version::PROTOCOL_VERSION
+        );
+        assert!(text.contains(&info), "{text}");
         assert!(
             text.contains("kubelet_pivot_config_info{origin=\"assigned\",uid=\"u\\\"1\",resource_version=\"7\",status=\"True\"} 1"),
             "{text}"

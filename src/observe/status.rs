@@ -19,6 +19,7 @@ use crate::pivot::holder::{HolderError, HolderRecord};
 use crate::pivot::procfs::{self, FileKey};
 use crate::pivot::role::Role;
 use crate::pivot::state::StateDir;
+use crate::version::{self, BuildInfo};
 
 /// Exit code of `status` when no live holder exists.
 pub const EXIT_NO_HOLDER: i32 = 3;
@@ -33,6 +34,9 @@ pub struct HolderView {
     pub since: String,
     /// True when the recorded supervisor (pid and start time) no longer runs.
     pub stale: bool,
+    /// The holder's build; `null` when its record has none (a build older
+    /// than [`version::FIRST_RECORDED`]).
+    pub build: Option<BuildInfo>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -42,6 +46,9 @@ pub struct ClaimView {
     pub generation: u32,
     pub pid: i32,
     pub since: String,
+    /// The claimant's build; `null` when its claim has none (a build older
+    /// than [`version::FIRST_RECORDED`]).
+    pub build: Option<BuildInfo>,
 }
 
 impl From<&Claim> for ClaimView {
@@ -51,6 +58,7 @@ impl From<&Claim> for ClaimView {
             generation: c.generation,
             pid: c.pid,
             since: c.since.clone(),
+            build: c.build.clone(),
         }
     }
 }
@@ -201,6 +209,8 @@ impl ConfigView {
 pub struct Report {
     pub lock: LockView,
     pub config: ConfigView,
+    /// The build of this `status` command.
+    pub build: BuildInfo,
 }
 
 impl Report {
@@ -277,6 +287,7 @@ pub fn lock_view(lock: &Path, state: &StateDir) -> LockView {
                 kubelet_pid: rec.kubelet_pid,
                 since: rec.since.clone(),
                 stale: !rec.is_live(),
+                build: rec.build.clone(),
             })
         }
         Ok(None) => {}
@@ -301,7 +312,11 @@ pub fn report(lock: &Path, state: &StateDir, store_dir: &Path) -> Report {
     let mut lock = lock_view(lock, state);
     let (config, warnings) = ConfigView::from_store(store_dir);
     lock.warnings.extend(warnings);
-    Report { lock, config }
+    Report {
+        lock,
+        config,
+        build: BuildInfo::current(),
+    }
 }
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -347,6 +362,11 @@ pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
                     ""
                 }
             )?;
+            writeln!(
+                out,
+                "       VERSION   {}",
+                version::describe(h.build.as_ref())
+            )?;
         }
         None => match r.lock.unreadable.first() {
             Some(u) => writeln!(
@@ -366,15 +386,19 @@ pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     } else if r.lock.claims.is_empty() {
         writeln!(out, "CLAIMS           none")?;
     } else {
-        writeln!(out, "CLAIMS           ROLE         GEN  PID      SINCE")?;
+        writeln!(
+            out,
+            "CLAIMS           ROLE         GEN  PID      SINCE                     VERSION"
+        )?;
         for c in &r.lock.claims {
             writeln!(
                 out,
-                "                 {:<12} {:<4} {:<8} {}",
+                "                 {:<12} {:<4} {:<8} {:<25} {}",
                 c.role.to_string(),
                 c.generation,
                 c.pid,
-                c.since
+                c.since,
+                version::describe(c.build.as_ref())
             )?;
         }
     }
@@ -406,7 +430,8 @@ pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     if let Some(d) = &r.config.drop_ins {
         write_drop_ins(out, d)?;
     }
-    write_pending(out, r.config.pending_change.as_ref())
+    write_pending(out, r.config.pending_change.as_ref())?;
+    writeln!(out, "STATUS BUILD     {}", r.build)
 }
 
 /// The `--config-dir` drop-ins: the set that ran, its trial, last-known-good
@@ -607,8 +632,19 @@ mod tests {
                     kubelet_pid: Some(11),
                     since: "T0".into(),
                     stale: false,
+                    build: Some(BuildInfo {
+                        version: "0.5.0".into(),
+                        commit: "0123456789abcdef".into(),
+                        protocol: 4,
+                    }),
                 }),
-                claims: vec![],
+                claims: vec![ClaimView {
+                    role: Role::Bootstrap,
+                    generation: 0,
+                    pid: 12,
+                    since: "T5".into(),
+                    build: None,
+                }],
                 unreadable: vec![],
                 warnings: vec!["holder record is corrupt".into()],
             },
@@ -658,6 +694,7 @@ mod tests {
                     )]),
                 }),
             },
+            build: BuildInfo::current(),
         };
         let mut out = Vec::new();
         write_table(&report, &mut out).unwrap();
@@ -665,6 +702,9 @@ mod tests {
         for needle in [
             "/run/lock/kubelet.lock (locked)",
             "HOLDER           self-hosted gen 2, pid 10, kubelet pid 11, since T0",
+            "       VERSION   0.5.0 (commit 0123456789ab, protocol 4)",
+            "bootstrap    0    12       T5                        unknown (older than 0.5.0)",
+            "STATUS BUILD     ",
             "WARNING          holder record is corrupt",
             "CONFIG ACTIVE    last-known-good: ConfigMap kubelet-config/cfg-a (UID: u-1, ResourceVersion: 7), hash 0123456789ab, since T1",
             "ASSIGNED  ConfigMap kubelet-config/cfg-b (UID: u-2, ResourceVersion: 9)",

@@ -24,6 +24,7 @@ use crate::pivot::procfs::{self, FileKey, LockEntry, ProcessId};
 use crate::pivot::role::{Rank, Role};
 use crate::pivot::state::StateDir;
 use crate::safefs::fsutil::{self, FsError, Owner, ReadPolicy, TEMP_PREFIX};
+use crate::version::BuildInfo;
 
 pub const CLAIM_FILE_MODE: u32 = 0o600;
 /// A claim is about 150 bytes.
@@ -40,6 +41,10 @@ pub struct Claim {
     pub pid: i32,
     pub start_time: u64,
     pub since: String,
+    /// The build of the claimant (0.5.0 and later; absent in claims of
+    /// older builds, which ignore it when they read a newer one's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildInfo>,
 }
 
 impl Claim {
@@ -317,6 +322,7 @@ mod tests {
             pid: me.pid,
             start_time: me.start_time,
             since: "x".into(),
+            build: Some(BuildInfo::current()),
         }
     }
 
@@ -358,6 +364,22 @@ mod tests {
             scan(&state, None, &locks(), Cleanup::RemoveDead).live.len(),
             1
         );
+    }
+
+    #[test]
+    fn claims_of_older_and_newer_builds_decode() {
+        // As 0.4.0 wrote it: no build.
+        let older: Claim = serde_json::from_str(
+            r#"{"role":"bootstrap","generation":0,"pid":1,"startTime":2,"since":"T"}"#,
+        )
+        .unwrap();
+        assert_eq!(older.build, None);
+        let newer: Claim = serde_json::from_str(
+            r#"{"role":"self-hosted","generation":3,"pid":1,"startTime":2,"since":"T",
+                "build":{"version":"0.6.0","commit":"c","protocol":5},"future":[1]}"#,
+        )
+        .unwrap();
+        assert_eq!(newer.build.map(|b| b.version), Some("0.6.0".to_string()));
     }
 
     #[test]

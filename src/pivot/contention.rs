@@ -221,6 +221,7 @@ mod tests {
                 pid: 1,
                 start_time: 1,
                 since: String::new(),
+                build: None,
             },
             file: key(inode),
         }

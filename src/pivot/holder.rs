@@ -13,6 +13,7 @@ use crate::pivot::procfs::{self, FileKey, ProcessId};
 use crate::pivot::role::{Rank, Role};
 use crate::pivot::state::StateDir;
 use crate::safefs::fsutil::{self, Durability, FsError, Owner, ReadError, ReadPolicy};
+use crate::version::BuildInfo;
 
 pub const HOLDER_FILE_MODE: u32 = 0o600;
 /// A record is a few hundred bytes; anything larger is not one of ours.
@@ -47,6 +48,11 @@ pub struct HolderRecord {
     /// in records of versions before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock_file: Option<FileKey>,
+    /// The build of the supervisor that wrote the record (0.5.0 and later;
+    /// absent in records of older builds, which ignore it when they read a
+    /// newer one's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildInfo>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +81,7 @@ impl HolderRecord {
             since,
             boot_id: procfs::boot_id(),
             lock_file: None,
+            build: Some(BuildInfo::current()),
         }
     }
 
@@ -180,6 +187,30 @@ mod tests {
             ..rec
         };
         assert!(!other_boot.is_live());
+    }
+
+    #[test]
+    fn records_of_older_and_newer_builds_are_read() {
+        let d = tempfile::tempdir().unwrap();
+        let lock = StateDir::open(&d.path().join("state")).unwrap();
+        // As 0.4.0 wrote it: no build.
+        let older = r#"{"role":"self-hosted","generation":1,"pid":7,"startTime":9,
+            "kubeletPid":8,"kubeletStartTime":10,"since":"T","bootId":"b",
+            "lockFile":{"major":0,"minor":20,"inode":5}}"#;
+        std::fs::write(lock.holder_path(), older).unwrap();
+        let rec = HolderRecord::read(&lock).unwrap().unwrap();
+        assert_eq!((rec.pid, rec.build), (7, None));
+        // A later build's record with a field this one does not know.
+        let newer = r#"{"role":"bootstrap","generation":0,"pid":7,"startTime":9,
+            "kubeletPid":null,"kubeletStartTime":null,"since":"T",
+            "build":{"version":"0.6.0","commit":"c","protocol":5,"extra":1},"future":true}"#;
+        std::fs::write(lock.holder_path(), newer).unwrap();
+        let rec = HolderRecord::read(&lock).unwrap().unwrap();
+        assert_eq!(rec.build.map(|b| b.protocol), Some(5));
+        // Ours records this build.
+        let me = procfs::self_id().unwrap();
+        let ours = HolderRecord::new(Rank::BOOTSTRAP, me, "T".into());
+        assert_eq!(ours.build, Some(BuildInfo::current()));
     }
 
     #[test]

@@ -486,6 +486,29 @@ impl Driver {
         }
     }
 
+    /// Reads the store's record once per holding, before the first
+    /// kubelet start reports: a holder taking over (or back) must not
+    /// report a change that another holder finished or changed meanwhile,
+    /// nor report none while one is pending.
+    pub(super) async fn read_disruption(&mut self) {
+        if self.disruption_read || self.disrupt_task.is_some() {
+            return;
+        }
+        let store = self.store.clone();
+        self.disruption = blocking(move || store.disruption().ok().flatten())
+            .await
+            .flatten();
+        self.disruption_read = true;
+    }
+
+    /// The lock is released: what we knew of the change, and the report
+    /// the next syncer would start from, end with our holding.
+    pub(super) fn forget_disruption(&mut self) {
+        self.disruption = None;
+        self.disruption_read = false;
+        self.reports.send_replace(None);
+    }
+
     /// The Node's view of the current record, if any.
     pub(super) fn disruption_report(&self) -> Option<DisruptionReport> {
         self.disruption.as_ref().map(report_of)

@@ -46,6 +46,7 @@ impl Driver {
             Effect::Release => {
                 self.stop_disruption_task().await;
                 self.stop_syncer().await;
+                self.forget_disruption();
                 // Our kubelet's group is gone: the description it inherited
                 // (of a lock file replaced since) goes too.
                 self.release_kubelet_lock();
@@ -96,6 +97,7 @@ impl Driver {
                 if self.recorded_lock != Some(self.lock.key()) {
                     self.write_record_now(None);
                 }
+                self.read_disruption().await;
                 let (cmd, from_prepared) = match self.take_prepared() {
                     Some(cmd) => (cmd, true),
                     None => match self.prepare_config().await {

@@ -224,6 +224,9 @@ struct Driver {
     disrupt_task: Option<tokio::task::JoinHandle<Option<TaskDone>>>,
     /// The disruptive change waiting or in progress, as last read.
     disruption: Option<crate::config::store::DisruptionRecord>,
+    /// Whether `disruption` was read in this holding: another holder may
+    /// have changed or finished the change since ours ended.
+    disruption_read: bool,
     /// Unexpected kubelet exits since a kubelet last ran through a config
     /// check (about a second).
     crashes_in_a_row: u32,
@@ -314,6 +317,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
             pid: me.pid,
             start_time: me.start_time,
             since: now_rfc3339(),
+            build: Some(crate::version::BuildInfo::current()),
         },
     )
     .map_err(|source| SupervisorError::Claim {
@@ -368,6 +372,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         last_prepare: None,
         disrupt_task: None,
         disruption: None,
+        disruption_read: false,
         crashes_in_a_row: 0,
     };
     let mut watchdog = Notifier::watchdog_interval().map(tokio::time::interval);

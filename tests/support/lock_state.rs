@@ -17,7 +17,12 @@ use super::{node_paths, pivot_bin, Scene};
 /// Runs `kubelet-pivot status -o json` on the scene's node; returns its exit code and parsed
 /// output.
 pub fn status(scene: &Scene) -> (i32, Value) {
-    let mut cmd = Command::new(pivot_bin());
+    status_by(&pivot_bin(), scene)
+}
+
+/// [`status`] run by another kubelet-pivot binary (an earlier build: tests/skew.rs).
+pub fn status_by(bin: &Path, scene: &Scene) -> (i32, Value) {
+    let mut cmd = Command::new(bin);
     cmd.args(["status", "-o", "json"]);
     let out = node_paths(&mut cmd, &scene.lock(), &scene.config_dir())
         .env_remove("NOTIFY_SOCKET")

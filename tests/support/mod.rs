@@ -442,7 +442,7 @@ impl Scene {
         kubelet_args: &[&str],
         extra_env: &[(&str, &str)],
     ) -> Command {
-        let mut cmd = match wrapper.split_first() {
+        let cmd = match wrapper.split_first() {
             None => Command::new(pivot_bin()),
             Some((program, wrapper_args)) => {
                 let mut cmd = Command::new(program);
@@ -450,6 +450,28 @@ impl Scene {
                 cmd
             }
         };
+        self.node_command(cmd, args, kubelet_args, extra_env)
+    }
+
+    /// [`Scene::pivot`] with another kubelet-pivot binary (an earlier build: tests/skew.rs).
+    pub fn pivot_of(
+        &self,
+        bin: &Path,
+        args: &[&str],
+        kubelet_args: &[&str],
+        extra_env: &[(&str, &str)],
+    ) -> Command {
+        self.node_command(Command::new(bin), args, kubelet_args, extra_env)
+    }
+
+    /// `cmd` (a kubelet-pivot, maybe through a wrapper) completed as [`Scene::pivot`] says.
+    fn node_command(
+        &self,
+        mut cmd: Command,
+        args: &[&str],
+        kubelet_args: &[&str],
+        extra_env: &[(&str, &str)],
+    ) -> Command {
         cmd.args(args);
         node_paths(&mut cmd, &self.lock(), &self.config_dir())
             .arg("--")
