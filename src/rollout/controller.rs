@@ -171,8 +171,9 @@ async fn lookup_config(ctx: &Context, rollout: &KubeletConfigRollout) -> ConfigL
     }
     match found {
         Ok(Some(cm)) => match cm.data.as_ref().and_then(|d| d.get(&key.key)) {
-            Some(_) => ConfigLookup::Found {
-                uid: cm.metadata.uid.unwrap_or_default(),
+            Some(payload) => ConfigLookup::Found {
+                uid: cm.metadata.uid.clone().unwrap_or_default(),
+                trial: plan::nofallback::trial_of(payload),
             },
             None => ConfigLookup::Missing(format!("the ConfigMap has no key {:?}", key.key)),
         },
