@@ -672,6 +672,9 @@ struct Tally {
     /// How the controller's requests were answered: `200`, `409`, `429 (injected)`,
     /// `none (outage)`, ...
     answers: BTreeMap<String, usize>,
+    /// Node PATCHes the server answered for itself (not an injected fault, not during the
+    /// outage), by node and the resourceVersion that guarded them.
+    answered_node_writes: BTreeMap<(String, String), usize>,
 }
 
 /// How a request was answered, for [`Tally::answers`].
@@ -696,6 +699,7 @@ impl Tally {
         let mut by_kind = BTreeMap::new();
         let mut node_patch_attempts = BTreeMap::new();
         let mut answers = BTreeMap::new();
+        let mut answered_node_writes = BTreeMap::new();
         for r in &mine {
             *answers.entry(answer_of(r)).or_insert(0) += 1;
             *by_kind
@@ -704,6 +708,16 @@ impl Tally {
             if let Some(node) = r.path.strip_prefix("/api/v1/nodes/") {
                 if r.method == "PATCH" && !node.contains('/') {
                     *node_patch_attempts.entry(node.to_string()).or_insert(0) += 1;
+                    if !r.injected && !r.outage {
+                        let body: Value = serde_json::from_str(&r.body).unwrap_or(Value::Null);
+                        let guard = body["metadata"]["resourceVersion"]
+                            .as_str()
+                            .unwrap_or("")
+                            .to_string();
+                        *answered_node_writes
+                            .entry((node.to_string(), guard))
+                            .or_insert(0) += 1;
+                    }
                 }
             }
         }
@@ -721,6 +735,7 @@ impl Tally {
             by_kind,
             node_patch_attempts,
             answers,
+            answered_node_writes,
         }
     }
 
@@ -821,6 +836,17 @@ fn twenty_real_nodes_complete_a_rollout_through_random_api_faults_and_an_outage(
 
     let tally = Tally::of(&fleet.server.requests());
     tally.print(seed);
+    // No node write was sent again against a copy of the node the server had already
+    // answered for (applied, or 409): the controller waits for its cache to catch up.
+    let repeated: Vec<(&(String, String), &usize)> = tally
+        .answered_node_writes
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .collect();
+    assert!(
+        repeated.is_empty(),
+        "(node, resourceVersion) written again: {repeated:?}"
+    );
     // The faults happened: the controller met both kinds, and the outage.
     assert!(
         tally.too_many > 0 && tally.internal > 0,
