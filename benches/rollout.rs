@@ -31,9 +31,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use support::bench::fail;
-use support::rollout::{generated_crd, Timings};
+use support::rollout::{generated_crd, request_kind, Timings};
 use support::{pivot_bin, Proc};
-use testkit::{ApiServer, NodeSim, RequestRecord, SimOptions};
+use testkit::{ApiServer, NodeSim, SimOptions};
 
 const NS: &str = "kubelet-config";
 const SOURCE: &str = "kubelet-pivot.io/config-source";
@@ -88,34 +88,6 @@ fn peak_rss_kib(pid: i32) -> u64 {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or_else(|| fail(&format!("no VmHWM in /proc/{pid}/status")))
-}
-
-/// `VERB resource` of a request: LIST/GET/WATCH/POST/PUT/PATCH/DELETE and the resource with
-/// its subresource, names and namespaces folded (`PATCH nodes`, `PUT
-/// kubeletconfigrollouts/status`, `LIST pods`).
-fn kind_of(r: &RequestRecord) -> String {
-    let segments: Vec<&str> = r.path.split('/').filter(|s| !s.is_empty()).collect();
-    let rest: &[&str] = match segments.as_slice() {
-        ["api", "v1", rest @ ..] => rest,
-        ["apis", _group, _version, rest @ ..] => rest,
-        _ => return format!("{} {}", r.method, r.path),
-    };
-    let rest = match rest {
-        ["namespaces", _ns, tail @ ..] if !tail.is_empty() => tail,
-        other => other,
-    };
-    let (resource, named) = match rest {
-        [plural] => (plural.to_string(), false),
-        [plural, _name] => (plural.to_string(), true),
-        [plural, _name, sub] => (format!("{plural}/{sub}"), true),
-        _ => (r.path.clone(), true),
-    };
-    let verb = match (r.method.as_str(), named, r.watch) {
-        ("GET", _, true) => "WATCH",
-        ("GET", false, false) => "LIST",
-        (method, _, _) => method,
-    };
-    format!("{verb} {resource}")
 }
 
 /// What one rollout cost.
@@ -292,7 +264,7 @@ fn run(n: usize, react_after: Duration) -> Run {
     }
     let mut by_kind = BTreeMap::new();
     for req in &requests {
-        *by_kind.entry(kind_of(req)).or_default() += 1;
+        *by_kind.entry(request_kind(req)).or_default() += 1;
     }
     sim.stop();
     Run {

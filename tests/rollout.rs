@@ -171,7 +171,8 @@ impl Cluster {
     fn start(&self, name: &str, config: &str, extra: &[&str]) {
         let cfg = format!("{NS}/{config}");
         let mut args = vec!["start", name, "--config", &cfg, "--no-pods-gate"];
-        // No trial window unless the test asks for one (the default is 1m).
+        // No trial window unless the test asks for one (the default is the config's own
+        // configTrialDuration, and these ConfigMaps hold no full KubeletConfiguration).
         if !extra.contains(&"--no-fallback-for") {
             args.extend_from_slice(&["--no-fallback-for", "0s"]);
         }
@@ -956,6 +957,117 @@ fn api_errors_and_an_outage_never_end_the_controller() {
     let log = c.log("ctl-a");
     assert!(!log.contains("the controller failed"), "{log}");
     assert!(log.contains("reconcile failed; retrying"), "{log}");
+    ctl.signal(Signal::SIGTERM);
+    assert!(ctl.wait_exit(DEADLINE).success());
+}
+
+/// A KubeletConfiguration payload with `extra` fields (the supervisors' parser reads it).
+fn kubelet_payload(extra: &str) -> String {
+    format!("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n{extra}")
+}
+
+/// When the controller changed `node`, from its record there.
+fn changed_at(c: &Cluster, node: &str) -> Option<std::time::SystemTime> {
+    let record = c.server.node(node)["metadata"]["annotations"][RECORD].clone();
+    let record: Value = serde_json::from_str(record.as_str()?).ok()?;
+    humantime::parse_rfc3339_weak(record["at"].as_str()?).ok()
+}
+
+/// Issue 22 item 8: without `noFallbackFor`, a node counts as done (and the next batch
+/// starts) only once the config's own `configTrialDuration`, read from the ConfigMap, has
+/// passed since the node was changed; the revision records the value and where it came
+/// from, and `status` and `history` show it. A payload whose trial cannot be read starts
+/// nothing and says why.
+#[test]
+fn by_default_a_node_is_done_only_once_the_configs_trial_has_passed() {
+    const TRIAL: Duration = Duration::from_secs(3);
+    let c = Cluster::new();
+    let _sim = c.sim(2);
+    let mut ctl = c.controller("ctl-a");
+    for (name, extra) in [
+        ("cfg-trial", "eventBurst: 33\nconfigTrialDuration: 3s\n"),
+        ("cfg-soon", "eventBurst: 44\nconfigTrialDuration: soon\n"),
+    ] {
+        let data = BTreeMap::from([("kubelet".to_string(), kubelet_payload(extra))]);
+        c.server.create_configmap(NS, name, data, true);
+    }
+    // No --no-fallback-for: the default applies.
+    c.cli_ok(&[
+        "start",
+        "r1",
+        "--config",
+        &format!("{NS}/cfg-trial"),
+        "--canary",
+        "1",
+        "--batch",
+        "1",
+        "--no-pods-gate",
+    ]);
+    let canary = wait_until(DEADLINE, "the canary changed", || {
+        let r = c.status("r1");
+        let first = r["status"]["batches"][0][0].as_str()?.to_string();
+        changed_at(&c, &first).map(|_| first)
+    });
+    let canary_at = changed_at(&c, &canary).expect("the canary's record");
+    let r = c.status("r1");
+    let rev = &r["status"]["history"][0];
+    assert_eq!(rev["noFallbackFor"], "3s", "{r:#}");
+    assert_eq!(rev["noFallbackSource"], "ConfigTrialDuration", "{r:#}");
+    // The canary reports the config active at once (the simulator reacts in 20 ms), yet it
+    // is done only when the trial has passed: seen done no earlier than 3 s after its change.
+    let done_seen = wait_until(DEADLINE, "the canary done", || {
+        let r = c.status("r1");
+        let seen = std::time::SystemTime::now();
+        (r["status"]["batchCounts"][0]["done"] == 1).then_some(seen)
+    });
+    let waited = done_seen.duration_since(canary_at).unwrap_or_default();
+    assert!(waited >= TRIAL, "done {waited:?} after the change");
+    let r = c.wait_phase("r1", "Completed");
+    let second = r["status"]["batches"][1][0]
+        .as_str()
+        .expect("batch 1")
+        .to_string();
+    let second_at = changed_at(&c, &second).expect("the second node's record");
+    let gap = second_at.duration_since(canary_at).unwrap_or_default();
+    assert!(
+        gap >= TRIAL,
+        "the next batch started {gap:?} after the canary's change"
+    );
+    let shown = c.cli_ok(&["status", "r1"]);
+    assert!(
+        shown.contains("GATE     no fallback for 3s (ConfigTrialDuration)"),
+        "{shown}"
+    );
+    let history = c.cli_ok(&["history", "r1"]);
+    assert!(history.contains("NO-FALLBACK-FOR"), "{history}");
+    assert!(history.contains("3s (ConfigTrialDuration)"), "{history}");
+
+    // A trial the controller cannot read: no revision, a condition that says why.
+    c.cli_ok(&[
+        "start",
+        "r2",
+        "--config",
+        &format!("{NS}/cfg-soon"),
+        "--no-pods-gate",
+    ]);
+    let r = wait_until(DEADLINE, "r2 reports the unreadable trial", || {
+        let r = c.status("r2");
+        let found = r["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "ConfigFound")?
+            .clone();
+        (found["reason"] == "TrialDurationUnreadable").then_some(found)
+    });
+    assert_eq!(r["status"], "False");
+    let message = r["message"].as_str().unwrap_or_default();
+    assert!(message.contains("configTrialDuration"), "{message}");
+    assert!(
+        message.contains("set healthGates.noFallbackFor"),
+        "{message}"
+    );
+    assert_eq!(c.status("r2")["status"]["revision"], 0);
+    assert!(ctl.is_running(), "{}", c.log("ctl-a"));
     ctl.signal(Signal::SIGTERM);
     assert!(ctl.wait_exit(DEADLINE).success());
 }

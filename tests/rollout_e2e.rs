@@ -16,6 +16,11 @@
 //! Every wait is on an observable fact (the rollout object, a node's annotations, a
 //! stand-in's `start` line, the server's request log) with a deadline.
 //!
+//! A second run (issue 22 item 9) rolls cfg-b over the same fleet while the API server
+//! answers 5% of the controller's requests with 429 or 500 (seeded: the test prints the seed,
+//! `ROLLOUT_E2E_SEED=N` replays it, `ROLLOUT_E2E_SEED=random` draws a new one) and goes away for 10 s once; it prints the controller's
+//! request counts (run with `--nocapture` to see them).
+//!
 //! Build the stand-in first: `cargo build --examples && cargo test --test rollout_e2e`.
 
 mod support;
@@ -169,7 +174,7 @@ impl Fleet {
     /// The server with the CRD and the ConfigMaps, the nodes (zone labels, Ready, assigned
     /// cfg-a) and a supervisor per node; returns once every node runs cfg-a as its
     /// last-known-good config.
-    fn start(crash_node: &str) -> Fleet {
+    fn start(crash_node: Option<&str>) -> Fleet {
         let server = ApiServer::start();
         server.create_crd(generated_crd().expect("the CRD"));
         let configmap = |name: &str, content: String| {
@@ -208,7 +213,7 @@ impl Fleet {
                 "--init-config",
                 &init,
             ];
-            let env: &[(&str, &str)] = if name == crash_node {
+            let env: &[(&str, &str)] = if crash_node == Some(name.as_str()) {
                 &[("STANDIN_CRASH_ON_CONFIG", CRASH_MARK)]
             } else {
                 &[]
@@ -250,10 +255,40 @@ impl Fleet {
         self.dir.path().join("controller.log")
     }
 
-    /// The controller with short lease timings and debounce; its log goes to a file.
-    fn start_controller(&mut self) {
+    /// The controller with these lease timings and debounce; its log goes to a file.
+    fn start_controller(&mut self, timings: &Timings) {
         let log = std::fs::File::create(self.controller_log()).expect("controller log");
-        self.controller = Some(controller(&self.kubeconfig, "e2e", &TIMINGS, log));
+        self.controller = Some(controller(&self.kubeconfig, "e2e", timings, log));
+    }
+
+    /// `rollout start` of cfg-b: a canary, batches of 25%, at most 2 nodes of a zone at once,
+    /// no pods gate, `--no-fallback-for no_fallback_for`.
+    fn start_rollout(&self, no_fallback_for: &str) {
+        let cfg_b_arg = format!("{NS}/cfg-b");
+        let out = self.cli_ok(&[
+            "start",
+            ROLLOUT,
+            "--config",
+            &cfg_b_arg,
+            "--canary",
+            "1",
+            "--batch",
+            "25%",
+            "--soak",
+            "0s",
+            "--max-failures",
+            "0",
+            "--max-unavailable",
+            "2",
+            "--no-pods-gate",
+            "--no-fallback-for",
+            no_fallback_for,
+            "--config-active-timeout",
+            "60s",
+            "--node-ready-timeout",
+            "60s",
+        ]);
+        assert!(out.contains("started"), "{out}");
     }
 
     /// `kubelet-pivot rollout ARGS --kubeconfig K`.
@@ -412,7 +447,7 @@ fn a_fallback_in_an_early_batch_pauses_the_rollout_and_undo_brings_every_kubelet
     let batches = expected_batches();
     // Not in the canary: the middle node of the second batch after it.
     let crash = batches[CRASH_BATCH][BATCH / 2].clone();
-    let mut fleet = Fleet::start(&crash);
+    let mut fleet = Fleet::start(Some(&crash));
     let settled = began.elapsed();
     // The fleet's settling patched no assignment; from here on only the controller does.
     assert!(fleet.assignment_patches().is_empty());
@@ -422,32 +457,8 @@ fn a_fallback_in_an_early_batch_pauses_the_rollout_and_undo_brings_every_kubelet
         .map(|n| (n.name.clone(), n.scene.starts().len()))
         .collect();
 
-    fleet.start_controller();
-    let cfg_b_arg = format!("{NS}/cfg-b");
-    let out = fleet.cli_ok(&[
-        "start",
-        ROLLOUT,
-        "--config",
-        &cfg_b_arg,
-        "--canary",
-        "1",
-        "--batch",
-        "25%",
-        "--soak",
-        "0s",
-        "--max-failures",
-        "0",
-        "--max-unavailable",
-        "2",
-        "--no-pods-gate",
-        "--no-fallback-for",
-        NO_FALLBACK_FOR,
-        "--config-active-timeout",
-        "60s",
-        "--node-ready-timeout",
-        "60s",
-    ]);
-    assert!(out.contains("started"), "{out}");
+    fleet.start_controller(&TIMINGS);
+    fleet.start_rollout(NO_FALLBACK_FOR);
 
     // 1. The canary, then the first batch, complete; the crashing node's batch starts.
     let r = fleet.wait_phase("Paused");
@@ -601,6 +612,267 @@ fn a_fallback_in_an_early_batch_pauses_the_rollout_and_undo_brings_every_kubelet
         "rollout e2e: fleet settled {settled:.1?}, paused on the fallback {paused:.1?}, \
          completed {completed:.1?}, undone {undone:.1?} (from the start); the crashing node \
          was back on cfg-a {fallback_took:.1?} after its first start with cfg-b"
+    );
+    fleet.shut_down();
+}
+
+// ------------------------------------------------------------------------------------------
+// A bad day for the API server (issue 22 item 9)
+// ------------------------------------------------------------------------------------------
+
+/// The controller's User-Agent (`kubelet-pivot/VERSION (rollout-controller)`), as the
+/// random faults pick its requests.
+const CONTROLLER_AGENT: &str = "(rollout-controller)";
+/// Share of the controller's requests answered 429 or 500, per mille.
+const FAULTS_PER_MILLE: u32 = 50;
+/// How long the API server is away.
+const OUTAGE: Duration = Duration::from_secs(10);
+/// Replays a run's faults: the seed it printed.
+const SEED_ENV: &str = "ROLLOUT_E2E_SEED";
+/// A Lease that outlives the outage (renewed within 20 s), as a controller facing flaky
+/// API servers would be configured; the controller's own retries and backoff do the rest.
+const PATIENT: Timings = Timings {
+    lease_duration: "30s",
+    renew_deadline: "20s",
+    retry_period: "1s",
+    debounce: "100ms",
+};
+
+/// The seed of the random faults without `ROLLOUT_E2E_SEED`: the same faults every run. Its
+/// draws 6, 8 and 11 are a 429, a 500 and a 429, so any run in which the controller sends a
+/// dozen requests meets both kinds (`RandomFaults::fault_for`).
+const DEFAULT_SEED: u64 = 2026;
+
+/// The seed of the random faults: `ROLLOUT_E2E_SEED` (`random`: a new one), else
+/// [`DEFAULT_SEED`].
+fn fault_seed() -> u64 {
+    match std::env::var(SEED_ENV).as_deref().map(str::trim) {
+        Err(_) => DEFAULT_SEED,
+        Ok("random") => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(DEFAULT_SEED),
+        Ok(text) => text
+            .parse()
+            .unwrap_or_else(|_| panic!("{SEED_ENV}={text:?} is neither a u64 nor \"random\"")),
+    }
+}
+
+/// The controller's requests, summed up for the closing note.
+struct Tally {
+    by_kind: BTreeMap<String, usize>,
+    total: usize,
+    too_many: usize,
+    internal: usize,
+    during_outage: usize,
+    /// Requests of every client (supervisors, CLI) during the outage.
+    during_outage_all: usize,
+    /// PATCHes of a Node by the controller, answered or not, by node.
+    node_patch_attempts: BTreeMap<String, usize>,
+    /// How the controller's requests were answered: `200`, `409`, `429 (injected)`,
+    /// `none (outage)`, ...
+    answers: BTreeMap<String, usize>,
+    /// Node PATCHes the server answered for itself (not an injected fault, not during the
+    /// outage), by node and the resourceVersion that guarded them.
+    answered_node_writes: BTreeMap<(String, String), usize>,
+}
+
+/// How a request was answered, for [`Tally::answers`].
+fn answer_of(r: &testkit::RequestRecord) -> String {
+    match (r.outage, r.injected) {
+        (true, _) => "none (outage)".to_string(),
+        (false, true) => format!("{} (injected)", r.status),
+        (false, false) => r.status.to_string(),
+    }
+}
+
+impl Tally {
+    fn of(requests: &[testkit::RequestRecord]) -> Tally {
+        let mine: Vec<&testkit::RequestRecord> = requests
+            .iter()
+            .filter(|r| {
+                r.user_agent
+                    .as_deref()
+                    .is_some_and(|ua| ua.contains(CONTROLLER_AGENT))
+            })
+            .collect();
+        let mut by_kind = BTreeMap::new();
+        let mut node_patch_attempts = BTreeMap::new();
+        let mut answers = BTreeMap::new();
+        let mut answered_node_writes = BTreeMap::new();
+        for r in &mine {
+            *answers.entry(answer_of(r)).or_insert(0) += 1;
+            *by_kind
+                .entry(support::rollout::request_kind(r))
+                .or_insert(0) += 1;
+            if let Some(node) = r.path.strip_prefix("/api/v1/nodes/") {
+                if r.method == "PATCH" && !node.contains('/') {
+                    *node_patch_attempts.entry(node.to_string()).or_insert(0) += 1;
+                    if !r.injected && !r.outage {
+                        let body: Value = serde_json::from_str(&r.body).unwrap_or(Value::Null);
+                        let guard = body["metadata"]["resourceVersion"]
+                            .as_str()
+                            .unwrap_or("")
+                            .to_string();
+                        *answered_node_writes
+                            .entry((node.to_string(), guard))
+                            .or_insert(0) += 1;
+                    }
+                }
+            }
+        }
+        let injected = |code: u16| {
+            mine.iter()
+                .filter(|r| r.injected && r.status == code)
+                .count()
+        };
+        Tally {
+            total: mine.len(),
+            too_many: injected(429),
+            internal: injected(500),
+            during_outage: mine.iter().filter(|r| r.outage).count(),
+            during_outage_all: requests.iter().filter(|r| r.outage).count(),
+            by_kind,
+            node_patch_attempts,
+            answers,
+            answered_node_writes,
+        }
+    }
+
+    fn print(&self, seed: u64) {
+        eprintln!(
+            "rollout e2e with faults (seed {seed}): the controller sent {} requests; injected \
+             {} x 429 and {} x 500; {} of its requests (and {} of all clients) came during the \
+             {OUTAGE:?} outage, unanswered",
+            self.total, self.too_many, self.internal, self.during_outage, self.during_outage_all
+        );
+        for (kind, n) in &self.by_kind {
+            eprintln!("  {n:>5}  {kind}");
+        }
+        let answers: Vec<String> = self
+            .answers
+            .iter()
+            .map(|(answer, n)| format!("{n} x {answer}"))
+            .collect();
+        eprintln!("  answered: {}", answers.join(", "));
+        let attempts: usize = self.node_patch_attempts.values().sum();
+        eprintln!(
+            "  node PATCH attempts: {attempts} for {} nodes (applied: one per node)",
+            self.node_patch_attempts.len()
+        );
+    }
+}
+
+/// Issue 22 item 9: 20 real supervisors, a rollout of cfg-b, and an API server that answers
+/// 5% of the controller's requests with 429 or 500 (seeded; `ROLLOUT_E2E_SEED=N` replays a
+/// run, `=random` draws a new seed) and goes away for 10 s once mid-rollout. The rollout completes, every node's
+/// assignment was changed exactly once, and the controller process never exits.
+#[test]
+fn twenty_real_nodes_complete_a_rollout_through_random_api_faults_and_an_outage() {
+    let seed = fault_seed();
+    eprintln!("fault seed {seed}; replay with {SEED_ENV}={seed}");
+    let faults = testkit::RandomFaults {
+        seed,
+        per_mille: FAULTS_PER_MILLE,
+        codes: vec![429, 500],
+        user_agent: CONTROLLER_AGENT.to_string(),
+    };
+    if seed == DEFAULT_SEED {
+        let first: Vec<(u64, u16)> = (0..12)
+            .filter_map(|n| faults.fault_for(n).map(|code| (n, code)))
+            .collect();
+        assert_eq!(first, [(6, 429), (8, 500), (11, 429)]);
+    }
+    let began = Instant::now();
+    let mut fleet = Fleet::start(None);
+    let settled = began.elapsed();
+    assert!(fleet.assignment_patches().is_empty());
+    fleet.server.clear_requests();
+    fleet.server.inject_random_faults(faults);
+    fleet.start_controller(&PATIENT);
+    // cfg-b's own trial (20 s) would be the default: the test keeps it short.
+    fleet.start_rollout("1s");
+
+    // Mid-rollout (the canary and the first batch through), the API server goes away.
+    fleet.wait("the rollout past its first batch", || {
+        fleet.rollout()["status"]["currentBatch"]
+            .as_u64()
+            .is_some_and(|b| b >= 2)
+    });
+    let before_outage = fleet.assignment_patches().len();
+    fleet.server.begin_outage();
+    let outage_began = Instant::now();
+    // The outage itself: a deliberate 10 s without an API server, not a wait for an event.
+    std::thread::sleep(OUTAGE);
+    fleet.server.end_outage();
+    let controller = fleet.controller.as_mut().expect("the controller");
+    assert!(
+        controller.is_running(),
+        "the controller exited during the outage"
+    );
+
+    let r = fleet.wait_phase("Completed");
+    let completed = began.elapsed();
+    let after_outage = outage_began.elapsed();
+    assert_eq!(r["status"]["counts"]["done"], NODES, "{r:#}");
+    assert_eq!(r["status"]["counts"]["failed"], 0, "{r:#}");
+    fleet.wait("every kubelet on cfg-b", || {
+        fleet.nodes.iter().all(|n| n.runs(BURST_B))
+    });
+
+    // No node was patched twice: one applied change of the assignment per node, to cfg-b.
+    let patches = fleet.assignment_patches();
+    let mut per_node: BTreeMap<&str, usize> = BTreeMap::new();
+    for (node, value) in &patches {
+        assert_eq!(
+            value.as_deref(),
+            Some(annotation("cfg-b").as_str()),
+            "{node}"
+        );
+        *per_node.entry(node.as_str()).or_insert(0) += 1;
+    }
+    assert_eq!(per_node.len(), NODES, "{patches:?}");
+    assert!(per_node.values().all(|n| *n == 1), "{per_node:?}");
+
+    let tally = Tally::of(&fleet.server.requests());
+    tally.print(seed);
+    // No node write was sent again against a copy of the node the server had already
+    // answered for (applied, or 409): the controller waits for its cache to catch up.
+    let repeated: Vec<(&(String, String), &usize)> = tally
+        .answered_node_writes
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .collect();
+    assert!(
+        repeated.is_empty(),
+        "(node, resourceVersion) written again: {repeated:?}"
+    );
+    // The faults happened: the controller met both kinds, and the outage.
+    assert!(
+        tally.too_many > 0 && tally.internal > 0,
+        "seed {seed} injected {} x 429 and {} x 500 into this run",
+        tally.too_many,
+        tally.internal
+    );
+    assert!(
+        tally.during_outage > 0,
+        "the controller sent nothing during the outage"
+    );
+
+    // The one controller process ran throughout and never lost its lead.
+    let controller = fleet.controller.as_mut().expect("the controller");
+    assert!(controller.is_running(), "the controller exited");
+    let log = std::fs::read_to_string(fleet.controller_log()).unwrap_or_default();
+    assert!(!log.contains("lost the leader lease"), "{log}");
+    assert_eq!(
+        log.matches("became the rollout controller leader").count(),
+        1,
+        "{log}"
+    );
+    eprintln!(
+        "rollout e2e with faults: fleet settled {settled:.1?}, {before_outage} nodes changed \
+         before the outage, completed {completed:.1?} from the start ({after_outage:.1?} after \
+         the outage began)"
     );
     fleet.shut_down();
 }

@@ -29,6 +29,7 @@ use super::configwatch::ConfigWatches;
 use super::invalid::{self, StatusWrite};
 use super::lease::{Elector, Leadership, LeaseTimings};
 use super::nodeview::{NodeView, RECORD_ANNOTATION};
+use super::nodewrites::NodeWrites;
 use super::plan::gates::{PodsState, PODS_RECHECK};
 use super::plan::owner::OtherRollout;
 use super::plan::{self, ConfigLookup, Inputs, Plan, Touch};
@@ -45,6 +46,9 @@ const RETRY_FIRST: Duration = Duration::from_millis(500);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 /// How long a leader that lost its Lease tries to give it up before exiting.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How soon a rollout waiting for the cache to catch up with its own node writes is looked
+/// at again if no Node event comes first.
+const CACHE_LAG_RECHECK: Duration = Duration::from_secs(2);
 /// The reporting controller of its Events.
 const EVENT_REPORTER: &str = "kubelet-pivot-rollout-controller";
 
@@ -102,6 +106,8 @@ struct Context {
     recorder: Recorder,
     /// Rollouts that cannot be read, and how far their report got.
     invalid: Mutex<HashMap<String, invalid::Report>>,
+    /// Cached Nodes already written against (module [`nodewrites`](super::nodewrites)).
+    node_writes: NodeWrites,
 }
 
 /// Keeps only what the plan reads of a Node: a cache of 5,000 full Nodes (images, volumes,
@@ -171,8 +177,9 @@ async fn lookup_config(ctx: &Context, rollout: &KubeletConfigRollout) -> ConfigL
     }
     match found {
         Ok(Some(cm)) => match cm.data.as_ref().and_then(|d| d.get(&key.key)) {
-            Some(_) => ConfigLookup::Found {
-                uid: cm.metadata.uid.unwrap_or_default(),
+            Some(payload) => ConfigLookup::Found {
+                uid: cm.metadata.uid.clone().unwrap_or_default(),
+                trial: plan::nofallback::trial_of(payload),
             },
             None => ConfigLookup::Missing(format!("the ConfigMap has no key {:?}", key.key)),
         },
@@ -441,7 +448,14 @@ async fn reconcile_once(
         }));
     }
     for t in &plan.touches {
-        if !touch(&ctx, t).await? {
+        if ctx.node_writes.is_stale(&t.node, &t.resource_version) {
+            // Already written against this copy: wait for the cache (its event wakes us).
+            retry = Some(CACHE_LAG_RECHECK);
+            continue;
+        }
+        let changed = touch(&ctx, t).await?;
+        ctx.node_writes.written(&t.node, &t.resource_version);
+        if !changed {
             retry = Some(Duration::from_millis(200));
         }
     }
@@ -693,6 +707,7 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
             },
         ),
         invalid: Mutex::new(HashMap::new()),
+        node_writes: NodeWrites::default(),
     });
     let controller = controller
         .with_config(ControllerConfig::default().debounce(opts.debounce))

@@ -4,6 +4,8 @@
 //!
 //! - [`types`]: the custom resource (the CRD is generated from it);
 //! - [`nodeview`]: what is read off a Node, and the record written on it;
+//! - [`nodewrites`]: cached Nodes already written against, left alone until the cache
+//!   catches up;
 //! - [`plan`]: the decisions, as one pure function;
 //! - [`window`]: maintenance windows and durations;
 //! - [`controller`]: the kube-runtime controller around the plan;
@@ -17,6 +19,7 @@ pub mod controller;
 pub mod invalid;
 pub mod lease;
 pub mod nodeview;
+pub mod nodewrites;
 pub mod plan;
 pub mod types;
 pub mod window;

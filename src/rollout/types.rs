@@ -275,9 +275,11 @@ pub struct HealthGates {
     #[serde(default = "default_gate_timeout")]
     pub node_ready_timeout: String,
     /// How long the node must run the target without falling back to its last-known-good
-    /// config before it counts as done (a fallback at any time fails it).
-    #[serde(default = "default_no_fallback")]
-    pub no_fallback_for: String,
+    /// config before it counts as done (a fallback at any time fails it). Unset: the
+    /// config's own `configTrialDuration` (else the default trial, 10m), so that a node is
+    /// done only once it can no longer fall back; set it (`"1m"`, `"0s"`) to go faster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_fallback_for: Option<String>,
     /// Every pod bound to the node that is not finished is Ready again.
     #[serde(default = "default_true")]
     pub pods_ready: bool,
@@ -289,10 +291,6 @@ fn default_gate_timeout() -> String {
     "10m".to_string()
 }
 
-fn default_no_fallback() -> String {
-    "1m".to_string()
-}
-
 fn default_true() -> bool {
     true
 }
@@ -302,7 +300,7 @@ impl Default for HealthGates {
         HealthGates {
             config_active_timeout: default_gate_timeout(),
             node_ready_timeout: default_gate_timeout(),
-            no_fallback_for: default_no_fallback(),
+            no_fallback_for: None,
             pods_ready: true,
             pods_ready_timeout: default_gate_timeout(),
         }
@@ -475,6 +473,32 @@ pub struct RevisionRecord {
     #[serde(default)]
     #[schemars(range(min = 0, max = u32::MAX))]
     pub failed: u32,
+    /// The `healthGates.noFallbackFor` in force (`"10m"`), and where it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_fallback_for: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_fallback_source: Option<NoFallbackSource>,
+}
+
+/// Where a revision's `noFallbackFor` came from.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum NoFallbackSource {
+    /// `spec.healthGates.noFallbackFor`.
+    Spec,
+    /// The config's own `configTrialDuration`.
+    ConfigTrialDuration,
+    /// The config sets no `configTrialDuration`: the default trial (10m).
+    Default,
+}
+
+impl NoFallbackSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoFallbackSource::Spec => "Spec",
+            NoFallbackSource::ConfigTrialDuration => "ConfigTrialDuration",
+            NoFallbackSource::Default => "Default",
+        }
+    }
 }
 
 /// The controller's record of the rollout. Per-node progress lives on the nodes (the

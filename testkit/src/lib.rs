@@ -158,7 +158,9 @@
 //! eviction refused by a PodDisruptionBudget only reaches the caller that way if
 //! `Config::default_retry` is false.
 //!
-//! Fault injection and observation: [`ApiServer::fail_next`], [`ApiServer::set_delay`],
+//! Fault injection and observation: [`ApiServer::fail_next`],
+//! [`ApiServer::inject_random_faults`] (seeded, for one client by its User-Agent),
+//! [`ApiServer::begin_outage`] / [`ApiServer::end_outage`], [`ApiServer::set_delay`],
 //! [`ApiServer::drop_watches`], [`ApiServer::stop`], [`ApiServer::restart_on_same_port`],
 //! [`ApiServer::deny`], [`ApiServer::compact_history`], [`ApiServer::requests`],
 //! [`ApiServer::list_requests`], [`ApiServer::open_watches`].
@@ -177,7 +179,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::net::{Shutdown, TcpListener};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -203,6 +205,7 @@ mod decode;
 mod discovery;
 mod errors;
 mod events;
+mod faults;
 mod ids;
 mod labels;
 mod leases;
@@ -224,6 +227,7 @@ mod store;
 mod validation;
 mod watch;
 
+pub use faults::RandomFaults;
 pub use nodesim::{NodeSim, Script, SimOptions};
 pub use protocol::header;
 
@@ -280,6 +284,11 @@ pub struct RequestRecord {
     pub status: u16,
     /// For a list answered 200: the number of items of this page (or of the whole list).
     pub items: Option<usize>,
+    /// Answered with an injected fault ([`ApiServer::fail_next`],
+    /// [`ApiServer::inject_random_faults`]) instead of being served.
+    pub injected: bool,
+    /// Received during an outage ([`ApiServer::begin_outage`]): not answered (`status` 0).
+    pub outage: bool,
 }
 
 impl RequestRecord {
@@ -406,6 +415,44 @@ impl ApiServer {
         });
     }
 
+    /// From now on, answers a random share of the requests whose User-Agent contains
+    /// `faults.user_agent` (watches included) with one of `faults.codes`, reproducibly: the
+    /// n-th such request's fate depends on the seed and n only (module `faults`). Queued
+    /// faults ([`ApiServer::fail_next`]) go first. Replaces any earlier random faults.
+    pub fn inject_random_faults(&self, faults: RandomFaults) {
+        faults.check();
+        self.lock().random_faults = Some(faults::Draws {
+            spec: faults,
+            drawn: 0,
+        });
+    }
+
+    /// No more random faults.
+    pub fn stop_random_faults(&self) {
+        self.lock().random_faults = None;
+    }
+
+    /// The API server goes away until [`ApiServer::end_outage`]: every open connection
+    /// (watches included) is cut, as when the server process dies, and every request
+    /// after that is read, recorded ([`RequestRecord::outage`]) and its connection closed
+    /// without an answer, which a client sees at once, as it sees a refused connection.
+    /// Unlike [`ApiServer::stop`], the requests sent meanwhile can be counted.
+    pub fn begin_outage(&self) {
+        {
+            let mut state = self.lock();
+            state.outage = true;
+            // Watch threads see the stop and end (their connections are cut below).
+            state.stop_epoch += 1;
+        }
+        self.shared.changed.notify_all();
+        self.shared.lock_conns().cut_all();
+    }
+
+    /// The API server is back (same objects, same resourceVersions, watch history kept).
+    pub fn end_outage(&self) {
+        self.lock().outage = false;
+    }
+
     /// Delays every response (including the start of watch streams) by `delay`.
     pub fn set_delay(&self, delay: Duration) {
         self.lock().delay = delay;
@@ -473,9 +520,7 @@ impl ApiServer {
         self.shared.changed.notify_all();
         let mut conns = self.shared.lock_conns();
         conns.epoch += 1;
-        for (_, stream) in conns.streams.drain() {
-            let _ = stream.shutdown(Shutdown::Both);
-        }
+        conns.cut_all();
     }
 
     /// Stops (if running) and listens again on the same port, with the same objects and

@@ -71,14 +71,29 @@ pub(crate) fn handle(
         body: String::from_utf8_lossy(&request.body).into_owned(),
         status: 0,
         items: None,
+        injected: false,
+        outage: false,
     };
+    {
+        let mut state = shared.lock();
+        if state.outage {
+            // Taken, read, and dropped unanswered: the client sees the connection closed.
+            record.outage = true;
+            state.requests.push(record);
+            shared.changed.notify_all();
+            return Ok(false);
+        }
+    }
     let delay = shared.lock().delay;
     if !delay.is_zero() {
         thread::sleep(delay);
     }
     let routed = {
         let mut state = shared.lock();
-        route(&mut state, &request, &query, watch)
+        let injected = state.injected;
+        let routed = route(&mut state, &request, &query, watch);
+        record.injected = state.injected != injected;
+        routed
     };
     match routed {
         Routed::Json {
@@ -268,14 +283,28 @@ fn inject_fault(
                 }
             }
     });
-    let Some(position) = position else {
-        return Ok(());
+    let code = match position {
+        Some(position) => {
+            let code = state.faults[position].code;
+            state.faults[position].remaining -= 1;
+            if state.faults[position].remaining == 0 {
+                state.faults.remove(position);
+            }
+            code
+        }
+        None => {
+            let user_agent = request.header("user-agent");
+            match state
+                .random_faults
+                .as_mut()
+                .and_then(|d| d.draw(user_agent))
+            {
+                Some(code) => code,
+                None => return Ok(()),
+            }
+        }
     };
-    let code = state.faults[position].code;
-    state.faults[position].remaining -= 1;
-    if state.faults[position].remaining == 0 {
-        state.faults.remove(position);
-    }
+    state.injected += 1;
     let user = nodeauth::authenticate(state, request.header("authorization"))
         .ok()
         .and_then(|identity| identity.user())

@@ -48,6 +48,15 @@ pub(crate) struct ConnRegistry {
     pub(crate) streams: HashMap<u64, TcpStream>,
 }
 
+impl ConnRegistry {
+    /// Shuts every open connection down (their threads then end).
+    pub(crate) fn cut_all(&mut self) {
+        for (_, stream) in self.streams.drain() {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+}
+
 pub(crate) struct Acceptor {
     stopping: Arc<AtomicBool>,
     /// The listening socket itself, as a stream, to shut it down: a `close` alone would leave

@@ -68,6 +68,12 @@ pub(crate) struct State {
     pub(crate) require_token: bool,
     pub(crate) denies: Vec<Deny>,
     pub(crate) faults: VecDeque<Fault>,
+    /// Faults drawn at random for one client's requests (module `faults`).
+    pub(crate) random_faults: Option<crate::faults::Draws>,
+    /// Faults injected so far (queued and random): how `handle` tells an injected answer.
+    pub(crate) injected: u64,
+    /// While true, every request is recorded and its connection closed unanswered.
+    pub(crate) outage: bool,
     pub(crate) delay: Duration,
     pub(crate) requests: Vec<RequestRecord>,
     pub(crate) watches: BTreeMap<u64, RequestRecord>,
@@ -144,6 +150,9 @@ impl State {
             require_token: false,
             denies: Vec::new(),
             faults: VecDeque::new(),
+            random_faults: None,
+            injected: 0,
+            outage: false,
             delay: Duration::ZERO,
             requests: Vec::new(),
             watches: BTreeMap::new(),

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
+use testkit::RequestRecord;
 
 use super::{pivot_bin, Proc};
 
@@ -74,4 +75,32 @@ pub fn paused_reason(r: &Value) -> String {
             )
         })
         .unwrap_or_default()
+}
+
+/// `VERB resource` of a request: LIST/GET/WATCH/POST/PUT/PATCH/DELETE and the resource with
+/// its subresource, names and namespaces folded (`PATCH nodes`, `PUT
+/// kubeletconfigrollouts/status`, `LIST pods`).
+pub fn request_kind(r: &RequestRecord) -> String {
+    let segments: Vec<&str> = r.path.split('/').filter(|s| !s.is_empty()).collect();
+    let rest: &[&str] = match segments.as_slice() {
+        ["api", "v1", rest @ ..] => rest,
+        ["apis", _group, _version, rest @ ..] => rest,
+        _ => return format!("{} {}", r.method, r.path),
+    };
+    let rest = match rest {
+        ["namespaces", _ns, tail @ ..] if !tail.is_empty() => tail,
+        other => other,
+    };
+    let (resource, named) = match rest {
+        [plural] => (plural.to_string(), false),
+        [plural, _name] => (plural.to_string(), true),
+        [plural, _name, sub] => (format!("{plural}/{sub}"), true),
+        _ => (r.path.clone(), true),
+    };
+    let verb = match (r.method.as_str(), named, r.watch) {
+        ("GET", _, true) => "WATCH",
+        ("GET", false, false) => "LIST",
+        (method, _, _) => method,
+    };
+    format!("{verb} {resource}")
 }

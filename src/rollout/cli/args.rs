@@ -111,7 +111,8 @@ pub struct StartArgs {
     /// Bound on the Node turning Ready.
     #[arg(long)]
     pub node_ready_timeout: Option<String>,
-    /// How long a node must run the config without falling back before it counts as done.
+    /// How long a node must run the config without falling back before it counts as done
+    /// [default: the config's own configTrialDuration, 10m when it sets none].
     #[arg(long)]
     pub no_fallback_for: Option<String>,
     /// Do not wait for the node's pods to be Ready again.

@@ -7,7 +7,9 @@ use super::super::plan::conditions::PauseReason;
 use kube::api::DynamicObject;
 use kube::ResourceExt;
 
-use super::super::types::{DecodeError, KubeletConfigRollout, NodeCounts, Phase, RolloutStatus};
+use super::super::types::{
+    DecodeError, KubeletConfigRollout, NodeCounts, Phase, RevisionRecord, RolloutStatus,
+};
 
 /// Width of a progress bar in cells.
 const BAR: usize = 30;
@@ -68,6 +70,9 @@ pub fn status_text(r: &KubeletConfigRollout) -> String {
         .find(|c| c.type_ == "Valid" && c.status == "False")
     {
         let _ = writeln!(out, "INVALID  {}", c.message);
+    }
+    if let Some(h) = super::super::plan::revision::current(&st) {
+        let _ = writeln!(out, "GATE     no fallback for {}", no_fallback_text(h));
     }
     if let Some(until) = &st.soak_until {
         let _ = writeln!(out, "SOAK     until {until}");
@@ -144,24 +149,42 @@ pub fn invalid_text(obj: &DynamicObject, err: &DecodeError) -> String {
 pub fn history_text(r: &KubeletConfigRollout) -> String {
     let st = r.status.clone().unwrap_or_default();
     let mut out = format!(
-        "{:<9} {:<40} {:<11} {:>8} {:>7}  {:<20} {}\n",
-        "REVISION", "CONFIG", "RESULT", "CHANGED", "FAILED", "STARTED", "FINISHED"
+        "{:<9} {:<40} {:<11} {:>8} {:>7}  {:<28} {:<20} {}\n",
+        "REVISION",
+        "CONFIG",
+        "RESULT",
+        "CHANGED",
+        "FAILED",
+        "NO-FALLBACK-FOR",
+        "STARTED",
+        "FINISHED"
     );
     for h in &st.history {
         let current = if h.revision == st.revision { "*" } else { " " };
         let _ = writeln!(
             out,
-            "{:<9} {:<40} {:<11} {:>8} {:>7}  {:<20} {}",
+            "{:<9} {:<40} {:<11} {:>8} {:>7}  {:<28} {:<20} {}",
             format!("{}{current}", h.revision),
             h.config.annotation(),
             h.result.as_deref().unwrap_or("InProgress"),
             h.changed,
             h.failed,
+            no_fallback_text(h),
             h.started,
             h.finished.as_deref().unwrap_or("-")
         );
     }
     out
+}
+
+/// A revision's `noFallbackFor` and its source: `10m (ConfigTrialDuration)`; `-` in a
+/// record of an older build.
+fn no_fallback_text(h: &RevisionRecord) -> String {
+    match (&h.no_fallback_for, h.no_fallback_source) {
+        (Some(value), Some(source)) => format!("{value} ({})", source.as_str()),
+        (Some(value), None) => value.clone(),
+        (None, _) => "-".to_string(),
+    }
 }
 
 /// Whether a status --watch is over: nothing more will happen without the operator.

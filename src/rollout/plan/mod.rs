@@ -12,6 +12,7 @@
 mod budget;
 pub mod conditions;
 pub mod gates;
+pub mod nofallback;
 pub mod owner;
 pub mod revision;
 pub mod settings;
@@ -40,6 +41,8 @@ pub enum ConfigLookup {
     NotNeeded,
     Found {
         uid: String,
+        /// The trial the config's payload gives a node (its `configTrialDuration`).
+        trial: Result<nofallback::NoFallback, nofallback::TrialError>,
     },
     Missing(String),
 }
@@ -135,7 +138,21 @@ pub fn plan(inp: &Inputs) -> Plan {
     st.observed_generation = inp.generation;
     let now = rfc3339(inp.now);
     let settings = match Settings::of(inp.spec) {
-        Ok(s) => s,
+        Ok(mut s) => {
+            s.no_fallback_for =
+                nofallback::in_force(s.explicit_no_fallback, revision::current(&st));
+            if let (Some(duration), Some(rec)) = (s.explicit_no_fallback, current_mut(&mut st)) {
+                // The operator set (or changed) it mid-revision: the record shows the new one.
+                nofallback::record(
+                    rec,
+                    nofallback::NoFallback {
+                        duration,
+                        source: super::types::NoFallbackSource::Spec,
+                    },
+                );
+            }
+            s
+        }
         Err(err) => {
             st.phase = Phase::Invalid;
             set_condition(&mut st, "Valid", false, "InvalidSpec", &err, &now);
@@ -187,12 +204,48 @@ pub fn plan(inp: &Inputs) -> Plan {
     d.plan()
 }
 
+/// The current revision's record, to update.
+fn current_mut(st: &mut RolloutStatus) -> Option<&mut super::types::RevisionRecord> {
+    let revision = st.revision;
+    st.history
+        .last_mut()
+        .filter(|r| revision > 0 && r.revision == revision)
+}
+
 fn start_revision(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
-    match &d.inp.config {
-        ConfigLookup::Found { uid } => {
+    let inp = d.inp;
+    match &inp.config {
+        ConfigLookup::Found { uid, trial } => {
+            let no_fallback = match nofallback::resolve(d.settings.explicit_no_fallback, trial) {
+                Ok(no_fallback) => no_fallback,
+                Err(err) => {
+                    let msg = format!(
+                        "cannot start a revision of {}: {err}",
+                        inp.spec.config.annotation()
+                    );
+                    set_condition(
+                        &mut d.st,
+                        "ConfigFound",
+                        false,
+                        "TrialDurationUnreadable",
+                        &msg,
+                        &d.now,
+                    );
+                    d.wake_after(Duration::from_secs(30));
+                    return;
+                }
+            };
             let order = revision::snapshot(matching.values().copied(), &d.settings.topology_key);
             let batch = d.inp.spec.batch.resolve(order.len()).unwrap_or(1).max(1);
-            revision::start(&mut d.st, d.inp.spec, order, batch, uid, &d.now);
+            revision::start(
+                &mut d.st,
+                d.inp.spec,
+                order,
+                batch,
+                uid,
+                no_fallback,
+                &d.now,
+            );
             d.st.phase = Phase::Progressing;
             set_condition(
                 &mut d.st,

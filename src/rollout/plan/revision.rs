@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::super::nodeview::NodeView;
 use super::super::types::{RevisionRecord, RolloutSpec, RolloutStatus};
+use super::nofallback::{self, NoFallback};
 
 /// Revisions kept in the status.
 pub const HISTORY_LIMIT: usize = 10;
@@ -87,6 +88,7 @@ pub fn start(
     targets: Vec<String>,
     batch: usize,
     config_uid: &str,
+    no_fallback: NoFallback,
     now: &str,
 ) {
     if let Some(last) = status.history.last_mut() {
@@ -103,7 +105,7 @@ pub fn start(
     status.soak_until = None;
     status.failures.clear();
     status.acknowledged_failures = 0;
-    status.history.push(RevisionRecord {
+    let mut record = RevisionRecord {
         revision: status.revision,
         config: spec.config.clone(),
         config_uid: Some(config_uid.to_string()),
@@ -112,7 +114,11 @@ pub fn start(
         result: None,
         changed: 0,
         failed: 0,
-    });
+        no_fallback_for: None,
+        no_fallback_source: None,
+    };
+    nofallback::record(&mut record, no_fallback);
+    status.history.push(record);
     let excess = status.history.len().saturating_sub(HISTORY_LIMIT);
     status.history.drain(..excess);
 }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::cluster::nodeconfig::{parse_annotation, ConfigRef};
+use crate::config::kubeconfig::DEFAULT_CONFIG_TRIAL_DURATION;
 
 use super::super::types::{IntOrPercent, RolloutSpec};
 use super::super::window::{parse_duration, parse_windows, Window};
@@ -14,6 +15,9 @@ pub struct Settings {
     pub soak: Duration,
     pub config_active_timeout: Duration,
     pub node_ready_timeout: Duration,
+    /// The operator's `healthGates.noFallbackFor`, if set.
+    pub explicit_no_fallback: Option<Duration>,
+    /// The one in force for the current revision (see `nofallback::in_force`).
     pub no_fallback_for: Duration,
     pub pods_ready: bool,
     pub pods_ready_timeout: Duration,
@@ -52,6 +56,11 @@ impl Settings {
             return Err("maxUnavailable.topologyKey: must name a node label".to_string());
         }
         let gates = &spec.health_gates;
+        let explicit_no_fallback = gates
+            .no_fallback_for
+            .as_deref()
+            .map(|text| parse_duration("healthGates.noFallbackFor", text))
+            .transpose()?;
         Ok(Settings {
             target,
             soak: parse_duration("soak", &spec.soak)?,
@@ -63,7 +72,8 @@ impl Settings {
                 "healthGates.nodeReadyTimeout",
                 &gates.node_ready_timeout,
             )?,
-            no_fallback_for: parse_duration("healthGates.noFallbackFor", &gates.no_fallback_for)?,
+            explicit_no_fallback,
+            no_fallback_for: explicit_no_fallback.unwrap_or(DEFAULT_CONFIG_TRIAL_DURATION),
             pods_ready: gates.pods_ready,
             pods_ready_timeout: parse_duration(
                 "healthGates.podsReadyTimeout",

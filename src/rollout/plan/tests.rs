@@ -88,6 +88,13 @@ struct World {
     now: SystemTime,
     halted: bool,
     ack: Option<(u32, u32)>,
+    /// The ConfigMap's payload (the KubeletConfiguration cfg-b).
+    payload: String,
+}
+
+/// A KubeletConfiguration with `extra` fields.
+fn payload(extra: &str) -> String {
+    format!("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n{extra}")
 }
 
 impl World {
@@ -102,6 +109,7 @@ impl World {
             now: UNIX_EPOCH + Duration::from_secs(1_800_000_000),
             halted: false,
             ack: None,
+            payload: payload("eventBurst: 22\n"),
         }
     }
 
@@ -111,6 +119,7 @@ impl World {
         let config = if needs_new_revision(&self.spec, &self.status) {
             ConfigLookup::Found {
                 uid: "uid-cfg-b".into(),
+                trial: nofallback::trial_of(&self.payload),
             }
         } else {
             ConfigLookup::NotNeeded
@@ -479,6 +488,7 @@ impl Two {
         let config = if needs_new_revision(spec, status) {
             ConfigLookup::Found {
                 uid: format!("uid-{}", spec.config.name),
+                trial: nofallback::trial_of(&payload("")),
             }
         } else {
             ConfigLookup::NotNeeded
@@ -656,4 +666,91 @@ fn the_zone_budget_counts_what_every_rollout_is_changing() {
         let per = changing_per_zone(&t);
         assert!(per.values().all(|n| *n <= 1), "{per:?}");
     }
+}
+
+/// Issue 22 item 8: without `noFallbackFor`, a node counts as done only once the config's
+/// own `configTrialDuration` has passed since it was changed; the revision records it.
+#[test]
+fn by_default_a_node_is_done_only_after_the_configs_trial() {
+    let mut w = World::new(3);
+    w.spec.health_gates.no_fallback_for = None;
+    w.payload = payload("configTrialDuration: 45s\n");
+    assert!(w.step().is_empty(), "the snapshot is written first");
+    let rec = w.status.history.last().cloned().expect("a revision");
+    assert_eq!(rec.no_fallback_for.as_deref(), Some("45s"));
+    assert_eq!(
+        rec.no_fallback_source,
+        Some(crate::rollout::types::NoFallbackSource::ConfigTrialDuration)
+    );
+    let canary = World::names(&w.step());
+    assert_eq!(canary.len(), 1);
+    w.heal_all();
+    // Active and Ready at once, but the trial runs for 45 s from the change.
+    for _ in 0..44 {
+        w.now += Duration::from_secs(1);
+        assert!(w.step().is_empty());
+        assert_eq!(w.status.counts.done, 0, "{:?}", w.status.counts);
+        assert_eq!(w.status.current_batch, 0);
+    }
+    w.now += Duration::from_secs(1);
+    w.step();
+    assert_eq!(w.status.counts.done, 1);
+    assert_eq!(w.status.current_batch, 1, "the next batch starts");
+}
+
+#[test]
+fn a_config_without_a_trial_gets_the_default_trial_and_an_explicit_value_wins() {
+    let mut w = World::new(3);
+    w.spec.health_gates.no_fallback_for = None;
+    w.step();
+    let rec = w.status.history.last().cloned().expect("a revision");
+    assert_eq!(rec.no_fallback_for.as_deref(), Some("10m"));
+    assert_eq!(
+        rec.no_fallback_source,
+        Some(crate::rollout::types::NoFallbackSource::Default)
+    );
+    w.step();
+    w.heal_all();
+    w.now += Duration::from_secs(300);
+    w.step();
+    assert_eq!(w.status.counts.done, 0);
+    // The operator shortens it mid-revision: the node is done, the record says so.
+    w.spec.health_gates.no_fallback_for = Some("1m".into());
+    w.step();
+    assert_eq!(w.status.counts.done, 1);
+    let rec = w.status.history.last().cloned().expect("a revision");
+    assert_eq!(rec.no_fallback_for.as_deref(), Some("1m"));
+    assert_eq!(
+        rec.no_fallback_source,
+        Some(crate::rollout::types::NoFallbackSource::Spec)
+    );
+}
+
+#[test]
+fn a_malformed_trial_in_the_payload_holds_the_revision_with_a_condition() {
+    let mut w = World::new(3);
+    w.spec.health_gates.no_fallback_for = None;
+    w.payload = payload("configTrialDuration: soon\n");
+    assert!(w.step().is_empty());
+    assert_eq!(w.status.revision, 0, "no revision started");
+    let c = w
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ConfigFound")
+        .cloned()
+        .expect("a ConfigFound condition");
+    assert_eq!(c.status, "False");
+    assert_eq!(c.reason, "TrialDurationUnreadable");
+    assert!(c.message.contains("configTrialDuration"), "{}", c.message);
+    assert!(
+        c.message.contains("set healthGates.noFallbackFor"),
+        "{}",
+        c.message
+    );
+    // An explicit value does not need the payload.
+    w.spec.health_gates.no_fallback_for = Some("0s".into());
+    w.step();
+    assert_eq!(w.status.revision, 1);
+    assert_eq!(World::names(&w.step()).len(), 1);
 }

@@ -92,9 +92,30 @@ pub fn request_as(
         body.len()
     )
     .expect("send");
-    let mut reader = BufReader::new(conn);
+    read_answer(BufReader::new(conn)).expect("an answer")
+}
+
+/// `GET path` with the default token and this User-Agent; None when the server closed the
+/// connection without an answer (an outage).
+pub fn get_as_agent(server: &ApiServer, user_agent: &str, path: &str) -> Option<Answer> {
+    let mut conn = TcpStream::connect(("127.0.0.1", server.port())).expect("connect");
+    conn.set_read_timeout(Some(PATIENCE)).expect("read timeout");
+    write!(
+        conn,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
+         User-Agent: {user_agent}\r\nConnection: close\r\n\r\n",
+        server.token()
+    )
+    .expect("send");
+    read_answer(BufReader::new(conn))
+}
+
+/// The answer on `reader`; None if the connection closed before a status line.
+fn read_answer(mut reader: BufReader<TcpStream>) -> Option<Answer> {
     let mut status_line = String::new();
-    reader.read_line(&mut status_line).expect("status line");
+    if reader.read_line(&mut status_line).unwrap_or(0) == 0 {
+        return None;
+    }
     let code: u16 = status_line
         .split(' ')
         .nth(1)
@@ -113,11 +134,11 @@ pub fn request_as(
     }
     let mut text = String::new();
     reader.read_to_string(&mut text).expect("body");
-    Answer {
+    Some(Answer {
         code,
         headers,
         body: serde_json::from_str(&text).unwrap_or(Value::Null),
-    }
+    })
 }
 
 /// One raw JSON request with a bearer token; returns the status code and the JSON body.
