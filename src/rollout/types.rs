@@ -421,7 +421,7 @@ pub struct NodeFailure {
     pub time: String,
 }
 
-/// A condition of the rollout (`Progressing`, `Paused`, `Valid`, `Complete`).
+/// A condition of the rollout: `Valid`, `ConfigFound`, `Conflict`, `Superseded`, `Paused`, `Complete`.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutCondition {
@@ -432,6 +432,10 @@ pub struct RolloutCondition {
     pub reason: String,
     pub message: String,
     pub last_transition_time: String,
+    /// The generation of the spec the condition was decided on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = MAX_GENERATION))]
+    pub observed_generation: Option<i64>,
 }
 
 /// Nodes by state, for the current revision.

@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 use super::nodeview::{assignment_ref, NodeRecord, NodeView};
 use super::types::{FailureReason, NodeCounts, NodeFailure, Phase, RolloutSpec, RolloutStatus};
 use budget::Budget;
-use conditions::{set_condition, PauseReason};
+use conditions::{set_condition, ConditionType, PauseReason};
 use gates::{GateResult, PodsState};
 use owner::{Claim, Me, OtherRollout};
 use settings::Settings;
@@ -138,7 +138,14 @@ pub fn plan(inp: &Inputs) -> Plan {
         Ok(s) => s,
         Err(err) => {
             st.phase = Phase::Invalid;
-            set_condition(&mut st, "Valid", false, "InvalidSpec", &err, &now);
+            set_condition(
+                &mut st,
+                ConditionType::Valid,
+                false,
+                "InvalidSpec",
+                &err,
+                &now,
+            );
             return Plan {
                 status: st,
                 touches: Vec::new(),
@@ -149,7 +156,7 @@ pub fn plan(inp: &Inputs) -> Plan {
     };
     set_condition(
         &mut st,
-        "Valid",
+        ConditionType::Valid,
         true,
         "SpecValid",
         "the spec can be followed",
@@ -196,7 +203,7 @@ fn start_revision(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
             d.st.phase = Phase::Progressing;
             set_condition(
                 &mut d.st,
-                "ConfigFound",
+                ConditionType::ConfigFound,
                 true,
                 "Found",
                 "the ConfigMap exists",
@@ -222,7 +229,7 @@ fn start_revision(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
             );
             set_condition(
                 &mut d.st,
-                "ConfigFound",
+                ConditionType::ConfigFound,
                 false,
                 "ConfigMissing",
                 &msg,
@@ -457,7 +464,7 @@ fn report_owners(d: &mut Decider, blocked: &[(&str, String)], superseded: &[(&st
     if blocked.is_empty() {
         set_condition(
             &mut d.st,
-            "Conflict",
+            ConditionType::Conflict,
             false,
             "NoConflict",
             "no node of the current batch is owned by another rollout",
@@ -473,7 +480,7 @@ fn report_owners(d: &mut Decider, blocked: &[(&str, String)], superseded: &[(&st
         );
         set_condition(
             &mut d.st,
-            "Conflict",
+            ConditionType::Conflict,
             true,
             "NodesOwnedByAnotherRollout",
             &msg,
@@ -484,7 +491,7 @@ fn report_owners(d: &mut Decider, blocked: &[(&str, String)], superseded: &[(&st
     if superseded.is_empty() {
         set_condition(
             &mut d.st,
-            "Superseded",
+            ConditionType::Superseded,
             false,
             "NotSuperseded",
             "no target was changed by a newer rollout",
@@ -497,7 +504,14 @@ fn report_owners(d: &mut Decider, blocked: &[(&str, String)], superseded: &[(&st
             by(superseded),
             some_names(superseded.iter().map(|(n, _)| *n))
         );
-        set_condition(&mut d.st, "Superseded", true, "NewerRollout", &msg, &now);
+        set_condition(
+            &mut d.st,
+            ConditionType::Superseded,
+            true,
+            "NewerRollout",
+            &msg,
+            &now,
+        );
     }
 }
 
@@ -568,7 +582,7 @@ fn set_phase(d: &mut Decider, pause: Option<(PauseReason, String)>, window: Opti
     match &pause {
         Some((reason, message)) => set_condition(
             &mut d.st,
-            "Paused",
+            ConditionType::Paused,
             true,
             reason.as_str(),
             message,
@@ -576,7 +590,7 @@ fn set_phase(d: &mut Decider, pause: Option<(PauseReason, String)>, window: Opti
         ),
         None => set_condition(
             &mut d.st,
-            "Paused",
+            ConditionType::Paused,
             false,
             "Running",
             "not paused",
@@ -615,7 +629,7 @@ fn set_phase(d: &mut Decider, pause: Option<(PauseReason, String)>, window: Opti
                 ),
             )
         };
-        set_condition(&mut d.st, "Complete", ok, reason, &msg, &now);
+        set_condition(&mut d.st, ConditionType::Complete, ok, reason, &msg, &now);
         if let Some(h) = d.st.history.last_mut() {
             if h.result.is_none() {
                 h.result = Some(d.st.phase.as_str().to_string());
@@ -625,7 +639,7 @@ fn set_phase(d: &mut Decider, pause: Option<(PauseReason, String)>, window: Opti
     } else {
         set_condition(
             &mut d.st,
-            "Complete",
+            ConditionType::Complete,
             false,
             "InProgress",
             "nodes remain",
@@ -763,7 +777,7 @@ fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
         d.st.phase = Phase::Halted;
         set_condition(
             &mut d.st,
-            "Paused",
+            ConditionType::Paused,
             true,
             PauseReason::GlobalStop.as_str(),
             "the global stop switch is on",
@@ -771,7 +785,14 @@ fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
         );
     } else if left == 0 && waiting == 0 && d.touches.is_empty() {
         d.st.phase = Phase::Undone;
-        set_condition(&mut d.st, "Paused", false, "Running", "not paused", &now);
+        set_condition(
+            &mut d.st,
+            ConditionType::Paused,
+            false,
+            "Running",
+            "not paused",
+            &now,
+        );
         if let Some(h) = d.st.history.last_mut() {
             if h.result.as_deref() != Some(revision::UNDONE) {
                 h.result = Some(revision::UNDONE.to_string());
@@ -783,7 +804,7 @@ fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
     }
     set_condition(
         &mut d.st,
-        "Complete",
+        ConditionType::Complete,
         false,
         "Undo",
         "the revision is being undone",
