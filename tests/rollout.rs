@@ -498,6 +498,43 @@ fn of_two_controllers_exactly_one_acts_and_the_other_takes_over() {
     assert!(b.wait_exit(DEADLINE).success());
 }
 
+const LEASE_PATH: &str =
+    "/apis/coordination.k8s.io/v1/namespaces/kubelet-pivot/leases/kubelet-pivot-rollout-controller";
+
+#[test]
+fn each_lease_renewal_is_one_update_and_a_refused_one_reads_the_lease_once() {
+    let c = Cluster::new();
+    let count = |method: &str| {
+        c.server
+            .requests()
+            .iter()
+            .filter(|r| r.path == LEASE_PATH && r.method == method)
+            .count()
+    };
+    let _ctl = c.controller("ctl-a");
+    // Acquired by a GET (404) and a create; every renewal after that is one PUT.
+    wait_until(DEADLINE, "8 renewals", || (count("PUT") >= 8).then_some(()));
+    assert_eq!(count("GET"), 1, "a renewal read the Lease");
+    assert!(c
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.path == LEASE_PATH && r.method == "PUT")
+        .all(|r| r.status == 200));
+    // A renewal refused (the Lease changed meanwhile): read once, renewed, one PUT again.
+    c.server.fail_next_matching(1, 409, "PUT", LEASE_PATH);
+    let puts = count("PUT");
+    wait_until(DEADLINE, "renewals after a 409", || {
+        (count("PUT") >= puts + 6).then_some(())
+    });
+    assert_eq!(count("GET"), 2, "one read after the refused renewal");
+    assert!(
+        !c.log("ctl-a").contains("another replica holds"),
+        "{}",
+        c.log("ctl-a")
+    );
+}
+
 #[test]
 fn a_node_that_joins_converges_and_a_node_that_leaves_is_dropped() {
     let c = Cluster::new();

@@ -68,6 +68,10 @@ pub struct Elector {
     timings: LeaseTimings,
     /// The holder's record as last seen (resourceVersion) and when we saw it change.
     observed: Option<(String, Instant)>,
+    /// The Lease as we last wrote it while holding it: a renewal replaces it at once (one
+    /// PUT guarded by its resourceVersion, as client-go's fast path), and reads the Lease
+    /// only when that write is refused.
+    held: Option<Lease>,
 }
 
 fn now() -> MicroTime {
@@ -82,6 +86,7 @@ impl Elector {
             identity: identity.to_string(),
             timings,
             observed: None,
+            held: None,
         }
     }
 
@@ -96,8 +101,27 @@ impl Elector {
         }
     }
 
-    /// One attempt to take or keep the Lease; Ok(true) when we hold it now.
+    /// One attempt to take or keep the Lease; Ok(true) when we hold it now. While we hold
+    /// it, one write: the Lease we last wrote, renewed; only if that is refused (409: it
+    /// changed meanwhile) or fails is it read and decided again.
     async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+        if let Some(mut lease) = self.held.take() {
+            let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+            spec.renew_time = Some(now());
+            match self
+                .api
+                .replace(&self.name, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(written) => {
+                    self.held = Some(written);
+                    return Ok(true);
+                }
+                Err(err) => {
+                    warn!(%err, lease = %self.name, "renewing the leader lease was refused; reading it");
+                }
+            }
+        }
         let started = Instant::now();
         let Some(current) = self.api.get_opt(&self.name).await? else {
             let lease = Lease {
@@ -108,7 +132,10 @@ impl Elector {
                 spec: Some(self.spec(Some(now()), 0)),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
+                Ok(written) => {
+                    self.held = Some(written);
+                    Ok(true)
+                }
                 Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
                 Err(e) => Err(e),
             };
@@ -152,7 +179,10 @@ impl Elector {
             .replace(&self.name, &PostParams::default(), &lease)
             .await
         {
-            Ok(_) => Ok(true),
+            Ok(written) => {
+                self.held = Some(written);
+                Ok(true)
+            }
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
             Err(e) => Err(e),
         }
