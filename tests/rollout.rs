@@ -848,6 +848,144 @@ fn the_controller_needs_exactly_the_rbac_its_manifest_grants() {
     }
 }
 
+/// (reason, type, note, times) of each Event about rollout `name`, checking that each
+/// regards it; `times` counts a repeated Event's series.
+fn rollout_events(c: &Cluster, name: &str) -> Vec<(String, String, String, u64)> {
+    let uid = stored_rollout(c, name)["metadata"]["uid"].clone();
+    events_about(c, name)
+        .into_iter()
+        .map(|e| {
+            let about = &e["involvedObject"];
+            assert_eq!(about["kind"], "KubeletConfigRollout", "{e:#}");
+            assert_eq!(about["apiVersion"], "kubelet-pivot.io/v1alpha1", "{e:#}");
+            assert_eq!(about["uid"], uid, "{e:#}");
+            assert_eq!(
+                e["reportingComponent"], "kubelet-pivot-rollout-controller",
+                "{e:#}"
+            );
+            let text = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+            let times = [e["series"]["count"].as_u64(), e["count"].as_u64(), Some(1)]
+                .into_iter()
+                .flatten()
+                .max()
+                .unwrap_or(1);
+            (text("reason"), text("type"), text("message"), times)
+        })
+        .collect()
+}
+
+/// How many Events of `reason` were posted (a repeated one counts as its series count).
+fn count_reason(events: &[(String, String, String, u64)], reason: &str) -> u64 {
+    events
+        .iter()
+        .filter(|(r, ..)| r == reason)
+        .map(|(.., times)| times)
+        .sum()
+}
+
+#[test]
+fn every_batch_failure_pause_resume_undo_and_completion_is_an_event_on_the_rollout() {
+    let c = Cluster::new();
+    let sim = c.sim(6);
+    // The canary (the first node of the first zone) falls back 200 ms after it runs the
+    // config, within the 1 s it must run it: the rollout pauses before batch 1.
+    sim.script(
+        &node(0),
+        Script::RollsBack {
+            on: Some(format!("{NS}/cfg-b")),
+            after: Some(Duration::from_millis(200)),
+        },
+    );
+    let _ctl = c.controller("ctl-a");
+    let canary = [
+        "--canary",
+        "1",
+        "--batch",
+        "3",
+        "--max-unavailable",
+        "3",
+        "--no-fallback-for",
+        "1s",
+    ];
+    c.start("r1", "cfg-b", &canary);
+    let r = c.wait_phase("r1", "Paused");
+    let events = wait_until(DEADLINE, "the pause's Events", || {
+        let e = rollout_events(&c, "r1");
+        (count_reason(&e, "Paused") == 1).then_some(e)
+    });
+    assert_eq!(
+        count_reason(&events, "BatchStarted"),
+        1,
+        "{events:#?}\n{}",
+        c.log("ctl-a")
+    );
+    let failed: Vec<_> = events.iter().filter(|(r, ..)| r == "NodeFailed").collect();
+    assert_eq!(failed.len(), 1, "{events:#?}");
+    assert_eq!(failed[0].1, "Warning");
+    assert!(failed[0].2.contains(&node(0)), "{events:#?}");
+    assert!(
+        events
+            .iter()
+            .any(|(r, _, note, _)| r == "BatchStarted" && note.contains("canary")),
+        "{events:#?}"
+    );
+    assert!(failed[0].2.contains("Fallback"), "{events:#?}");
+    let paused = events.iter().find(|(r, ..)| r == "Paused").unwrap();
+    assert!(paused.2.contains(&paused_reason(&r)[5..]), "{paused:?}");
+    c.cli_ok(&["resume", "r1"]);
+    c.wait_phase("r1", "CompletedWithFailures");
+    let events = wait_until(DEADLINE, "the completion's Event", || {
+        let e = rollout_events(&c, "r1");
+        (count_reason(&e, "CompletedWithFailures") == 1).then_some(e)
+    });
+    assert_eq!(count_reason(&events, "Resumed"), 1, "{events:#?}");
+    assert_eq!(count_reason(&events, "BatchStarted"), 3, "{events:#?}");
+    c.cli_ok(&["undo", "r1"]);
+    c.wait_phase("r1", "Undone");
+    let events = wait_until(DEADLINE, "the undo's Events", || {
+        let e = rollout_events(&c, "r1");
+        (count_reason(&e, "Undone") == 1).then_some(e)
+    });
+    assert_eq!(count_reason(&events, "UndoStarted"), 1, "{events:#?}");
+    c.start("r1", "cfg-c", &canary[..6]);
+    c.wait_phase("r1", "Completed");
+    let events = wait_until(DEADLINE, "the second revision's Events", || {
+        let e = rollout_events(&c, "r1");
+        (count_reason(&e, "Completed") == 1).then_some(e)
+    });
+    // Each happened once: nothing was posted twice.
+    for (reason, n) in [
+        ("NodeFailed", 1),
+        ("Paused", 1),
+        ("Resumed", 1),
+        ("UndoStarted", 1),
+        ("Undone", 1),
+        ("CompletedWithFailures", 1),
+        ("Completed", 1),
+    ] {
+        assert_eq!(count_reason(&events, reason), n, "{reason}: {events:#?}");
+    }
+    let batches: Vec<_> = events
+        .iter()
+        .filter(|(r, ..)| r == "BatchStarted")
+        .map(|(_, _, note, _)| note.clone())
+        .collect();
+    assert_eq!(
+        batches.len(),
+        6,
+        "three batches of each revision: {batches:#?}"
+    );
+    assert!(
+        batches
+            .iter()
+            .filter(|n| n.starts_with("revision 2:"))
+            .count()
+            == 3,
+        "{batches:#?}\n{}",
+        c.log("ctl-a")
+    );
+}
+
 #[test]
 fn the_cli_reads_kubeconfig_and_context_as_kubectl_does() {
     let c = Cluster::new();

@@ -18,7 +18,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
@@ -26,12 +25,14 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::configwatch::ConfigWatches;
+use super::events::{self, Happening};
 use super::invalid::{self, StatusWrite};
 use super::lease::{Elector, Leadership, LeaseTimings};
 use super::nodeview::{NodeView, RECORD_ANNOTATION};
 use super::plan::gates::{PodsState, PODS_RECHECK};
 use super::plan::owner::OtherRollout;
 use super::plan::{self, ConfigLookup, Inputs, Plan, Touch};
+use super::recorder::{Note, Recorder, Severity};
 use super::types::{self, KubeletConfigRollout};
 use crate::cluster::nodeconfig::SOURCE_ANNOTATION;
 
@@ -45,8 +46,6 @@ const RETRY_FIRST: Duration = Duration::from_millis(500);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 /// How long a leader that lost its Lease tries to give it up before exiting.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
-/// The reporting controller of its Events.
-const EVENT_REPORTER: &str = "kubelet-pivot-rollout-controller";
 
 /// What the controller is told on its command line.
 #[derive(Clone, Debug)]
@@ -365,6 +364,8 @@ async fn write_status(
         .await
     {
         Ok(written) => {
+            let old = rollout.status.clone().unwrap_or_default();
+            post_events(ctx, rollout, &events::between(&old, &plan.status)).await;
             if let Ok(mut latest) = ctx.latest.lock() {
                 latest.insert(name.clone(), Arc::new(written));
             }
@@ -563,17 +564,42 @@ async fn write_invalid_status(
     }
 }
 
+/// The Events of what the status just written says happened (best effort: a failure is
+/// logged; the status holds the same facts).
+async fn post_events(ctx: &Context, rollout: &KubeletConfigRollout, happened: &[Happening]) {
+    if happened.is_empty() {
+        return;
+    }
+    let reference = rollout.object_ref(&());
+    for h in happened {
+        let text = h.note();
+        let note = Note {
+            severity: h.severity(),
+            reason: h.reason(),
+            action: h.action(),
+            note: &text,
+        };
+        match ctx.recorder.post(&reference, &note).await {
+            Ok(()) => {
+                info!(rollout = %rollout.name_any(), reason = h.reason(), note = %text, "posted an Event")
+            }
+            Err(err) => {
+                warn!(rollout = %rollout.name_any(), %err, "events are best effort; going on")
+            }
+        }
+    }
+}
+
 /// A Warning Event about `obj` (best effort: a failure is logged).
 async fn post_invalid_event(ctx: &Context, obj: &DynamicObject, message: &str) {
-    let event = Event {
-        type_: EventType::Warning,
-        reason: invalid::REASON.to_string(),
-        note: Some(message.to_string()),
-        action: "Decode".to_string(),
-        secondary: None,
+    let note = Note {
+        severity: Severity::Warning,
+        reason: invalid::REASON,
+        action: "Decode",
+        note: message,
     };
     let reference = obj.object_ref(&ctx.resource);
-    if let Err(err) = ctx.recorder.publish(&event, &reference).await {
+    if let Err(err) = ctx.recorder.post(&reference, &note).await {
         warn!(rollout = %obj.name_any(), %err, "cannot post an Event about the unreadable rollout");
     }
 }
@@ -685,13 +711,7 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
         pods: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
         resource: resource.clone(),
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: EVENT_REPORTER.to_string(),
-                instance: Some(opts.identity.clone()),
-            },
-        ),
+        recorder: Recorder::new(client.clone(), &opts.identity),
         invalid: Mutex::new(HashMap::new()),
     });
     let controller = controller

@@ -7,17 +7,21 @@
 //! - [`plan`]: the decisions, as one pure function;
 //! - [`window`]: maintenance windows and durations;
 //! - [`controller`]: the kube-runtime controller around the plan;
+//! - [`events`]: the Events a rollout's progress posts on it;
 //! - [`invalid`]: a rollout the controller cannot read, reported on itself and skipped;
+//! - [`recorder`]: posting those Events, one create each;
 //! - [`lease`]: leader election through a coordination.k8s.io Lease;
 //! - [`cli`]: `kubectl pivot rollout ...`.
 
 pub mod cli;
 pub mod configwatch;
 pub mod controller;
+pub mod events;
 pub mod invalid;
 pub mod lease;
 pub mod nodeview;
 pub mod plan;
+pub mod recorder;
 pub mod types;
 pub mod window;
 
