@@ -210,6 +210,17 @@ impl Cluster {
     }
 }
 
+/// The canary (the first node of the first zone) falls back 200 ms after it runs cfg-b.
+fn canary_falls_back(sim: &NodeSim) {
+    sim.script(
+        &node(0),
+        Script::RollsBack {
+            on: Some(format!("{NS}/cfg-b")),
+            after: Some(Duration::from_millis(200)),
+        },
+    );
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -236,13 +247,7 @@ fn a_canary_failure_stops_the_rollout_before_the_first_batch() {
     let c = Cluster::new();
     let sim = c.sim(9);
     // The canary is the first node of the first zone.
-    sim.script(
-        &node(0),
-        Script::RollsBack {
-            on: Some(format!("{NS}/cfg-b")),
-            after: Some(Duration::from_millis(200)),
-        },
-    );
+    canary_falls_back(&sim);
     let _ctl = c.controller("ctl-a");
     // The canary must run the config 1 s without falling back (its crash loop shows after
     // 200 ms) before the first batch may start.
@@ -889,13 +894,7 @@ fn every_batch_failure_pause_resume_undo_and_completion_is_an_event_on_the_rollo
     let sim = c.sim(6);
     // The canary (the first node of the first zone) falls back 200 ms after it runs the
     // config, within the 1 s it must run it: the rollout pauses before batch 1.
-    sim.script(
-        &node(0),
-        Script::RollsBack {
-            on: Some(format!("{NS}/cfg-b")),
-            after: Some(Duration::from_millis(200)),
-        },
-    );
+    canary_falls_back(&sim);
     let _ctl = c.controller("ctl-a");
     let canary = [
         "--canary",

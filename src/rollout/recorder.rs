@@ -25,21 +25,8 @@ const MAX_NOTE: usize = 1024;
 /// The longest reportingInstance the API server takes.
 const MAX_INSTANCE: usize = 128;
 
-/// `Normal` or `Warning`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Severity {
-    Normal,
-    Warning,
-}
-
-impl Severity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Normal => "Normal",
-            Severity::Warning => "Warning",
-        }
-    }
-}
+/// `Normal` or `Warning` (the Node Events' type).
+pub use crate::cluster::events::EventType as Severity;
 
 /// One Event to post.
 #[derive(Clone, Debug)]
