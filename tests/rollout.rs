@@ -10,7 +10,11 @@
 
 mod support;
 
+#[path = "support/scrape.rs"]
+mod scrape;
+
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -115,8 +119,34 @@ impl Cluster {
     }
 
     fn controller_with(&self, identity: &str, timings: Timings) -> Proc {
+        self.controller_args(identity, timings, &[])
+    }
+
+    fn controller_args(&self, identity: &str, timings: Timings, extra: &[&str]) -> Proc {
         let log = std::fs::File::create(self.log_path(identity)).expect("controller log");
-        support::rollout::controller(&self.kubeconfig, identity, &timings, log)
+        support::rollout::controller(&self.kubeconfig, identity, &timings, extra, log)
+    }
+
+    /// A controller serving /metrics, /healthz and /readyz on a port of its choosing
+    /// (`127.0.0.1:0`), and that address, read from its log.
+    fn serving_controller(&self, identity: &str) -> (Proc, SocketAddr) {
+        let ctl = self.controller_args(
+            identity,
+            Timings {
+                lease_duration: "2s",
+                renew_deadline: "1500ms",
+                retry_period: "250ms",
+                debounce: "50ms",
+            },
+            &["--metrics-address", "127.0.0.1:0"],
+        );
+        let addr = wait_until(DEADLINE, &format!("{identity} serves"), || {
+            let log = self.log(identity);
+            let line = log.lines().find(|l| l.contains("serving /metrics"))?;
+            let (_, rest) = line.split_once("address=")?;
+            rest.split_whitespace().next()?.parse().ok()
+        });
+        (ctl, addr)
     }
 
     /// Successful PATCHes of each node's object, by node.
@@ -983,6 +1013,120 @@ fn every_batch_failure_pause_resume_undo_and_completion_is_an_event_on_the_rollo
         "{batches:#?}\n{}",
         c.log("ctl-a")
     );
+}
+
+/// The status code of `GET path` on `addr`.
+fn probe(addr: SocketAddr, path: &str) -> u16 {
+    let raw = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    scrape::request(addr, &raw)
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+        .0
+}
+
+/// Scrapes `addr` until `accept` takes what it serves.
+fn metrics_until(
+    addr: SocketAddr,
+    what: &str,
+    accept: impl Fn(&scrape::Exposition) -> bool,
+) -> scrape::Exposition {
+    wait_until(DEADLINE, what, || {
+        scrape::scrape_openmetrics(addr).ok().filter(|m| accept(m))
+    })
+}
+
+const LEADER: &str = "kubelet_pivot_rollout_controller_leader";
+const RECONCILES: &str = "kubelet_pivot_rollout_reconciles_total";
+const COMPLETED: &str = "kubelet_pivot_rollouts{phase=\"Completed\"}";
+
+#[test]
+fn metrics_and_probes_follow_the_rollouts_and_the_leadership() {
+    let c = Cluster::new();
+    let _sim = c.sim(6);
+    let (mut a, addr_a) = c.serving_controller("ctl-a");
+    // ctl-a leads once its caches synced: leader 1, ready.
+    metrics_until(addr_a, "ctl-a leads", |m| m.get(LEADER) == Some(1.0));
+    wait_until(DEADLINE, "ctl-a ready", || {
+        (probe(addr_a, "/readyz") == 200).then_some(())
+    });
+    assert_eq!(probe(addr_a, "/healthz"), 200);
+    let (_b, addr_b) = c.serving_controller("ctl-b");
+    // ctl-b stands by: leader 0, alive, and ready while it reads the Lease.
+    wait_until(DEADLINE, "ctl-b ready", || {
+        (probe(addr_b, "/readyz") == 200).then_some(())
+    });
+    assert_eq!(probe(addr_b, "/healthz"), 200);
+    let m = scrape::scrape_openmetrics(addr_b).expect("scrape ctl-b");
+    assert_eq!(m.value(LEADER), 0.0);
+    assert_eq!(m.value(RECONCILES), 0.0, "a standby reconciles nothing");
+    // It cannot read the Lease any more: alive, not ready; then ready again.
+    c.server.deny("get", "leases", Some("kubelet-pivot"));
+    wait_until(DEADLINE, "ctl-b not ready", || {
+        (probe(addr_b, "/readyz") == 503).then_some(())
+    });
+    assert_eq!(probe(addr_b, "/healthz"), 200);
+    assert_eq!(
+        probe(addr_a, "/readyz"),
+        200,
+        "the leader renews without a read"
+    );
+    c.server.allow_all();
+    wait_until(DEADLINE, "ctl-b ready again", || {
+        (probe(addr_b, "/readyz") == 200).then_some(())
+    });
+    let before = scrape::scrape_openmetrics(addr_a).expect("scrape ctl-a");
+    assert_eq!(before.value(COMPLETED), 0.0);
+    // One status write fails: a reconcile error.
+    c.server.fail_next_matching(
+        1,
+        500,
+        "PUT",
+        "/apis/kubelet-pivot.io/v1alpha1/kubeletconfigrollouts/r1/status",
+    );
+    c.start(
+        "r1",
+        "cfg-b",
+        &["--canary", "1", "--batch", "50%", "--max-unavailable", "3"],
+    );
+    c.wait_phase("r1", "Completed");
+    let m = metrics_until(addr_a, "r1 Completed in ctl-a's metrics", |m| {
+        m.get(COMPLETED) == Some(1.0)
+    });
+    assert_eq!(
+        m.value("kubelet_pivot_rollout_nodes{rollout=\"r1\",state=\"done\"}"),
+        6.0
+    );
+    assert_eq!(
+        m.value("kubelet_pivot_rollout_nodes{rollout=\"r1\",state=\"pending\"}"),
+        0.0
+    );
+    assert_eq!(
+        m.value("kubelet_pivot_rollouts{phase=\"Progressing\"}"),
+        0.0
+    );
+    let reconciles = m.value(RECONCILES);
+    assert!(reconciles > before.value(RECONCILES) + 3.0, "{}", m.text);
+    assert_eq!(
+        m.value("kubelet_pivot_rollout_reconcile_duration_seconds_count"),
+        reconciles
+    );
+    assert_eq!(
+        m.value("kubelet_pivot_rollout_reconcile_errors_total{error=\"api\"}"),
+        1.0,
+        "{}",
+        m.text
+    );
+    // The standby saw none of it.
+    let m = scrape::scrape_openmetrics(addr_b).expect("scrape ctl-b");
+    assert_eq!(m.value(COMPLETED), 0.0);
+    assert_eq!(m.value(LEADER), 0.0);
+    // The leader goes: ctl-b leads and counts the rollout.
+    a.signal(Signal::SIGTERM);
+    assert!(a.wait_exit(DEADLINE).success());
+    metrics_until(addr_b, "ctl-b leads and sees r1", |m| {
+        m.get(LEADER) == Some(1.0) && m.get(COMPLETED) == Some(1.0)
+    });
+    assert_eq!(probe(addr_b, "/readyz"), 200);
+    assert_eq!(probe(addr_b, "/nope"), 404);
 }
 
 #[test]

@@ -253,7 +253,7 @@ impl Fleet {
     /// The controller with short lease timings and debounce; its log goes to a file.
     fn start_controller(&mut self) {
         let log = std::fs::File::create(self.controller_log()).expect("controller log");
-        self.controller = Some(controller(&self.kubeconfig, "e2e", &TIMINGS, log));
+        self.controller = Some(controller(&self.kubeconfig, "e2e", &TIMINGS, &[], log));
     }
 
     /// `kubelet-pivot rollout ARGS --kubeconfig K`.

@@ -26,13 +26,16 @@ use tracing::{info, warn};
 
 use super::configwatch::ConfigWatches;
 use super::events::{self, Happening};
+use super::health::{Health, Role};
 use super::invalid::{self, StatusWrite};
 use super::lease::{Elector, Leadership, LeaseTimings};
+use super::metrics::{ControllerMetrics, ErrorKind};
 use super::nodeview::{NodeView, RECORD_ANNOTATION};
 use super::plan::gates::{PodsState, PODS_RECHECK};
 use super::plan::owner::OtherRollout;
 use super::plan::{self, ConfigLookup, Inputs, Plan, Touch};
 use super::recorder::{Note, Recorder, Severity};
+use super::serve;
 use super::types::{self, KubeletConfigRollout};
 use crate::cluster::nodeconfig::SOURCE_ANNOTATION;
 
@@ -58,6 +61,8 @@ pub struct ControllerOptions {
     /// The ConfigMap whose existence halts every rollout.
     pub stop_configmap: String,
     pub debounce: Duration,
+    /// Where to serve /metrics, /healthz and /readyz (none: not served).
+    pub metrics_address: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +75,15 @@ pub enum ReconcileError {
         #[source]
         source: kube::Error,
     },
+}
+
+impl ReconcileError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            ReconcileError::NotLeader => ErrorKind::not_leader,
+            ReconcileError::Api { .. } => ErrorKind::api,
+        }
+    }
 }
 
 fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
@@ -101,6 +115,7 @@ struct Context {
     recorder: Recorder,
     /// Rollouts that cannot be read, and how far their report got.
     invalid: Mutex<HashMap<String, invalid::Report>>,
+    metrics: Arc<ControllerMetrics>,
 }
 
 /// Keeps only what the plan reads of a Node: a cache of 5,000 full Nodes (images, volumes,
@@ -381,8 +396,52 @@ async fn write_status(
 }
 
 async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let started = Instant::now();
+    let result = reconcile_any(&obj, &ctx).await;
+    ctx.metrics.reconciled(
+        started.elapsed(),
+        result.as_ref().err().map(ReconcileError::kind),
+    );
+    record_phase(&ctx, &obj);
+    result
+}
+
+/// The rollout's phase and counts as the controller last wrote or saw them, into the
+/// metrics.
+fn record_phase(ctx: &Context, obj: &DynamicObject) {
     let name = obj.name_any();
-    let decoded = serde_json::to_value(&*obj)
+    let existing = ctx.rollouts.state().iter().map(|r| r.name_any()).collect();
+    let ours = ctx
+        .latest
+        .lock()
+        .ok()
+        .and_then(|l| l.get(&name).cloned())
+        .filter(|w| w.metadata.uid == obj.metadata.uid);
+    let seen = ours.and_then(|w| w.status.clone()).or_else(|| {
+        serde_json::from_value::<types::RolloutStatus>(obj.data["status"].clone()).ok()
+    });
+    let (phase, counts) = seen.map_or_else(
+        || (types::Phase::Pending, types::NodeCounts::default()),
+        |st| (st.phase, st.counts),
+    );
+    let unreadable = ctx
+        .invalid
+        .lock()
+        .is_ok_and(|reports| reports.contains_key(&name));
+    let phase = if unreadable {
+        types::Phase::Invalid
+    } else {
+        phase
+    };
+    ctx.metrics.rollout(&name, phase, &counts, &existing);
+}
+
+async fn reconcile_any(
+    obj: &Arc<DynamicObject>,
+    ctx: &Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    let name = obj.name_any();
+    let decoded = serde_json::to_value(&**obj)
         .map_err(|e| types::DecodeError {
             field: ".".to_string(),
             reason: e.to_string(),
@@ -395,7 +454,7 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action,
             }
             reconcile_once(Arc::new(rollout), ctx.clone()).await
         }
-        Err(err) => report_invalid(&obj, &err, &ctx).await,
+        Err(err) => report_invalid(obj, &err, ctx).await,
     };
     if result.is_ok() {
         if let Ok(mut f) = ctx.failures.lock() {
@@ -651,19 +710,28 @@ fn log_controller_error<E: std::fmt::Display>(
 /// Runs the controller until leadership is lost (Err) or SIGTERM/SIGINT (Ok).
 pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> {
     opts.timings.check()?;
+    let metrics = Arc::new(ControllerMetrics::new());
+    let health = Health::new(opts.timings.lease_duration);
+    if let Some(addr) = opts.metrics_address {
+        serve::start(addr, metrics.clone(), health.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+    }
     let leases = Api::namespaced(client.clone(), &opts.namespace);
     let elector = Elector::new(
         leases.clone(),
         &opts.lease_name,
         &opts.identity,
         opts.timings.clone(),
-    );
+    )
+    .with_health(health.clone());
     info!(identity = %opts.identity, lease = %opts.lease_name, namespace = %opts.namespace,
           "waiting to lead the rollout controllers");
     let (leadership, lost) = tokio::select! {
         led = elector.lead() => led,
         _ = shutdown_signal() => return Ok(()),
     };
+    metrics.set_leader(true);
     let (nodes, node_writer) = reflector::store();
     let node_events = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
         .default_backoff()
@@ -713,6 +781,7 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
         resource: resource.clone(),
         recorder: Recorder::new(client.clone(), &opts.identity),
         invalid: Mutex::new(HashMap::new()),
+        metrics: metrics.clone(),
     });
     let controller = controller
         .with_config(ControllerConfig::default().debounce(opts.debounce))
@@ -735,6 +804,7 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
             return Ok(());
         }
     }
+    health.set_role(Role::Leader { synced: true });
     info!(
         nodes = nodes.state().len(),
         "caches synced; reconciling rollouts"
@@ -742,6 +812,7 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
     tokio::select! {
         () = controller => Err("the controller stopped".to_string()),
         _ = lost => {
+            metrics.set_leader(false);
             // Renewals failed for the whole renew deadline (or another replica
             // holds the Lease): stop acting at once; give the Lease up if the
             // API answers and it is still ours, so a standby need not wait it out.

@@ -14,6 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use tracing::{info, warn};
 
+use super::health::{Health, Role};
+
 /// Timings, as client-go names them.
 #[derive(Clone, Debug)]
 pub struct LeaseTimings {
@@ -72,6 +74,8 @@ pub struct Elector {
     /// PUT guarded by its resourceVersion, as client-go's fast path), and reads the Lease
     /// only when that write is refused.
     held: Option<Lease>,
+    /// Told of every attempt (the liveness and readiness probes).
+    health: Option<Health>,
 }
 
 fn now() -> MicroTime {
@@ -87,7 +91,24 @@ impl Elector {
             timings,
             observed: None,
             held: None,
+            health: None,
         }
+    }
+
+    /// Reports every attempt, and the leadership, to `health`.
+    pub fn with_health(mut self, health: Health) -> Elector {
+        self.health = Some(health);
+        self
+    }
+
+    /// One attempt, reported to the health state (answered: the Lease could be read and,
+    /// if it was due, written; a refusal such as a 403 or a 500 is no answer).
+    async fn attempt(&mut self) -> Result<bool, kube::Error> {
+        let result = self.try_acquire_or_renew().await;
+        if let Some(health) = &self.health {
+            health.lease_attempt(result.is_ok());
+        }
+        result
     }
 
     fn spec(&self, acquire: Option<MicroTime>, transitions: i32) -> LeaseSpec {
@@ -193,7 +214,7 @@ impl Elector {
     pub async fn lead(mut self) -> (Leadership, tokio::sync::oneshot::Receiver<()>) {
         loop {
             let attempt = Instant::now();
-            match self.try_acquire_or_renew().await {
+            match self.attempt().await {
                 Ok(true) => break,
                 Ok(false) => {}
                 Err(err) => {
@@ -203,6 +224,9 @@ impl Elector {
             tokio::time::sleep(self.timings.retry_period.saturating_sub(attempt.elapsed())).await;
         }
         info!(identity = %self.identity, lease = %self.name, "became the rollout controller leader");
+        if let Some(health) = &self.health {
+            health.set_role(Role::Leader { synced: false });
+        }
         let leadership = Leadership {
             renewed: Arc::new(Mutex::new(Instant::now())),
             deadline: self.timings.renew_deadline,
@@ -213,7 +237,7 @@ impl Elector {
             loop {
                 tokio::time::sleep(self.timings.retry_period).await;
                 let attempt = Instant::now();
-                match self.try_acquire_or_renew().await {
+                match self.attempt().await {
                     Ok(true) => handle.renewed_at(attempt),
                     Ok(false) => {
                         warn!(lease = %self.name, "another replica holds the leader lease now");

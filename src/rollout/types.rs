@@ -352,6 +352,21 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Every phase, in the order above.
+    pub const ALL: [Phase; 11] = [
+        Phase::Pending,
+        Phase::Progressing,
+        Phase::Soaking,
+        Phase::Paused,
+        Phase::Halted,
+        Phase::Waiting,
+        Phase::Completed,
+        Phase::CompletedWithFailures,
+        Phase::Undoing,
+        Phase::Undone,
+        Phase::Invalid,
+    ];
+
     /// Whether a rollout in this phase has not finished with its nodes: another rollout
     /// that started later waits for them (see `plan::owner`).
     pub fn owns_its_nodes(self) -> bool {
