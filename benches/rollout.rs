@@ -112,7 +112,7 @@ fn start_controller(kubeconfig: &Path, log: &Path) -> Proc {
         retry_period: "500ms",
         debounce: "100ms",
     };
-    support::rollout::controller(kubeconfig, "bench", &timings, log_file)
+    support::rollout::controller(kubeconfig, "bench", &timings, &[], log_file)
 }
 
 fn wait_for(what: &str, deadline: Duration, mut f: impl FnMut() -> bool, log: &Path) {

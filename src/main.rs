@@ -196,6 +196,7 @@ fn cluster_command(command: Command) -> ExitCode {
                     },
                     stop_configmap: a.stop_configmap,
                     debounce: a.debounce,
+                    metrics_address: a.metrics_address,
                 };
                 rollout::controller::run(client, opts).await.map(|()| 0)
             }

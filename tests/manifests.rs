@@ -1103,3 +1103,76 @@ fn namespaced_objects_live_in_declared_or_system_namespaces() {
         }
     }
 }
+
+// ---- the rollout controller's probes ----
+
+/// The rollout controller's Deployment.
+fn controller_deployment() -> Value {
+    all_documents()
+        .into_iter()
+        .find(|d| kind(d) == "Deployment" && d["metadata"]["name"] == "rollout-controller")
+        .expect("the rollout-controller Deployment in manifests/")
+}
+
+/// What is wrong with the controller's probes: each must GET /healthz or /readyz on the
+/// named port the container declares, which must be the port of its --metrics-address.
+fn controller_probe_problems(deploy: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let container = &deploy["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<String> = container["args"]
+        .as_sequence()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let served = flag_value(&args, &BTreeMap::new(), "--metrics-address", "")
+        .and_then(|a| a.rsplit_once(':').and_then(|(_, p)| p.parse::<u64>().ok()));
+    let Some(served) = served else {
+        return vec!["no --metrics-address with a port in the args".into()];
+    };
+    let ports = container["ports"]
+        .as_sequence()
+        .cloned()
+        .unwrap_or_default();
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        let get = &container[probe]["httpGet"];
+        if get["path"].as_str() != Some(path) {
+            problems.push(format!("{probe} does not GET {path}"));
+        }
+        let port = ports
+            .iter()
+            .find(|p| p["name"] == get["port"] || p["containerPort"] == get["port"]);
+        match port.and_then(|p| p["containerPort"].as_u64()) {
+            Some(p) if p == served => {}
+            other => problems.push(format!(
+                "{probe} probes port {:?} ({other:?}), not the served {served}",
+                get["port"]
+            )),
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_controller_deployment_probes_the_port_it_serves() {
+    let problems = controller_probe_problems(&controller_deployment());
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn controller_probe_checks_fail_on_broken_copies() {
+    let mut wrong_port = controller_deployment();
+    wrong_port["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] =
+        Value::from(8080);
+    assert!(!controller_probe_problems(&wrong_port).is_empty());
+    let mut wrong_path = controller_deployment();
+    wrong_path["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["path"] =
+        Value::from("/healthz");
+    assert!(!controller_probe_problems(&wrong_path).is_empty());
+    let mut no_flag = controller_deployment();
+    no_flag["spec"]["template"]["spec"]["containers"][0]["args"] =
+        serde_yaml_ng::from_str("[rollout-controller]").unwrap();
+    assert!(!controller_probe_problems(&no_flag).is_empty());
+}

@@ -10,7 +10,11 @@
 
 mod support;
 
+#[path = "support/scrape.rs"]
+mod scrape;
+
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -115,8 +119,34 @@ impl Cluster {
     }
 
     fn controller_with(&self, identity: &str, timings: Timings) -> Proc {
+        self.controller_args(identity, timings, &[])
+    }
+
+    fn controller_args(&self, identity: &str, timings: Timings, extra: &[&str]) -> Proc {
         let log = std::fs::File::create(self.log_path(identity)).expect("controller log");
-        support::rollout::controller(&self.kubeconfig, identity, &timings, log)
+        support::rollout::controller(&self.kubeconfig, identity, &timings, extra, log)
+    }
+
+    /// A controller serving /metrics, /healthz and /readyz on a port of its choosing
+    /// (`127.0.0.1:0`), and that address, read from its log.
+    fn serving_controller(&self, identity: &str) -> (Proc, SocketAddr) {
+        let ctl = self.controller_args(
+            identity,
+            Timings {
+                lease_duration: "2s",
+                renew_deadline: "1500ms",
+                retry_period: "250ms",
+                debounce: "50ms",
+            },
+            &["--metrics-address", "127.0.0.1:0"],
+        );
+        let addr = wait_until(DEADLINE, &format!("{identity} serves"), || {
+            let log = self.log(identity);
+            let line = log.lines().find(|l| l.contains("serving /metrics"))?;
+            let (_, rest) = line.split_once("address=")?;
+            rest.split_whitespace().next()?.parse().ok()
+        });
+        (ctl, addr)
     }
 
     /// Successful PATCHes of each node's object, by node.
@@ -211,6 +241,17 @@ impl Cluster {
     }
 }
 
+/// The canary (the first node of the first zone) falls back 200 ms after it runs cfg-b.
+fn canary_falls_back(sim: &NodeSim) {
+    sim.script(
+        &node(0),
+        Script::RollsBack {
+            on: Some(format!("{NS}/cfg-b")),
+            after: Some(Duration::from_millis(200)),
+        },
+    );
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -237,13 +278,7 @@ fn a_canary_failure_stops_the_rollout_before_the_first_batch() {
     let c = Cluster::new();
     let sim = c.sim(9);
     // The canary is the first node of the first zone.
-    sim.script(
-        &node(0),
-        Script::RollsBack {
-            on: Some(format!("{NS}/cfg-b")),
-            after: Some(Duration::from_millis(200)),
-        },
-    );
+    canary_falls_back(&sim);
     let _ctl = c.controller("ctl-a");
     // The canary must run the config 1 s without falling back (its crash loop shows after
     // 200 ms) before the first batch may start.
@@ -497,6 +532,43 @@ fn of_two_controllers_exactly_one_acts_and_the_other_takes_over() {
     assert!(c.log("ctl-b").contains("changed the node's assignment"));
     b.signal(Signal::SIGTERM);
     assert!(b.wait_exit(DEADLINE).success());
+}
+
+const LEASE_PATH: &str =
+    "/apis/coordination.k8s.io/v1/namespaces/kubelet-pivot/leases/kubelet-pivot-rollout-controller";
+
+#[test]
+fn each_lease_renewal_is_one_update_and_a_refused_one_reads_the_lease_once() {
+    let c = Cluster::new();
+    let count = |method: &str| {
+        c.server
+            .requests()
+            .iter()
+            .filter(|r| r.path == LEASE_PATH && r.method == method)
+            .count()
+    };
+    let _ctl = c.controller("ctl-a");
+    // Acquired by a GET (404) and a create; every renewal after that is one PUT.
+    wait_until(DEADLINE, "8 renewals", || (count("PUT") >= 8).then_some(()));
+    assert_eq!(count("GET"), 1, "a renewal read the Lease");
+    assert!(c
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.path == LEASE_PATH && r.method == "PUT")
+        .all(|r| r.status == 200));
+    // A renewal refused (the Lease changed meanwhile): read once, renewed, one PUT again.
+    c.server.fail_next_matching(1, 409, "PUT", LEASE_PATH);
+    let puts = count("PUT");
+    wait_until(DEADLINE, "renewals after a 409", || {
+        (count("PUT") >= puts + 6).then_some(())
+    });
+    assert_eq!(count("GET"), 2, "one read after the refused renewal");
+    assert!(
+        !c.log("ctl-a").contains("another replica holds"),
+        "{}",
+        c.log("ctl-a")
+    );
 }
 
 #[test]
@@ -760,56 +832,311 @@ fn the_controller_needs_exactly_the_rbac_its_manifest_grants() {
             after: None,
         },
     );
-    c.start(
+    // With the pods gate (a pod list per node).
+    let cfg = format!("{NS}/cfg-b");
+    c.cli_ok(&[
+        "start",
         "r1",
-        "cfg-b",
-        &["--canary", "0", "--batch", "3", "--max-unavailable", "3"],
-    );
+        "--config",
+        &cfg,
+        "--canary",
+        "0",
+        "--batch",
+        "3",
+        "--max-unavailable",
+        "3",
+        "--no-fallback-for",
+        "0s",
+    ]);
+    // Waits for its ConfigMap: watched by name in kubelet-config.
+    c.start("r2", "cfg-later", &["--selector", "pool=none"]);
     c.server.clear_requests();
     let _ctl = c.controller("ctl-a");
     c.wait_phase("r1", "Paused");
     c.cli_ok(&["undo", "r1"]);
     c.wait_phase("r1", "Undone");
+    wait_until(DEADLINE, "the Undone Event", || {
+        events_about(&c, "r1")
+            .iter()
+            .any(|e| e["reason"] == "Undone")
+            .then_some(())
+    });
     let mut used = std::collections::BTreeSet::new();
-    for r in c.server.requests() {
-        let request = rbac_request(&r);
+    let agent = format!(
+        "kubelet-pivot/{} (rollout-controller)",
+        env!("CARGO_PKG_VERSION")
+    );
+    let requests = c.server.requests();
+    let ours: Vec<_> = requests
+        .iter()
+        .filter(|r| r.user_agent.as_deref() == Some(agent.as_str()))
+        .collect();
+    assert!(ours.len() > 10, "{} requests of the controller", ours.len());
+    for r in ours {
+        let request = rbac_request(r);
         let (verb, group, resource, ns) = request.clone();
-        // The test's own CLI calls (status polling, undo) are reads and a spec patch.
-        if resource == "kubeletconfigrollouts" && (verb == "get" || verb == "patch") {
-            continue;
-        }
         let Some(i) = granted_by(&grants, &request) else {
             panic!("the controller did {verb} {group}/{resource} in {ns:?}, which its RBAC does not grant");
         };
         used.insert((i, verb));
     }
-    // Every verb granted was used, but the pods list (the pods gate is off here), a
-    // Lease create (the Lease is created once; updates follow) and Events (posted about
-    // a rollout that cannot be read: checked by
-    // a_rollout_the_controller_cannot_read_is_reported_on_itself_and_the_others_go_on).
-    let granted: Vec<(usize, String)> = grants
-        .iter()
-        .enumerate()
-        .flat_map(|(i, grant)| grant.rule.verbs.iter().map(move |v| (i, v.clone())))
-        .collect();
-    for (i, verb) in granted {
-        let resource = grants[i].rule.resources[0].as_str();
-        if resource == "pods"
-            || resource == "events"
-            || (resource == "kubeletconfigrollouts" && verb == "get")
-        {
-            continue;
+    // Every verb granted was used.
+    for (i, grant) in grants.iter().enumerate() {
+        for verb in &grant.rule.verbs {
+            assert!(
+                used.contains(&(i, verb.clone())),
+                "granted but never used: {verb} {:?} in {:?}",
+                grant.rule.resources,
+                grant.namespace
+            );
         }
-        // A config's ConfigMap is listed and watched only while a rollout waits for it
-        // (a_rollout_waiting_for_its_configmap_starts_when_it_is_created).
-        if resource == "configmaps" && grants[i].namespace.as_deref() == Some(NS) && verb != "get" {
-            continue;
-        }
-        assert!(
-            used.contains(&(i, verb.clone())),
-            "granted but never used: {verb} {resource}"
-        );
     }
+}
+
+/// (reason, type, note, times) of each Event about rollout `name`, checking that each
+/// regards it; `times` counts a repeated Event's series.
+fn rollout_events(c: &Cluster, name: &str) -> Vec<(String, String, String, u64)> {
+    let uid = stored_rollout(c, name)["metadata"]["uid"].clone();
+    events_about(c, name)
+        .into_iter()
+        .map(|e| {
+            let about = &e["involvedObject"];
+            assert_eq!(about["kind"], "KubeletConfigRollout", "{e:#}");
+            assert_eq!(about["apiVersion"], "kubelet-pivot.io/v1alpha1", "{e:#}");
+            assert_eq!(about["uid"], uid, "{e:#}");
+            assert_eq!(
+                e["reportingComponent"], "kubelet-pivot-rollout-controller",
+                "{e:#}"
+            );
+            let text = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+            let times = [e["series"]["count"].as_u64(), e["count"].as_u64(), Some(1)]
+                .into_iter()
+                .flatten()
+                .max()
+                .unwrap_or(1);
+            (text("reason"), text("type"), text("message"), times)
+        })
+        .collect()
+}
+
+/// How many Events of `reason` were posted (a repeated one counts as its series count).
+fn count_reason(events: &[(String, String, String, u64)], reason: &str) -> u64 {
+    events
+        .iter()
+        .filter(|(r, ..)| r == reason)
+        .map(|(.., times)| times)
+        .sum()
+}
+
+#[test]
+fn every_batch_failure_pause_resume_undo_and_completion_is_an_event_on_the_rollout() {
+    let c = Cluster::new();
+    let sim = c.sim(6);
+    // The canary (the first node of the first zone) falls back 200 ms after it runs the
+    // config, within the 1 s it must run it: the rollout pauses before batch 1.
+    canary_falls_back(&sim);
+    let _ctl = c.controller("ctl-a");
+    let canary = [
+        "--canary",
+        "1",
+        "--batch",
+        "3",
+        "--max-unavailable",
+        "3",
+        "--no-fallback-for",
+        "1s",
+    ];
+    c.start("r1", "cfg-b", &canary);
+    let r = c.wait_phase("r1", "Paused");
+    let events = wait_until(DEADLINE, "the pause's Events", || {
+        let e = rollout_events(&c, "r1");
+        (count_reason(&e, "Paused") == 1).then_some(e)
+    });
+    assert_eq!(
+        count_reason(&events, "BatchStarted"),
+        1,
+        "{events:#?}\n{}",
+        c.log("ctl-a")
+    );
+    let failed: Vec<_> = events.iter().filter(|(r, ..)| r == "NodeFailed").collect();
+    assert_eq!(failed.len(), 1, "{events:#?}");
+    assert_eq!(failed[0].1, "Warning");
+    assert!(failed[0].2.contains(&node(0)), "{events:#?}");
+    assert!(
+        events
+            .iter()
+            .any(|(r, _, note, _)| r == "BatchStarted" && note.contains("canary")),
+        "{events:#?}"
+    );
+    assert!(failed[0].2.contains("Fallback"), "{events:#?}");
+    let paused = events.iter().find(|(r, ..)| r == "Paused").unwrap();
+    assert!(paused.2.contains(&paused_reason(&r)[5..]), "{paused:?}");
+    c.cli_ok(&["resume", "r1"]);
+    c.wait_phase("r1", "CompletedWithFailures");
+    let events = wait_until(DEADLINE, "the completion's Event", || {
+        let e = rollout_events(&c, "r1");
+        (count_reason(&e, "CompletedWithFailures") == 1).then_some(e)
+    });
+    assert_eq!(count_reason(&events, "Resumed"), 1, "{events:#?}");
+    assert_eq!(count_reason(&events, "BatchStarted"), 3, "{events:#?}");
+    c.cli_ok(&["undo", "r1"]);
+    c.wait_phase("r1", "Undone");
+    let events = wait_until(DEADLINE, "the undo's Events", || {
+        let e = rollout_events(&c, "r1");
+        (count_reason(&e, "Undone") == 1).then_some(e)
+    });
+    assert_eq!(count_reason(&events, "UndoStarted"), 1, "{events:#?}");
+    c.start("r1", "cfg-c", &canary[..6]);
+    c.wait_phase("r1", "Completed");
+    let events = wait_until(DEADLINE, "the second revision's Events", || {
+        let e = rollout_events(&c, "r1");
+        (count_reason(&e, "Completed") == 1).then_some(e)
+    });
+    // Each happened once: nothing was posted twice.
+    for (reason, n) in [
+        ("NodeFailed", 1),
+        ("Paused", 1),
+        ("Resumed", 1),
+        ("UndoStarted", 1),
+        ("Undone", 1),
+        ("CompletedWithFailures", 1),
+        ("Completed", 1),
+    ] {
+        assert_eq!(count_reason(&events, reason), n, "{reason}: {events:#?}");
+    }
+    let batches: Vec<_> = events
+        .iter()
+        .filter(|(r, ..)| r == "BatchStarted")
+        .map(|(_, _, note, _)| note.clone())
+        .collect();
+    assert_eq!(
+        batches.len(),
+        6,
+        "three batches of each revision: {batches:#?}"
+    );
+    assert!(
+        batches
+            .iter()
+            .filter(|n| n.starts_with("revision 2:"))
+            .count()
+            == 3,
+        "{batches:#?}\n{}",
+        c.log("ctl-a")
+    );
+}
+
+/// The status code of `GET path` on `addr`.
+fn probe(addr: SocketAddr, path: &str) -> u16 {
+    let raw = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    scrape::request(addr, &raw)
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+        .0
+}
+
+/// Scrapes `addr` until `accept` takes what it serves.
+fn metrics_until(
+    addr: SocketAddr,
+    what: &str,
+    accept: impl Fn(&scrape::Exposition) -> bool,
+) -> scrape::Exposition {
+    wait_until(DEADLINE, what, || {
+        scrape::scrape_openmetrics(addr).ok().filter(|m| accept(m))
+    })
+}
+
+const LEADER: &str = "kubelet_pivot_rollout_controller_leader";
+const RECONCILES: &str = "kubelet_pivot_rollout_reconciles_total";
+const COMPLETED: &str = "kubelet_pivot_rollouts{phase=\"Completed\"}";
+
+#[test]
+fn metrics_and_probes_follow_the_rollouts_and_the_leadership() {
+    let c = Cluster::new();
+    let _sim = c.sim(6);
+    let (mut a, addr_a) = c.serving_controller("ctl-a");
+    // ctl-a leads once its caches synced: leader 1, ready.
+    metrics_until(addr_a, "ctl-a leads", |m| m.get(LEADER) == Some(1.0));
+    wait_until(DEADLINE, "ctl-a ready", || {
+        (probe(addr_a, "/readyz") == 200).then_some(())
+    });
+    assert_eq!(probe(addr_a, "/healthz"), 200);
+    let (_b, addr_b) = c.serving_controller("ctl-b");
+    // ctl-b stands by: leader 0, alive, and ready while it reads the Lease.
+    wait_until(DEADLINE, "ctl-b ready", || {
+        (probe(addr_b, "/readyz") == 200).then_some(())
+    });
+    assert_eq!(probe(addr_b, "/healthz"), 200);
+    let m = scrape::scrape_openmetrics(addr_b).expect("scrape ctl-b");
+    assert_eq!(m.value(LEADER), 0.0);
+    assert_eq!(m.value(RECONCILES), 0.0, "a standby reconciles nothing");
+    // It cannot read the Lease any more: alive, not ready; then ready again.
+    c.server.deny("get", "leases", Some("kubelet-pivot"));
+    wait_until(DEADLINE, "ctl-b not ready", || {
+        (probe(addr_b, "/readyz") == 503).then_some(())
+    });
+    assert_eq!(probe(addr_b, "/healthz"), 200);
+    assert_eq!(
+        probe(addr_a, "/readyz"),
+        200,
+        "the leader renews without a read"
+    );
+    c.server.allow_all();
+    wait_until(DEADLINE, "ctl-b ready again", || {
+        (probe(addr_b, "/readyz") == 200).then_some(())
+    });
+    let before = scrape::scrape_openmetrics(addr_a).expect("scrape ctl-a");
+    assert_eq!(before.value(COMPLETED), 0.0);
+    // One status write fails: a reconcile error.
+    c.server.fail_next_matching(
+        1,
+        500,
+        "PUT",
+        "/apis/kubelet-pivot.io/v1alpha1/kubeletconfigrollouts/r1/status",
+    );
+    c.start(
+        "r1",
+        "cfg-b",
+        &["--canary", "1", "--batch", "50%", "--max-unavailable", "3"],
+    );
+    c.wait_phase("r1", "Completed");
+    let m = metrics_until(addr_a, "r1 Completed in ctl-a's metrics", |m| {
+        m.get(COMPLETED) == Some(1.0)
+    });
+    assert_eq!(
+        m.value("kubelet_pivot_rollout_nodes{rollout=\"r1\",state=\"done\"}"),
+        6.0
+    );
+    assert_eq!(
+        m.value("kubelet_pivot_rollout_nodes{rollout=\"r1\",state=\"pending\"}"),
+        0.0
+    );
+    assert_eq!(
+        m.value("kubelet_pivot_rollouts{phase=\"Progressing\"}"),
+        0.0
+    );
+    let reconciles = m.value(RECONCILES);
+    assert!(reconciles > before.value(RECONCILES) + 3.0, "{}", m.text);
+    assert_eq!(
+        m.value("kubelet_pivot_rollout_reconcile_duration_seconds_count"),
+        reconciles
+    );
+    assert_eq!(
+        m.value("kubelet_pivot_rollout_reconcile_errors_total{error=\"api\"}"),
+        1.0,
+        "{}",
+        m.text
+    );
+    // The standby saw none of it.
+    let m = scrape::scrape_openmetrics(addr_b).expect("scrape ctl-b");
+    assert_eq!(m.value(COMPLETED), 0.0);
+    assert_eq!(m.value(LEADER), 0.0);
+    // The leader goes: ctl-b leads and counts the rollout.
+    a.signal(Signal::SIGTERM);
+    assert!(a.wait_exit(DEADLINE).success());
+    metrics_until(addr_b, "ctl-b leads and sees r1", |m| {
+        m.get(LEADER) == Some(1.0) && m.get(COMPLETED) == Some(1.0)
+    });
+    assert_eq!(probe(addr_b, "/readyz"), 200);
+    assert_eq!(probe(addr_b, "/nope"), 404);
 }
 
 #[test]

@@ -258,7 +258,7 @@ impl Fleet {
     /// The controller with these lease timings and debounce; its log goes to a file.
     fn start_controller(&mut self, timings: &Timings) {
         let log = std::fs::File::create(self.controller_log()).expect("controller log");
-        self.controller = Some(controller(&self.kubeconfig, "e2e", timings, log));
+        self.controller = Some(controller(&self.kubeconfig, "e2e", timings, &[], log));
     }
 
     /// `rollout start` of cfg-b: a canary, batches of 25%, at most 2 nodes of a zone at once,

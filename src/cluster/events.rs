@@ -26,6 +26,15 @@ pub enum EventType {
     Warning,
 }
 
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
 /// One Event about the own Node.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeEvent<'a> {
@@ -89,13 +98,7 @@ fn event_object(
         },
         reason: Some(prefix(ev.reason, MAX_EVENT_REASON).to_string()),
         message: Some(bounded(ev.message, MAX_EVENT_MESSAGE_BYTES)),
-        type_: Some(
-            match ev.type_ {
-                EventType::Normal => "Normal",
-                EventType::Warning => "Warning",
-            }
-            .into(),
-        ),
+        type_: Some(ev.type_.as_str().into()),
         count: Some(1),
         first_timestamp: time.clone(),
         last_timestamp: time,

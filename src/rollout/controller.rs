@@ -18,7 +18,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
@@ -26,13 +25,18 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::configwatch::ConfigWatches;
+use super::events::{self, Happening};
+use super::health::{Health, Role};
 use super::invalid::{self, StatusWrite};
 use super::lease::{Elector, Leadership, LeaseTimings};
+use super::metrics::{ControllerMetrics, ErrorKind};
 use super::nodeview::{NodeView, RECORD_ANNOTATION};
 use super::nodewrites::NodeWrites;
 use super::plan::gates::{PodsState, PODS_RECHECK};
 use super::plan::owner::OtherRollout;
 use super::plan::{self, ConfigLookup, Inputs, Plan, Touch};
+use super::recorder::{Note, Recorder, Severity};
+use super::serve;
 use super::types::{self, KubeletConfigRollout};
 use crate::cluster::nodeconfig::SOURCE_ANNOTATION;
 
@@ -49,8 +53,6 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How soon a rollout waiting for the cache to catch up with its own node writes is looked
 /// at again if no Node event comes first.
 const CACHE_LAG_RECHECK: Duration = Duration::from_secs(2);
-/// The reporting controller of its Events.
-const EVENT_REPORTER: &str = "kubelet-pivot-rollout-controller";
 
 /// What the controller is told on its command line.
 #[derive(Clone, Debug)]
@@ -63,6 +65,8 @@ pub struct ControllerOptions {
     /// The ConfigMap whose existence halts every rollout.
     pub stop_configmap: String,
     pub debounce: Duration,
+    /// Where to serve /metrics, /healthz and /readyz (none: not served).
+    pub metrics_address: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +79,15 @@ pub enum ReconcileError {
         #[source]
         source: kube::Error,
     },
+}
+
+impl ReconcileError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            ReconcileError::NotLeader => ErrorKind::not_leader,
+            ReconcileError::Api { .. } => ErrorKind::api,
+        }
+    }
 }
 
 fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
@@ -108,6 +121,7 @@ struct Context {
     invalid: Mutex<HashMap<String, invalid::Report>>,
     /// Cached Nodes already written against (module [`nodewrites`](super::nodewrites)).
     node_writes: NodeWrites,
+    metrics: Arc<ControllerMetrics>,
 }
 
 /// Keeps only what the plan reads of a Node: a cache of 5,000 full Nodes (images, volumes,
@@ -372,6 +386,8 @@ async fn write_status(
         .await
     {
         Ok(written) => {
+            let old = rollout.status.clone().unwrap_or_default();
+            post_events(ctx, rollout, &events::between(&old, &plan.status)).await;
             if let Ok(mut latest) = ctx.latest.lock() {
                 latest.insert(name.clone(), Arc::new(written));
             }
@@ -387,8 +403,52 @@ async fn write_status(
 }
 
 async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let started = Instant::now();
+    let result = reconcile_any(&obj, &ctx).await;
+    ctx.metrics.reconciled(
+        started.elapsed(),
+        result.as_ref().err().map(ReconcileError::kind),
+    );
+    record_phase(&ctx, &obj);
+    result
+}
+
+/// The rollout's phase and counts as the controller last wrote or saw them, into the
+/// metrics.
+fn record_phase(ctx: &Context, obj: &DynamicObject) {
     let name = obj.name_any();
-    let decoded = serde_json::to_value(&*obj)
+    let existing = ctx.rollouts.state().iter().map(|r| r.name_any()).collect();
+    let ours = ctx
+        .latest
+        .lock()
+        .ok()
+        .and_then(|l| l.get(&name).cloned())
+        .filter(|w| w.metadata.uid == obj.metadata.uid);
+    let seen = ours.and_then(|w| w.status.clone()).or_else(|| {
+        serde_json::from_value::<types::RolloutStatus>(obj.data["status"].clone()).ok()
+    });
+    let (phase, counts) = seen.map_or_else(
+        || (types::Phase::Pending, types::NodeCounts::default()),
+        |st| (st.phase, st.counts),
+    );
+    let unreadable = ctx
+        .invalid
+        .lock()
+        .is_ok_and(|reports| reports.contains_key(&name));
+    let phase = if unreadable {
+        types::Phase::Invalid
+    } else {
+        phase
+    };
+    ctx.metrics.rollout(&name, phase, &counts, &existing);
+}
+
+async fn reconcile_any(
+    obj: &Arc<DynamicObject>,
+    ctx: &Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    let name = obj.name_any();
+    let decoded = serde_json::to_value(&**obj)
         .map_err(|e| types::DecodeError {
             field: ".".to_string(),
             reason: e.to_string(),
@@ -401,7 +461,7 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action,
             }
             reconcile_once(Arc::new(rollout), ctx.clone()).await
         }
-        Err(err) => report_invalid(&obj, &err, &ctx).await,
+        Err(err) => report_invalid(obj, &err, ctx).await,
     };
     if result.is_ok() {
         if let Ok(mut f) = ctx.failures.lock() {
@@ -577,17 +637,42 @@ async fn write_invalid_status(
     }
 }
 
+/// The Events of what the status just written says happened (best effort: a failure is
+/// logged; the status holds the same facts).
+async fn post_events(ctx: &Context, rollout: &KubeletConfigRollout, happened: &[Happening]) {
+    if happened.is_empty() {
+        return;
+    }
+    let reference = rollout.object_ref(&());
+    for h in happened {
+        let text = h.note();
+        let note = Note {
+            severity: h.severity(),
+            reason: h.reason(),
+            action: h.action(),
+            note: &text,
+        };
+        match ctx.recorder.post(&reference, &note).await {
+            Ok(()) => {
+                info!(rollout = %rollout.name_any(), reason = h.reason(), note = %text, "posted an Event")
+            }
+            Err(err) => {
+                warn!(rollout = %rollout.name_any(), %err, "events are best effort; going on")
+            }
+        }
+    }
+}
+
 /// A Warning Event about `obj` (best effort: a failure is logged).
 async fn post_invalid_event(ctx: &Context, obj: &DynamicObject, message: &str) {
-    let event = Event {
-        type_: EventType::Warning,
-        reason: invalid::REASON.to_string(),
-        note: Some(message.to_string()),
-        action: "Decode".to_string(),
-        secondary: None,
+    let note = Note {
+        severity: Severity::Warning,
+        reason: invalid::REASON,
+        action: "Decode",
+        note: message,
     };
     let reference = obj.object_ref(&ctx.resource);
-    if let Err(err) = ctx.recorder.publish(&event, &reference).await {
+    if let Err(err) = ctx.recorder.post(&reference, &note).await {
         warn!(rollout = %obj.name_any(), %err, "cannot post an Event about the unreadable rollout");
     }
 }
@@ -639,19 +724,28 @@ fn log_controller_error<E: std::fmt::Display>(
 /// Runs the controller until leadership is lost (Err) or SIGTERM/SIGINT (Ok).
 pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> {
     opts.timings.check()?;
+    let metrics = Arc::new(ControllerMetrics::new());
+    let health = Health::new(opts.timings.lease_duration);
+    if let Some(addr) = opts.metrics_address {
+        serve::start(addr, metrics.clone(), health.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+    }
     let leases = Api::namespaced(client.clone(), &opts.namespace);
     let elector = Elector::new(
         leases.clone(),
         &opts.lease_name,
         &opts.identity,
         opts.timings.clone(),
-    );
+    )
+    .with_health(health.clone());
     info!(identity = %opts.identity, lease = %opts.lease_name, namespace = %opts.namespace,
           "waiting to lead the rollout controllers");
     let (leadership, lost) = tokio::select! {
         led = elector.lead() => led,
         _ = shutdown_signal() => return Ok(()),
     };
+    metrics.set_leader(true);
     let (nodes, node_writer) = reflector::store();
     let node_events = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
         .default_backoff()
@@ -699,15 +793,10 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
         pods: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
         resource: resource.clone(),
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: EVENT_REPORTER.to_string(),
-                instance: Some(opts.identity.clone()),
-            },
-        ),
+        recorder: Recorder::new(client.clone(), &opts.identity),
         invalid: Mutex::new(HashMap::new()),
         node_writes: NodeWrites::default(),
+        metrics: metrics.clone(),
     });
     let controller = controller
         .with_config(ControllerConfig::default().debounce(opts.debounce))
@@ -730,6 +819,7 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
             return Ok(());
         }
     }
+    health.set_role(Role::Leader { synced: true });
     info!(
         nodes = nodes.state().len(),
         "caches synced; reconciling rollouts"
@@ -737,6 +827,7 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
     tokio::select! {
         () = controller => Err("the controller stopped".to_string()),
         _ = lost => {
+            metrics.set_leader(false);
             // Renewals failed for the whole renew deadline (or another replica
             // holds the Lease): stop acting at once; give the Lease up if the
             // API answers and it is still ours, so a standby need not wait it out.

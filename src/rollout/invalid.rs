@@ -17,7 +17,7 @@ use crate::cluster::nodeconfig::bounded;
 /// The reason of the `Valid=False` condition and of the Event.
 pub const REASON: &str = "Undecodable";
 /// The condition the report sets.
-pub const CONDITION: &str = "Valid";
+pub const CONDITION: &str = super::plan::conditions::ConditionType::Valid.as_str();
 
 /// The longest message of the condition and the Event (an Event's note is at most 1 KiB).
 pub const MAX_MESSAGE: usize = 1024;
@@ -113,7 +113,7 @@ pub fn with_report(raw: &Value, message: &str, now: &str) -> Value {
     };
     status.insert("phase".into(), json!(Phase::Invalid.as_str()));
     if generation.is_i64() {
-        status.insert("observedGeneration".into(), generation);
+        status.insert("observedGeneration".into(), generation.clone());
     }
     let conditions = status
         .entry("conditions")
@@ -139,6 +139,11 @@ pub fn with_report(raw: &Value, message: &str, now: &str) -> Value {
         "message": message,
         "lastTransitionTime": since,
     }));
+    if generation.is_i64() {
+        if let Some(c) = conditions.last_mut().and_then(Value::as_object_mut) {
+            c.insert("observedGeneration".into(), generation);
+        }
+    }
     obj
 }
 
@@ -182,6 +187,7 @@ mod tests {
         assert_eq!(valid["status"], "False");
         assert_eq!(valid["reason"], "Undecodable");
         assert_eq!(valid["lastTransitionTime"], "2026-02-02T00:00:00Z");
+        assert_eq!(valid["observedGeneration"], 3);
         assert!(
             valid["message"]
                 .as_str()

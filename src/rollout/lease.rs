@@ -14,6 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use tracing::{info, warn};
 
+use super::health::{Health, Role};
+
 /// Timings, as client-go names them.
 #[derive(Clone, Debug)]
 pub struct LeaseTimings {
@@ -68,6 +70,12 @@ pub struct Elector {
     timings: LeaseTimings,
     /// The holder's record as last seen (resourceVersion) and when we saw it change.
     observed: Option<(String, Instant)>,
+    /// The Lease as we last wrote it while holding it: a renewal replaces it at once (one
+    /// PUT guarded by its resourceVersion, as client-go's fast path), and reads the Lease
+    /// only when that write is refused.
+    held: Option<Lease>,
+    /// Told of every attempt (the liveness and readiness probes).
+    health: Option<Health>,
 }
 
 fn now() -> MicroTime {
@@ -82,7 +90,25 @@ impl Elector {
             identity: identity.to_string(),
             timings,
             observed: None,
+            held: None,
+            health: None,
         }
+    }
+
+    /// Reports every attempt, and the leadership, to `health`.
+    pub fn with_health(mut self, health: Health) -> Elector {
+        self.health = Some(health);
+        self
+    }
+
+    /// One attempt, reported to the health state (answered: the Lease could be read and,
+    /// if it was due, written; a refusal such as a 403 or a 500 is no answer).
+    async fn attempt(&mut self) -> Result<bool, kube::Error> {
+        let result = self.try_acquire_or_renew().await;
+        if let Some(health) = &self.health {
+            health.lease_attempt(result.is_ok());
+        }
+        result
     }
 
     fn spec(&self, acquire: Option<MicroTime>, transitions: i32) -> LeaseSpec {
@@ -96,8 +122,27 @@ impl Elector {
         }
     }
 
-    /// One attempt to take or keep the Lease; Ok(true) when we hold it now.
+    /// One attempt to take or keep the Lease; Ok(true) when we hold it now. While we hold
+    /// it, one write: the Lease we last wrote, renewed; only if that is refused (409: it
+    /// changed meanwhile) or fails is it read and decided again.
     async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+        if let Some(mut lease) = self.held.take() {
+            let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+            spec.renew_time = Some(now());
+            match self
+                .api
+                .replace(&self.name, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(written) => {
+                    self.held = Some(written);
+                    return Ok(true);
+                }
+                Err(err) => {
+                    warn!(%err, lease = %self.name, "renewing the leader lease was refused; reading it");
+                }
+            }
+        }
         let started = Instant::now();
         let Some(current) = self.api.get_opt(&self.name).await? else {
             let lease = Lease {
@@ -108,7 +153,10 @@ impl Elector {
                 spec: Some(self.spec(Some(now()), 0)),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
+                Ok(written) => {
+                    self.held = Some(written);
+                    Ok(true)
+                }
                 Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
                 Err(e) => Err(e),
             };
@@ -152,7 +200,10 @@ impl Elector {
             .replace(&self.name, &PostParams::default(), &lease)
             .await
         {
-            Ok(_) => Ok(true),
+            Ok(written) => {
+                self.held = Some(written);
+                Ok(true)
+            }
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
             Err(e) => Err(e),
         }
@@ -163,7 +214,7 @@ impl Elector {
     pub async fn lead(mut self) -> (Leadership, tokio::sync::oneshot::Receiver<()>) {
         loop {
             let attempt = Instant::now();
-            match self.try_acquire_or_renew().await {
+            match self.attempt().await {
                 Ok(true) => break,
                 Ok(false) => {}
                 Err(err) => {
@@ -173,6 +224,9 @@ impl Elector {
             tokio::time::sleep(self.timings.retry_period.saturating_sub(attempt.elapsed())).await;
         }
         info!(identity = %self.identity, lease = %self.name, "became the rollout controller leader");
+        if let Some(health) = &self.health {
+            health.set_role(Role::Leader { synced: false });
+        }
         let leadership = Leadership {
             renewed: Arc::new(Mutex::new(Instant::now())),
             deadline: self.timings.renew_deadline,
@@ -183,7 +237,7 @@ impl Elector {
             loop {
                 tokio::time::sleep(self.timings.retry_period).await;
                 let attempt = Instant::now();
-                match self.try_acquire_or_renew().await {
+                match self.attempt().await {
                     Ok(true) => handle.renewed_at(attempt),
                     Ok(false) => {
                         warn!(lease = %self.name, "another replica holds the leader lease now");

@@ -9,18 +9,26 @@
 //! - [`plan`]: the decisions, as one pure function;
 //! - [`window`]: maintenance windows and durations;
 //! - [`controller`]: the kube-runtime controller around the plan;
+//! - [`events`]: the Events a rollout's progress posts on it;
 //! - [`invalid`]: a rollout the controller cannot read, reported on itself and skipped;
+//! - [`recorder`]: posting those Events, one create each;
+//! - [`metrics`], [`health`], [`serve`]: `/metrics`, `/healthz`, `/readyz`;
 //! - [`lease`]: leader election through a coordination.k8s.io Lease;
 //! - [`cli`]: `kubectl pivot rollout ...`.
 
 pub mod cli;
 pub mod configwatch;
 pub mod controller;
+pub mod events;
+pub mod health;
 pub mod invalid;
 pub mod lease;
+pub mod metrics;
 pub mod nodeview;
 pub mod nodewrites;
 pub mod plan;
+pub mod recorder;
+pub mod serve;
 pub mod types;
 pub mod window;
 

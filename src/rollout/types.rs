@@ -350,6 +350,21 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Every phase, in the order above.
+    pub const ALL: [Phase; 11] = [
+        Phase::Pending,
+        Phase::Progressing,
+        Phase::Soaking,
+        Phase::Paused,
+        Phase::Halted,
+        Phase::Waiting,
+        Phase::Completed,
+        Phase::CompletedWithFailures,
+        Phase::Undoing,
+        Phase::Undone,
+        Phase::Invalid,
+    ];
+
     /// Whether a rollout in this phase has not finished with its nodes: another rollout
     /// that started later waits for them (see `plan::owner`).
     pub fn owns_its_nodes(self) -> bool {
@@ -419,7 +434,7 @@ pub struct NodeFailure {
     pub time: String,
 }
 
-/// A condition of the rollout (`Progressing`, `Paused`, `Valid`, `Complete`).
+/// A condition of the rollout: `Valid`, `ConfigFound`, `Conflict`, `Superseded`, `Paused`, `Complete`.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutCondition {
@@ -430,6 +445,10 @@ pub struct RolloutCondition {
     pub reason: String,
     pub message: String,
     pub last_transition_time: String,
+    /// The generation of the spec the condition was decided on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = MAX_GENERATION))]
+    pub observed_generation: Option<i64>,
 }
 
 /// Nodes by state, for the current revision.

@@ -34,8 +34,14 @@ pub fn generated_crd() -> Result<Value, String> {
 }
 
 /// `kubelet-pivot rollout-controller` against `kubeconfig` in namespace kubelet-pivot, as
-/// `identity`, logging (RUST_LOG=info) to `log`.
-pub fn controller(kubeconfig: &Path, identity: &str, t: &Timings, log: File) -> Proc {
+/// `identity`, with `extra` flags, logging (RUST_LOG=info) to `log`.
+pub fn controller(
+    kubeconfig: &Path,
+    identity: &str,
+    t: &Timings,
+    extra: &[&str],
+    log: File,
+) -> Proc {
     let mut cmd = Command::new(pivot_bin());
     cmd.args(["rollout-controller", "--kubeconfig"])
         .arg(kubeconfig)
@@ -53,6 +59,7 @@ pub fn controller(kubeconfig: &Path, identity: &str, t: &Timings, log: File) -> 
             "--debounce",
             t.debounce,
         ])
+        .args(extra)
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

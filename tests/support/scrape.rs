@@ -31,7 +31,10 @@ pub fn request(addr: SocketAddr, raw: &str) -> std::io::Result<(u16, String, Str
         .unwrap_or_else(|| panic!("bad status line in {head:?}"));
     let len: usize = head
         .lines()
-        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length").then_some(value)
+        })
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("no Content-Length in {head:?}"));
     if !raw.starts_with("HEAD ") {
@@ -102,18 +105,23 @@ pub fn parse(text: &str) -> Exposition {
         if typed[name] == "counter" {
             assert!(name.ends_with("_total"), "counter {name} without _total");
         }
-        let v: f64 = value
-            .parse()
-            .unwrap_or_else(|_| panic!("bad value in {line:?}"));
-        assert!(
-            samples.insert(series.to_string(), v).is_none(),
-            "{series} twice"
-        );
+        add_sample(&mut samples, line, series, value);
     }
     Exposition {
         text: text.to_string(),
         samples,
     }
+}
+
+/// Adds the sample `series value` of `line`, once.
+fn add_sample(samples: &mut BTreeMap<String, f64>, line: &str, series: &str, value: &str) {
+    let v: f64 = value
+        .parse()
+        .unwrap_or_else(|_| panic!("bad value in {line:?}"));
+    assert!(
+        samples.insert(series.to_string(), v).is_none(),
+        "{series} twice"
+    );
 }
 
 /// `GET /metrics`, checked for status and content type, parsed.
@@ -128,4 +136,86 @@ pub fn scrape(addr: SocketAddr) -> std::io::Result<Exposition> {
         "wrong content type: {head}"
     );
     Ok(parse(&body))
+}
+
+/// Parses the OpenMetrics text format (what `prometheus-client` writes) strictly: a
+/// `# EOF` last line, every sample after its family's TYPE and named as that type allows
+/// (`_total` for a counter; `_bucket`, `_sum`, `_count` for a histogram; `_created` for
+/// either).
+pub fn parse_openmetrics(text: &str) -> Exposition {
+    let body = text
+        .strip_suffix("# EOF\n")
+        .unwrap_or_else(|| panic!("no `# EOF` last line in\n{text}"));
+    let mut typed: BTreeMap<String, String> = BTreeMap::new();
+    let mut samples = BTreeMap::new();
+    for line in body.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("TYPE line with a kind");
+            assert!(
+                [
+                    "counter",
+                    "gauge",
+                    "histogram",
+                    "info",
+                    "stateset",
+                    "unknown"
+                ]
+                .contains(&kind),
+                "unknown type {kind}"
+            );
+            assert!(
+                typed.insert(name.to_string(), kind.to_string()).is_none(),
+                "{name} typed twice"
+            );
+            continue;
+        }
+        if line.starts_with("# HELP ") || line.starts_with("# UNIT ") {
+            continue;
+        }
+        assert!(
+            !line.is_empty() && !line.starts_with('#'),
+            "unexpected line {line:?}"
+        );
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("bad sample {line:?}"));
+        let name = series.split('{').next().unwrap_or_default();
+        let family = typed
+            .iter()
+            .find(|(family, kind)| {
+                let suffixes: &[&str] = match kind.as_str() {
+                    "counter" => &["_total", "_created"],
+                    "histogram" => &["_bucket", "_sum", "_count", "_created"],
+                    _ => &[""],
+                };
+                suffixes
+                    .iter()
+                    .any(|s| name.strip_suffix(s) == Some(family.as_str()))
+            })
+            .map(|(f, _)| f.clone());
+        assert!(
+            family.is_some(),
+            "sample {name} of no family typed before it"
+        );
+        add_sample(&mut samples, line, series, value);
+    }
+    Exposition {
+        text: text.to_string(),
+        samples,
+    }
+}
+
+/// `GET /metrics` in the OpenMetrics format, checked for status and content type, parsed.
+pub fn scrape_openmetrics(addr: SocketAddr) -> std::io::Result<Exposition> {
+    let (code, head, body) = request(
+        addr,
+        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    )?;
+    assert_eq!(code, 200, "{head}\n{body}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/openmetrics-text; version=1.0.0"),
+        "wrong content type: {head}"
+    );
+    Ok(parse_openmetrics(&body))
 }

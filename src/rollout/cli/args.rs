@@ -158,6 +158,9 @@ pub struct ControllerArgs {
     /// Coalesce changes for this long before reconciling.
     #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
     pub debounce: Duration,
+    /// Serve Prometheus metrics at http://ADDRESS/metrics, and the probes /healthz and /readyz, on every replica (e.g. 0.0.0.0:9642). Off by default.
+    #[arg(long, env = "KUBELET_PIVOT_METRICS_ADDRESS", value_name = "ADDRESS")]
+    pub metrics_address: Option<std::net::SocketAddr>,
     /// Log format.
     #[arg(long, env = "KUBELET_PIVOT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     pub log_format: LogFormat,

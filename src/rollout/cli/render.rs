@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::super::plan::conditions::PauseReason;
+use super::super::plan::conditions::{ConditionType, PauseReason};
 use kube::api::DynamicObject;
 use kube::ResourceExt;
 
@@ -60,14 +60,14 @@ pub fn status_text(r: &KubeletConfigRollout) -> String {
     for c in st
         .conditions
         .iter()
-        .filter(|c| c.status == "True" && c.type_ != "Valid")
+        .filter(|c| c.status == "True" && c.type_ != ConditionType::Valid.as_str())
     {
         let _ = writeln!(out, "         {}: {} ({})", c.type_, c.reason, c.message);
     }
     if let Some(c) = st
         .conditions
         .iter()
-        .find(|c| c.type_ == "Valid" && c.status == "False")
+        .find(|c| c.type_ == ConditionType::Valid.as_str() && c.status == "False")
     {
         let _ = writeln!(out, "INVALID  {}", c.message);
     }
@@ -208,10 +208,11 @@ pub fn settled(r: &KubeletConfigRollout) -> bool {
 /// with failed nodes, or cannot be followed.
 pub fn exit_code(r: &KubeletConfigRollout) -> u8 {
     let st = r.status.clone().unwrap_or_default();
-    let failure_pause = st
-        .conditions
-        .iter()
-        .any(|c| c.type_ == "Paused" && c.status == "True" && PauseReason::is_failure(&c.reason));
+    let failure_pause = st.conditions.iter().any(|c| {
+        c.type_ == ConditionType::Paused.as_str()
+            && c.status == "True"
+            && PauseReason::is_failure(&c.reason)
+    });
     if matches!(st.phase, Phase::Invalid | Phase::CompletedWithFailures)
         || (st.phase == Phase::Paused && failure_pause)
     {

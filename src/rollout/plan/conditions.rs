@@ -40,10 +40,50 @@ impl PauseReason {
     }
 }
 
-/// Sets a condition; its lastTransitionTime moves only when its status does.
+/// The conditions the controller sets (and the only ones the CRD's schema names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConditionType {
+    /// The spec can be followed (False: `Invalid` phase, or an object that cannot be read).
+    Valid,
+    /// The ConfigMap of a new revision exists.
+    ConfigFound,
+    /// Nodes of the current batch are owned by an older, unfinished rollout.
+    Conflict,
+    /// A newer rollout took targets of this one.
+    Superseded,
+    /// The rollout changes no more nodes (reason: a [`PauseReason`]).
+    Paused,
+    /// Every target runs the config (False with `NodesFailed` when some do not).
+    Complete,
+}
+
+impl ConditionType {
+    pub const ALL: [ConditionType; 6] = [
+        ConditionType::Valid,
+        ConditionType::ConfigFound,
+        ConditionType::Conflict,
+        ConditionType::Superseded,
+        ConditionType::Paused,
+        ConditionType::Complete,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ConditionType::Valid => "Valid",
+            ConditionType::ConfigFound => "ConfigFound",
+            ConditionType::Conflict => "Conflict",
+            ConditionType::Superseded => "Superseded",
+            ConditionType::Paused => "Paused",
+            ConditionType::Complete => "Complete",
+        }
+    }
+}
+
+/// Sets a condition; its lastTransitionTime moves only when its status does. Its
+/// observedGeneration is the status's: the generation of the spec it was decided on.
 pub fn set_condition(
     st: &mut RolloutStatus,
-    type_: &str,
+    type_: ConditionType,
     status: bool,
     reason: &str,
     message: &str,
@@ -51,6 +91,8 @@ pub fn set_condition(
 ) {
     let status = if status { "True" } else { "False" };
     let message = crate::cluster::nodeconfig::bounded(message, 1024);
+    let generation = st.observed_generation;
+    let type_ = type_.as_str();
     match st.conditions.iter_mut().find(|c| c.type_ == type_) {
         Some(c) => {
             if c.status != status {
@@ -59,6 +101,7 @@ pub fn set_condition(
             c.status = status.to_string();
             c.reason = reason.to_string();
             c.message = message;
+            c.observed_generation = generation;
         }
         None => st.conditions.push(RolloutCondition {
             type_: type_.to_string(),
@@ -66,6 +109,7 @@ pub fn set_condition(
             reason: reason.to_string(),
             message,
             last_transition_time: now.to_string(),
+            observed_generation: generation,
         }),
     }
 }

@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime};
 use super::nodeview::{assignment_ref, NodeRecord, NodeView};
 use super::types::{FailureReason, NodeCounts, NodeFailure, Phase, RolloutSpec, RolloutStatus};
 use budget::Budget;
-use conditions::{set_condition, PauseReason};
+use conditions::{set_condition, ConditionType, PauseReason};
 use gates::{GateResult, PodsState};
 use owner::{Claim, Me, OtherRollout};
 use settings::Settings;
@@ -155,7 +155,14 @@ pub fn plan(inp: &Inputs) -> Plan {
         }
         Err(err) => {
             st.phase = Phase::Invalid;
-            set_condition(&mut st, "Valid", false, "InvalidSpec", &err, &now);
+            set_condition(
+                &mut st,
+                ConditionType::Valid,
+                false,
+                "InvalidSpec",
+                &err,
+                &now,
+            );
             return Plan {
                 status: st,
                 touches: Vec::new(),
@@ -166,7 +173,7 @@ pub fn plan(inp: &Inputs) -> Plan {
     };
     set_condition(
         &mut st,
-        "Valid",
+        ConditionType::Valid,
         true,
         "SpecValid",
         "the spec can be followed",
@@ -225,7 +232,7 @@ fn start_revision(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
                     );
                     set_condition(
                         &mut d.st,
-                        "ConfigFound",
+                        ConditionType::ConfigFound,
                         false,
                         "TrialDurationUnreadable",
                         &msg,
@@ -249,7 +256,7 @@ fn start_revision(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
             d.st.phase = Phase::Progressing;
             set_condition(
                 &mut d.st,
-                "ConfigFound",
+                ConditionType::ConfigFound,
                 true,
                 "Found",
                 "the ConfigMap exists",
@@ -275,7 +282,7 @@ fn start_revision(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
             );
             set_condition(
                 &mut d.st,
-                "ConfigFound",
+                ConditionType::ConfigFound,
                 false,
                 "ConfigMissing",
                 &msg,
@@ -510,7 +517,7 @@ fn report_owners(d: &mut Decider, blocked: &[(&str, String)], superseded: &[(&st
     if blocked.is_empty() {
         set_condition(
             &mut d.st,
-            "Conflict",
+            ConditionType::Conflict,
             false,
             "NoConflict",
             "no node of the current batch is owned by another rollout",
@@ -526,7 +533,7 @@ fn report_owners(d: &mut Decider, blocked: &[(&str, String)], superseded: &[(&st
         );
         set_condition(
             &mut d.st,
-            "Conflict",
+            ConditionType::Conflict,
             true,
             "NodesOwnedByAnotherRollout",
             &msg,
@@ -537,7 +544,7 @@ fn report_owners(d: &mut Decider, blocked: &[(&str, String)], superseded: &[(&st
     if superseded.is_empty() {
         set_condition(
             &mut d.st,
-            "Superseded",
+            ConditionType::Superseded,
             false,
             "NotSuperseded",
             "no target was changed by a newer rollout",
@@ -550,7 +557,14 @@ fn report_owners(d: &mut Decider, blocked: &[(&str, String)], superseded: &[(&st
             by(superseded),
             some_names(superseded.iter().map(|(n, _)| *n))
         );
-        set_condition(&mut d.st, "Superseded", true, "NewerRollout", &msg, &now);
+        set_condition(
+            &mut d.st,
+            ConditionType::Superseded,
+            true,
+            "NewerRollout",
+            &msg,
+            &now,
+        );
     }
 }
 
@@ -621,7 +635,7 @@ fn set_phase(d: &mut Decider, pause: Option<(PauseReason, String)>, window: Opti
     match &pause {
         Some((reason, message)) => set_condition(
             &mut d.st,
-            "Paused",
+            ConditionType::Paused,
             true,
             reason.as_str(),
             message,
@@ -629,7 +643,7 @@ fn set_phase(d: &mut Decider, pause: Option<(PauseReason, String)>, window: Opti
         ),
         None => set_condition(
             &mut d.st,
-            "Paused",
+            ConditionType::Paused,
             false,
             "Running",
             "not paused",
@@ -668,7 +682,7 @@ fn set_phase(d: &mut Decider, pause: Option<(PauseReason, String)>, window: Opti
                 ),
             )
         };
-        set_condition(&mut d.st, "Complete", ok, reason, &msg, &now);
+        set_condition(&mut d.st, ConditionType::Complete, ok, reason, &msg, &now);
         if let Some(h) = d.st.history.last_mut() {
             if h.result.is_none() {
                 h.result = Some(d.st.phase.as_str().to_string());
@@ -678,7 +692,7 @@ fn set_phase(d: &mut Decider, pause: Option<(PauseReason, String)>, window: Opti
     } else {
         set_condition(
             &mut d.st,
-            "Complete",
+            ConditionType::Complete,
             false,
             "InProgress",
             "nodes remain",
@@ -816,7 +830,7 @@ fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
         d.st.phase = Phase::Halted;
         set_condition(
             &mut d.st,
-            "Paused",
+            ConditionType::Paused,
             true,
             PauseReason::GlobalStop.as_str(),
             "the global stop switch is on",
@@ -824,7 +838,14 @@ fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
         );
     } else if left == 0 && waiting == 0 && d.touches.is_empty() {
         d.st.phase = Phase::Undone;
-        set_condition(&mut d.st, "Paused", false, "Running", "not paused", &now);
+        set_condition(
+            &mut d.st,
+            ConditionType::Paused,
+            false,
+            "Running",
+            "not paused",
+            &now,
+        );
         if let Some(h) = d.st.history.last_mut() {
             if h.result.as_deref() != Some(revision::UNDONE) {
                 h.result = Some(revision::UNDONE.to_string());
@@ -836,7 +857,7 @@ fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
     }
     set_condition(
         &mut d.st,
-        "Complete",
+        ConditionType::Complete,
         false,
         "Undo",
         "the revision is being undone",

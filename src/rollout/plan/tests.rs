@@ -754,3 +754,45 @@ fn a_malformed_trial_in_the_payload_holds_the_revision_with_a_condition() {
     assert_eq!(w.status.revision, 1);
     assert_eq!(World::names(&w.step()).len(), 1);
 }
+
+#[test]
+fn every_condition_carries_the_generation_it_was_decided_on() {
+    let mut w = World::new(6);
+    w.run_until(Phase::Completed);
+    let seen: Vec<&str> = w
+        .status
+        .conditions
+        .iter()
+        .map(|c| c.type_.as_str())
+        .collect();
+    assert!(!seen.is_empty());
+    for c in &w.status.conditions {
+        assert_eq!(c.observed_generation, Some(1), "{c:?}");
+        assert!(
+            ConditionType::ALL.iter().any(|t| t.as_str() == c.type_),
+            "{} is not a ConditionType",
+            c.type_
+        );
+    }
+}
+
+#[test]
+fn the_crd_names_exactly_the_conditions_the_controller_sets() {
+    let crd = serde_json::to_value(crate::rollout::types::crd().unwrap()).unwrap();
+    let described = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+        ["properties"]["conditions"]["items"]["description"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for t in ConditionType::ALL {
+        assert!(
+            described.contains(&format!("`{}`", t.as_str())),
+            "{described}"
+        );
+    }
+    let named = described.matches('`').count() / 2;
+    assert_eq!(named, ConditionType::ALL.len(), "{described}");
+    let item = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+        ["properties"]["conditions"]["items"]["properties"];
+    assert!(item["observedGeneration"].is_object(), "{item}");
+}
