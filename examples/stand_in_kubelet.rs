@@ -171,6 +171,18 @@ const ENV_STATE_FILES: &str = "STANDIN_STATE_FILES";
 const ENV_HEALTHZ: &str = "STANDIN_HEALTHZ";
 const ENV_HEALTHZ_DELAY: &str = "STANDIN_HEALTHZ_DELAY_MS";
 
+/// One line on stderr in one write(2). The stand-in shares stderr with kubelet-pivot, and
+/// `eprintln!` writes a line piecewise (stderr is unbuffered), so its lines could interleave
+/// with the supervisor's (a journal-stream test caught " started" on a line of its own). Not
+/// used in the forked children below, which must not allocate.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let mut line = format!($($arg)*);
+        line.push('\n');
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }};
+}
+
 fn main() {
     // First thing: the exec time, reported as `t` of the `start` event.
     let exec_ns = now_ns();
@@ -179,7 +191,7 @@ fn main() {
     let code = match run(exec_ns, &args, &mut events) {
         Ok(never) => match never {},
         Err(err) => {
-            eprintln!(
+            say!(
                 "stand-in kubelet pid {}: {err}; exiting with code {EXIT_ERROR}",
                 getpid()
             );
@@ -190,7 +202,7 @@ fn main() {
                 now_ns(),
                 &[("code", code.as_str()), ("reason", "error")],
             ) {
-                eprintln!("stand-in kubelet pid {}: {log_err}", getpid());
+                say!("stand-in kubelet pid {}: {log_err}", getpid());
             }
             EXIT_ERROR
         }
@@ -545,7 +557,7 @@ fn run(exec_ns: u128, args: &[String], events: &mut Events) -> Result<Infallible
         ],
     )?;
     let started = Instant::now();
-    eprintln!("stand-in kubelet pid {} started", getpid());
+    say!("stand-in kubelet pid {} started", getpid());
     if let Some(kubelet_config) = kubelet_config.as_ref().filter(|_| settings.healthz) {
         start_healthz(kubelet_config, started + settings.healthz_delay, events)?;
     }
@@ -562,7 +574,7 @@ fn run(exec_ns: u128, args: &[String], events: &mut Events) -> Result<Infallible
 /// Refuses to run the way the real kubelet does (message on stderr, exit 1), logging
 /// `crash code=1 reason=<reason>`.
 fn refuse(events: &Events, reason: &str, message: &str) -> ! {
-    eprintln!(
+    say!(
         "stand-in kubelet pid {}: {message}; exiting with code {EXIT_REFUSED}",
         getpid()
     );
@@ -572,7 +584,7 @@ fn refuse(events: &Events, reason: &str, message: &str) -> ! {
         now_ns(),
         &[("code", code.as_str()), ("reason", reason)],
     ) {
-        eprintln!("stand-in kubelet pid {}: {err}", getpid());
+        say!("stand-in kubelet pid {}: {err}", getpid());
     }
     exit(EXIT_REFUSED);
 }
@@ -701,7 +713,7 @@ fn restore_checkpoint(
             let body = fresh();
             let content = format!("{body},\"checksum\":{}}}", fnv1a(body.as_bytes()));
             write_checkpoint(root, &path, &content)?;
-            eprintln!(
+            say!(
                 "stand-in kubelet pid {} created {} with policy {policy:?}",
                 getpid(),
                 path.display()
@@ -832,7 +844,7 @@ fn start_healthz(config: &KubeletConfig, ready_at: Instant, events: &Events) -> 
                 ("error", error.as_str()),
             ],
         )?;
-        eprintln!(
+        say!(
             "stand-in kubelet pid {}: Failed to start healthz server: listen tcp {addr}: {err}; retrying every {HEALTHZ_BIND_RETRY:?}",
             getpid()
         );
@@ -846,7 +858,7 @@ fn start_healthz(config: &KubeletConfig, ready_at: Instant, events: &Events) -> 
                 Err(_) => loop {
                     std::thread::sleep(HEALTHZ_BIND_RETRY);
                     if let Ok(listener) = TcpListener::bind(addr) {
-                        eprintln!(
+                        say!(
                             "stand-in kubelet pid {} serving healthz on {addr} (after retries)",
                             getpid()
                         );
@@ -857,7 +869,7 @@ fn start_healthz(config: &KubeletConfig, ready_at: Instant, events: &Events) -> 
             for stream in listener.incoming() {
                 let result = stream.and_then(|stream| answer_healthz(stream, ready_at));
                 if let Err(err) = result {
-                    eprintln!("stand-in kubelet pid {}: healthz: {err}", getpid());
+                    say!("stand-in kubelet pid {}: healthz: {err}", getpid());
                     // Do not spin if accept itself keeps failing (EMFILE and the like).
                     std::thread::sleep(Duration::from_millis(10));
                 }
@@ -869,7 +881,7 @@ fn start_healthz(config: &KubeletConfig, ready_at: Instant, events: &Events) -> 
         })?;
     if bound {
         events.record("healthz", now_ns(), &[("addr", addr.to_string().as_str())])?;
-        eprintln!(
+        say!(
             "stand-in kubelet pid {} serving healthz on {addr}",
             getpid()
         );
@@ -951,7 +963,7 @@ fn take_lock_file(path: &Path, events: &Events) -> Result<File, Error> {
     }
     let lock_field = path.display().to_string();
     events.record("lock-wait", now_ns(), &[("lock", lock_field.as_str())])?;
-    eprintln!(
+    say!(
         "stand-in kubelet pid {} waiting for the lock on {}",
         getpid(),
         path.display()
@@ -994,7 +1006,7 @@ fn take_probe(path: &Path, events: &Events) -> Result<File, Error> {
 fn report_overlap(path: &Path, file: &File, events: &Events) -> ! {
     let holder = probe_holder(file).map_or_else(|| "unknown".to_owned(), |pid| pid.to_string());
     let probe_field = path.display().to_string();
-    eprintln!(
+    say!(
         "STAND-IN KUBELET OVERLAP: another kubelet holds the overlap probe {probe_field} (pid {holder})"
     );
     let t = now_ns();
@@ -1008,14 +1020,14 @@ fn report_overlap(path: &Path, file: &File, events: &Events) -> ! {
         .and_then(|mut marker| marker.write_all(event_line("OVERLAP", t, &extra).as_bytes()));
     // Keep going on failures: the exit code and the other report still tell the story.
     if let Err(err) = marker {
-        eprintln!(
+        say!(
             "stand-in kubelet pid {}: failed to write the overlap marker {}: {err}",
             getpid(),
             Path::new(&marker_path).display()
         );
     }
     if let Err(err) = events.record("OVERLAP", t, &extra) {
-        eprintln!("stand-in kubelet pid {}: {err}", getpid());
+        say!("stand-in kubelet pid {}: {err}", getpid());
     }
     exit(EXIT_OVERLAP);
 }
