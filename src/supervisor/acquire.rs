@@ -67,6 +67,9 @@ impl Driver {
     pub(super) fn on_recheck(&mut self) -> Vec<Input> {
         match &self.pivot.state {
             State::Deferring { .. } => self.check_handover(),
+            State::Holding(_) if self.retake_since.is_some() && !self.lock.path_is_ours() => {
+                self.handle_replacement()
+            }
             State::Holding(Run::Clearing) => {
                 let inputs = self.check_contention();
                 if inputs.is_empty() {
@@ -354,7 +357,7 @@ impl Driver {
     /// lock on a later look. Only this rare path reads /proc/locks (who holds
     /// it); anything else holding the lock ends our kubelet at once.
     fn lost_unless_handed_back(&mut self) -> Vec<Input> {
-        if self.pivot.kubelet().is_some() && self.supervisor_holds_our_lock() {
+        if self.pivot.kubelet().is_some() && self.supervisor_holds(self.lock.key()) {
             info!(path = %self.lock.path().display(), "another supervisor holds our lock (our kubelet unlocked the inherited descriptor); it hands the lock back to the recorded holder, so the kubelet keeps running");
             return vec![];
         }
@@ -364,11 +367,11 @@ impl Driver {
             vec![Input::LockLost]
         }
     }
-    /// Whether the process holding our lock is a supervisor with a verified
-    /// claim (it reads the holder record).
-    fn supervisor_holds_our_lock(&mut self) -> bool {
+    /// Whether the process holding the lock of the file `key` names is a
+    /// supervisor with a verified claim (it reads the holder record).
+    fn supervisor_holds(&mut self, key: procfs::FileKey) -> bool {
         let locks = procfs::read_locks().unwrap_or_default();
-        let Some(taker) = procfs::taker(&locks, self.lock.key()) else {
+        let Some(taker) = procfs::taker(&locks, key) else {
             return false;
         };
         self.live_claims(&locks).iter().any(|c| c.owner == taker)
@@ -411,6 +414,7 @@ impl Driver {
         };
         match fresh.try_acquire() {
             Ok(true) => {
+                self.retake_since = None;
                 let old = std::mem::replace(&mut self.lock, fresh);
                 if self.pivot.kubelet().is_some() && self.kubelet_lock.is_none() {
                     // Our kubelet holds the old inode's description, and our
@@ -429,17 +433,33 @@ impl Driver {
                 info!(path = %path.display(), "re-created and re-locked the lock file");
                 vec![]
             }
+            Ok(false) if self.pivot.kubelet().is_some() && self.supervisor_holds(fresh.key()) => {
+                // A waiter moved to the new file first (we were slow: a
+                // loaded node). It is a supervisor: it starts nothing while
+                // our record names us (see `pivot::takeover`) and hands the
+                // file back, so our kubelet keeps running while we try again
+                // every few milliseconds. Telling it from a plain kubelet
+                // takes one read of /proc/locks (tens of ms at worst on a
+                // loaded node); killing at once instead cost a kubelet
+                // restart on every such race (measured in chaos: a restart
+                // that no step justified).
+                let now = Instant::now();
+                let since = *self.retake_since.get_or_insert(now);
+                if now.duration_since(since) < RETAKE_PATIENCE {
+                    if since == now {
+                        info!(path = %path.display(), "another supervisor took the re-created lock file first; it hands it back to the recorded holder (the kubelet keeps running)");
+                    }
+                    return vec![];
+                }
+                error!(path = %path.display(), patience = ?RETAKE_PATIENCE, "another supervisor keeps the re-created lock file; killing our kubelet and waiting for the new lock");
+                self.retake_since = None;
+                vec![Input::LockLost]
+            }
             Ok(false) | Err(_) => {
-                // Held by another process: a waiter that moved to the new
-                // file before we re-locked it (we were slow: a loaded node),
-                // or a process that reads no holder record (a plain kubelet,
-                // anything else), beside which another kubelet may already
-                // run. Which one it is would take a read of /proc/locks,
-                // which waits for an RCU grace period (hundreds of ms on a
-                // loaded node, measured) while our kubelet may run beside
-                // another: ours ends at once, whoever it is. A supervisor
-                // that holds the new file starts nothing while our record
-                // names us, so this costs at most one kubelet restart.
+                // Held by a process that reads no holder record (a plain
+                // kubelet, or anything else): another kubelet may already
+                // run, so ours ends at once.
+                self.retake_since = None;
                 error!(path = %path.display(), "the lock file was replaced by one another process holds; killing our kubelet at once and waiting for the new lock");
                 vec![Input::LockLost]
             }

@@ -67,6 +67,9 @@ const FAST_RECHECK: Duration = Duration::from_millis(2);
 /// A waiter blocked on a replaced lock file moves to the new file once it is
 /// locked, or after this long if nobody locks it.
 const REWAIT_GRACE: Duration = Duration::from_millis(500);
+/// How long a holder keeps its kubelet while another supervisor holds the
+/// re-created lock file (it hands it back: our record names us).
+const RETAKE_PATIENCE: Duration = Duration::from_secs(2);
 /// Cadence of re-checks while a higher claimant is not blocked, after the
 /// fast window.
 const PENDING_RECHECK: Duration = Duration::from_millis(100);
@@ -186,6 +189,9 @@ struct Driver {
     stopped_seen: Option<(ProcessId, Instant)>,
     /// The last reason a takeover waited (logged when it changes).
     clear_note: Option<String>,
+    /// Since when another supervisor holds the file the lock path names
+    /// now while we hold the replaced one and run our kubelet.
+    retake_since: Option<Instant>,
     state: StateDir,
     claim: ClaimGuard,
     /// Rejected claim files already reported (each is reported once).
@@ -346,6 +352,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         takeover,
         stopped_seen: None,
         clear_note: None,
+        retake_since: None,
         state,
         claim,
         reported: Default::default(),
@@ -519,6 +526,7 @@ impl Driver {
                 Some(now + SLOW_RECHECK)
             }
             State::Waiting if self.acquiring.is_some() => Some(now + DEAD_HOLDER_CHECK),
+            State::Holding(_) if self.retake_since.is_some() => Some(now + SLOW_RECHECK),
             State::Holding(_) => match self.recheck_until {
                 Some(until) if until > now => Some(now + FAST_RECHECK),
                 _ => {
