@@ -634,7 +634,7 @@ fn fake_claim(pid: i32, start_time: u64) -> String {
 #[test]
 fn claims_of_dead_processes_are_ignored_and_removed() {
     let scene = Scene::new();
-    let (boot, kubelet) = holding_bootstrap(&scene);
+    let (mut boot, kubelet) = holding_bootstrap(&scene);
     let claims = claims_dir(&scene.state_dir());
     assert!(claims.is_dir(), "claims dir {} missing", claims.display());
 
@@ -656,8 +656,10 @@ fn claims_of_dead_processes_are_ignored_and_removed() {
         "dead claim of generation 5",
     );
 
-    // Written in place (no rename event): `status` ignores it and leaves it (it only reads);
-    // the holder removes it on its next look (the 1 s safety tick).
+    // Written in place (no rename; the holder sees it closed after writing): `status` ignores
+    // it and leaves it (it only reads). The holder is stopped meanwhile, so that only `status`
+    // could have removed it; thawed, the holder removes it on the queued event.
+    assert!(boot.signal(Signal::SIGSTOP));
     let dead = claims.join("4194303-7.json");
     write_private(&dead, &fake_claim(4_194_303, 7));
     let (code, json) = status(&scene);
@@ -673,6 +675,7 @@ fn claims_of_dead_processes_are_ignored_and_removed() {
         "status must not delete anything, but removed the dead claim {}",
         dead.display()
     );
+    assert!(boot.signal(Signal::SIGCONT));
     wait_until(SETTLE, "the holder to remove the dead claim", || {
         (!dead.exists()).then_some(())
     });

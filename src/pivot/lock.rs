@@ -315,6 +315,23 @@ impl LockFile {
         })
     }
 
+    /// Opens the file we hold open once more (through `/proc/self/fd`, so
+    /// it is our inode whatever the path names now) and closes it: an
+    /// IN_OPEN event for whoever watches it. A waiter that took the lock and
+    /// hands it back to the recorded holder wakes the holder this way (its
+    /// kubelet had unlocked the inherited descriptor; the holder re-takes
+    /// the free lock on that event instead of on a timer).
+    pub fn poke(&self) {
+        let fd_path = format!("/proc/self/fd/{}", self.file.as_raw_fd());
+        if let Err(err) = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(&fd_path)
+        {
+            tracing::warn!(%err, path = %self.path.display(), "cannot reopen the lock file to wake its recorded holder; it re-takes the lock on its next event or watchdog tick");
+        }
+    }
+
     /// Whether the path still names the file we hold open: false after the
     /// file was deleted, renamed away or replaced.
     pub fn path_is_ours(&self) -> bool {

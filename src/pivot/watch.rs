@@ -1,24 +1,36 @@
 //! Hints that something around the lock changed: inotify on the lock file,
 //! its directory (the lock file replaced), the state directory (holder
 //! record) and the claims directory; and that the config may have changed:
-//! the checkpoint store's meta directory and the kubelet's `--config-dir`.
-//! When inotify is
+//! the checkpoint store's meta directory and the kubelet's `--config-dir`
+//! tree.
+//!
+//! Nothing here ticks: with inotify, `next` returns only when an event
+//! arrives. A queue overflow (IN_Q_OVERFLOW: events were lost) is one
+//! [`Hint::Rescan`], on which the supervisor looks at everything once. A
+//! directory that does not exist yet (the meta directory before the store's
+//! first write, a `--config-dir` created after the start) is followed by
+//! watching its nearest existing ancestor until it appears. When inotify is
 //! unavailable (EMFILE/ENOSPC, the known start-up failure of the seed
-//! design) this falls back to polling every 100 ms instead of refusing to run.
+//! design) this falls back to polling every 100 ms instead of refusing to
+//! run: the only mode with a timer.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::StreamExt;
-use inotify::{EventMask, EventStream, Inotify, WatchDescriptor, WatchMask};
+use inotify::{EventMask, EventStream, Inotify, WatchDescriptor, WatchMask, Watches};
 
+use crate::config::dropin::MAX_DEPTH;
 use crate::pivot::state::StateDir;
 
 /// Poll interval when inotify cannot be used.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
-/// Safety-net tick with inotify (covers a queue overflow).
-pub const SAFETY_TICK: Duration = Duration::from_secs(1);
+/// Most directories of a `--config-dir` tree watched (the drop-in reader
+/// looks at 1024 entries at most).
+const MAX_TREE_DIRS: usize = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hint {
@@ -34,14 +46,166 @@ pub enum Hint {
     /// meta/assigned or meta/last-known-good of the checkpoint store
     /// changed, or a `--config-dir` drop-in was written, renamed or removed.
     ConfigChanged,
-    /// Nothing specific: time to look (polling mode or safety tick).
-    Tick,
+    /// Events may have been missed: look at everything once (the polling
+    /// mode's tick, or an inotify queue overflow).
+    Rescan,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WatchMode {
     Inotify,
     Poll,
+}
+
+/// A directory followed by path: watched itself when it exists, else its
+/// nearest existing ancestor is watched for the next component to appear.
+/// With `depth > 0` its subdirectories (that many levels) are watched too.
+struct DirWatch {
+    target: PathBuf,
+    mask: WatchMask,
+    depth: usize,
+    /// The target's own watch (and its subdirectories'), with their paths.
+    tree: HashMap<WatchDescriptor, PathBuf>,
+    /// The ancestor watched while the target is missing, and the name
+    /// (the next component below it) whose appearance re-arms.
+    ancestor: Option<(WatchDescriptor, OsString)>,
+}
+
+impl DirWatch {
+    fn new(target: &Path, mask: WatchMask, depth: usize) -> DirWatch {
+        DirWatch {
+            target: target.to_path_buf(),
+            mask,
+            depth,
+            tree: HashMap::new(),
+            ancestor: None,
+        }
+    }
+
+    /// (Re-)adds the watches: the target (and its tree), else the nearest
+    /// existing ancestor. Watches of earlier arms are left: an inode's
+    /// watch goes with the inode, and stale ones classify as nothing.
+    fn arm(&mut self, watches: &mut Watches) -> std::io::Result<()> {
+        self.tree.clear();
+        self.ancestor = None;
+        match watches.add(
+            &self.target,
+            self.mask | WatchMask::MASK_ADD | dir_self_mask(),
+        ) {
+            Ok(wd) => {
+                self.tree.insert(wd, self.target.clone());
+                if self.depth > 0 {
+                    self.add_subdirs(watches, &self.target.clone(), 1);
+                }
+                Ok(())
+            }
+            Err(err) if is_missing(&err) => self.arm_ancestor(watches),
+            Err(err) => Err(err),
+        }
+    }
+
+    fn arm_ancestor(&mut self, watches: &mut Watches) -> std::io::Result<()> {
+        let mut below = self.target.clone();
+        while let Some(parent) = below.parent().map(Path::to_path_buf) {
+            let Some(name) = below.file_name().map(|n| n.to_owned()) else {
+                break;
+            };
+            let dir = if parent.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                parent.clone()
+            };
+            let mask =
+                WatchMask::CREATE | WatchMask::MOVED_TO | WatchMask::MASK_ADD | dir_self_mask();
+            match watches.add(&dir, mask) {
+                Ok(wd) => {
+                    tracing::debug!(target = %self.target.display(), ancestor = %dir.display(), "directory not there yet; watching its nearest existing ancestor");
+                    self.ancestor = Some((wd, name));
+                    return Ok(());
+                }
+                Err(err) if is_missing(&err) => below = parent,
+                Err(err) => return Err(err),
+            }
+        }
+        Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("no existing ancestor of {}", self.target.display()),
+        ))
+    }
+
+    fn add_subdirs(&mut self, watches: &mut Watches, dir: &Path, level: usize) {
+        if level > self.depth {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            if self.tree.len() >= MAX_TREE_DIRS {
+                tracing::warn!(dir = %self.target.display(), limit = MAX_TREE_DIRS, "too many subdirectories to watch; changes deeper in the tree are seen on the next change above them");
+                return;
+            }
+            // The entry's own type: a symlink is never followed.
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let path = entry.path();
+            match watches.add(&path, self.mask | WatchMask::MASK_ADD | dir_self_mask()) {
+                Ok(wd) => {
+                    self.tree.insert(wd, path.clone());
+                    self.add_subdirs(watches, &path, level + 1);
+                }
+                Err(err) => {
+                    tracing::debug!(%err, dir = %path.display(), "cannot watch a --config-dir subdirectory")
+                }
+            }
+        }
+    }
+
+    /// What an event means for this directory: `Some(true)` it changed and
+    /// the watches must be re-armed (a directory appeared, moved or went),
+    /// `Some(false)` it changed, `None` not ours.
+    fn classify(
+        &self,
+        wd: &WatchDescriptor,
+        mask: EventMask,
+        name: Option<&std::ffi::OsStr>,
+    ) -> Option<bool> {
+        if let Some(dir) = self.tree.get(wd) {
+            // A new regular file is read once it is written (CLOSE_WRITE,
+            // MOVED_TO): its creation alone would read it empty. Anything
+            // else created (a symlink, a FIFO, a hard link to a written
+            // file) has no later event, and is looked at now.
+            if mask.contains(EventMask::CREATE) && !mask.contains(EventMask::ISDIR) {
+                let written_later = name
+                    .and_then(|n| std::fs::symlink_metadata(dir.join(n)).ok())
+                    .is_some_and(|m| m.file_type().is_file() && m.nlink() == 1);
+                return (!written_later).then_some(false);
+            }
+            let structural = mask
+                .intersects(EventMask::DELETE_SELF | EventMask::MOVE_SELF | EventMask::IGNORED)
+                || (mask.contains(EventMask::ISDIR)
+                    && mask.intersects(EventMask::CREATE | EventMask::MOVED_TO));
+            return Some(structural);
+        }
+        match &self.ancestor {
+            Some((a, next)) if a == wd => {
+                if mask.intersects(EventMask::DELETE_SELF | EventMask::MOVE_SELF) {
+                    return Some(true);
+                }
+                (name == Some(next.as_os_str())).then_some(true)
+            }
+            _ => None,
+        }
+    }
+}
+
+fn dir_self_mask() -> WatchMask {
+    WatchMask::DELETE_SELF | WatchMask::MOVE_SELF
+}
+
+fn is_missing(err: &std::io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR))
 }
 
 pub struct Watcher {
@@ -54,9 +218,8 @@ pub struct Watcher {
     dir_wd: Option<WatchDescriptor>,
     state_wd: Option<WatchDescriptor>,
     claims_wd: Option<WatchDescriptor>,
-    meta_dir: Option<PathBuf>,
-    meta_wd: Option<WatchDescriptor>,
-    config_dir_wd: Option<WatchDescriptor>,
+    meta: Option<DirWatch>,
+    config_dir: Option<DirWatch>,
 }
 
 fn name_of(p: &Path) -> OsString {
@@ -83,9 +246,14 @@ impl Watcher {
             dir_wd: None,
             state_wd: None,
             claims_wd: None,
-            meta_dir: meta_dir.map(Path::to_path_buf),
-            meta_wd: None,
-            config_dir_wd: None,
+            meta: meta_dir.map(|m| {
+                DirWatch::new(
+                    m,
+                    WatchMask::MOVED_TO | WatchMask::DELETE | WatchMask::CLOSE_WRITE,
+                    0,
+                )
+            }),
+            config_dir: None,
         };
         if force_poll {
             tracing::info!(
@@ -130,53 +298,53 @@ impl Watcher {
         }
         self.dir_wd = Some(watches.add(
             &dir,
-            WatchMask::MOVED_TO | WatchMask::CREATE | WatchMask::DELETE,
+            WatchMask::MOVED_TO | WatchMask::CREATE | WatchMask::DELETE | WatchMask::MASK_ADD,
         )?);
-        self.state_wd =
-            Some(watches.add(self.state.root(), WatchMask::MOVED_TO | WatchMask::DELETE)?);
+        self.state_wd = Some(watches.add(
+            self.state.root(),
+            WatchMask::MOVED_TO | WatchMask::DELETE | WatchMask::MASK_ADD,
+        )?);
+        // A claim written in place (no rename) is seen when it is closed
+        // after writing. Not CLOSE_NOWRITE: our own reads of the claims
+        // would wake us in a loop.
         self.claims_wd = Some(watches.add(
             self.state.claims_dir(),
-            WatchMask::MOVED_TO | WatchMask::DELETE | WatchMask::MOVED_FROM,
+            WatchMask::MOVED_TO
+                | WatchMask::DELETE
+                | WatchMask::MOVED_FROM
+                | WatchMask::CLOSE_WRITE
+                | WatchMask::MASK_ADD,
         )?);
-        if let Some(meta) = &self.meta_dir {
-            // Created by the first holder's first write: until then, config
-            // changes are seen on the safety tick.
-            match watches.add(
-                meta,
-                WatchMask::MOVED_TO | WatchMask::DELETE | WatchMask::CLOSE_WRITE,
-            ) {
-                Ok(wd) => self.meta_wd = Some(wd),
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                    tracing::debug!(dir = %meta.display(), "checkpoint meta directory not there yet; config changes are seen on the safety tick")
-                }
-                Err(err) => return Err(err),
-            }
+        if let Some(meta) = self.meta.as_mut() {
+            // Created by the store's first write: until then its nearest
+            // existing ancestor is watched.
+            meta.arm(&mut watches)?;
         }
         self.stream = Some(inotify.into_event_stream(vec![0u8; 4096])?);
         Ok(())
     }
 
-    /// Watches the kubelet's `--config-dir`: a drop-in written (closed after
-    /// writing), moved in or out, removed, or its mode changed is a
-    /// [`Hint::ConfigChanged`]. Creations are not: a new file is read once
-    /// it is written. Subdirectories are seen on the safety tick.
+    /// Watches the kubelet's `--config-dir` tree (the drop-in reader walks
+    /// subdirectories too): a drop-in written (closed after writing), moved
+    /// in or out, removed, or its mode changed is a [`Hint::ConfigChanged`];
+    /// so is a subdirectory created, moved or removed (its watches follow).
+    /// Creations of files are not: a new file is read once it is written.
+    /// A directory that does not exist yet is followed from its nearest
+    /// existing ancestor.
     pub fn watch_config_dir(&mut self, dir: &Path) {
-        let Some(stream) = self.stream.as_mut() else {
-            return;
-        };
         let mask = WatchMask::CLOSE_WRITE
             | WatchMask::MOVED_TO
             | WatchMask::MOVED_FROM
             | WatchMask::DELETE
             | WatchMask::ATTRIB
-            | WatchMask::DELETE_SELF
-            | WatchMask::MOVE_SELF;
-        match stream.watches().add(dir, mask) {
-            Ok(wd) => self.config_dir_wd = Some(wd),
-            Err(err) => {
-                tracing::warn!(%err, dir = %dir.display(), "cannot watch the --config-dir drop-in directory; drop-in changes are seen on the safety tick (within a second)")
+            | WatchMask::CREATE;
+        let mut tree = DirWatch::new(dir, mask, MAX_DEPTH);
+        if let Some(stream) = self.stream.as_mut() {
+            if let Err(err) = tree.arm(&mut stream.watches()) {
+                tracing::warn!(%err, dir = %dir.display(), "cannot watch the --config-dir drop-in directory; drop-in changes are applied on the next other config change or SIGHUP");
             }
         }
+        self.config_dir = Some(tree);
     }
 
     /// Watches the file now at the lock path (after it was replaced).
@@ -189,40 +357,42 @@ impl Watcher {
             match watches.add(&self.lock_path, lock_mask()) {
                 Ok(wd) => self.lock_wd = Some(wd),
                 Err(err) => {
-                    tracing::warn!(%err, path = %self.lock_path.display(), "cannot watch the re-created lock file; relying on the safety tick")
+                    tracing::warn!(%err, path = %self.lock_path.display(), "cannot watch the re-created lock file; its directory's watch still reports a replacement, but opens of it are not seen")
                 }
             }
         }
     }
 
-    /// Waits for the next hint. Cancel-safe: an event is consumed only to be
-    /// returned, or dropped as unrelated. Unrelated events (other files in a
-    /// world-writable lock directory, which any user can create) are
-    /// skipped here, so that nobody can make the supervisor work by creating
-    /// files; the safety tick still comes once a second however many arrive.
+    /// Waits for the next hint: with inotify only when an event comes (no
+    /// timer), when polling every [`POLL_INTERVAL`]. Cancel-safe: an event
+    /// is consumed only to be returned, or dropped as unrelated. Unrelated
+    /// events (other files in a world-writable lock directory, which any
+    /// user can create) are skipped here, so that nobody can make the
+    /// supervisor work by creating files.
     pub async fn next(&mut self) -> Hint {
-        let tick_at = tokio::time::Instant::now() + SAFETY_TICK;
         loop {
             let Some(stream) = self.stream.as_mut() else {
                 tokio::time::sleep(POLL_INTERVAL).await;
-                return Hint::Tick;
+                return Hint::Rescan;
             };
-            let event = match tokio::time::timeout_at(tick_at, stream.next()).await {
-                Err(_elapsed) => return Hint::Tick,
-                Ok(None) => {
+            let event = match stream.next().await {
+                None => {
                     tracing::warn!("inotify stream ended; polling from now on");
                     self.stream = None;
-                    return Hint::Tick;
+                    return Hint::Rescan;
                 }
-                Ok(Some(Err(err))) => {
+                Some(Err(err)) => {
                     tracing::warn!(%err, "inotify read failed; polling from now on");
                     self.stream = None;
-                    return Hint::Tick;
+                    return Hint::Rescan;
                 }
-                Ok(Some(Ok(ev))) => ev,
+                Some(Ok(ev)) => ev,
             };
             if event.mask.contains(EventMask::Q_OVERFLOW) {
-                return Hint::Tick;
+                tracing::warn!(
+                    "inotify queue overflowed (events were lost); looking at everything once"
+                );
+                return Hint::Rescan;
             }
             if let Some(hint) = self.classify(&event.wd, event.mask, event.name.as_deref()) {
                 return hint;
@@ -231,11 +401,31 @@ impl Watcher {
     }
 
     fn classify(
-        &self,
+        &mut self,
         wd: &WatchDescriptor,
         mask: EventMask,
         name: Option<&std::ffi::OsStr>,
     ) -> Option<Hint> {
+        // Config directories first: their ancestors may share a watch with
+        // the lock's directory, and a re-arm must not be missed.
+        let mut config = false;
+        for dir in [self.meta.as_mut(), self.config_dir.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            match dir.classify(wd, mask, name) {
+                Some(true) => {
+                    config = true;
+                    if let Some(stream) = self.stream.as_mut() {
+                        if let Err(err) = dir.arm(&mut stream.watches()) {
+                            tracing::warn!(%err, dir = %dir.target.display(), "cannot watch the directory again after it moved; its changes are applied on the next other config change or SIGHUP");
+                        }
+                    }
+                }
+                Some(false) => config = true,
+                None => {}
+            }
+        }
         let wd = Some(wd);
         if wd == self.lock_wd.as_ref() {
             if mask.contains(EventMask::OPEN) {
@@ -246,16 +436,13 @@ impl Watcher {
         if wd == self.claims_wd.as_ref() {
             return Some(Hint::ClaimsChanged);
         }
-        if wd == self.meta_wd.as_ref() || wd == self.config_dir_wd.as_ref() {
-            return Some(Hint::ConfigChanged);
-        }
         if wd == self.state_wd.as_ref() && name == Some(self.holder_name.as_os_str()) {
             return Some(Hint::HolderChanged);
         }
         if wd == self.dir_wd.as_ref() && name == Some(self.lock_name.as_os_str()) {
             return Some(Hint::LockChanged);
         }
-        None
+        config.then_some(Hint::ConfigChanged)
     }
 }
 

@@ -133,13 +133,22 @@ impl Driver {
             ) => vec![],
             (
                 State::Holding(_) | State::Stopping { .. },
-                Hint::LockChanged | Hint::Tick | Hint::HolderChanged,
+                Hint::LockChanged | Hint::Rescan | Hint::HolderChanged,
             ) if !self.lock.path_is_ours() => self.handle_replacement(),
-            (State::Holding(_) | State::Stopping { .. }, Hint::HolderChanged | Hint::Tick)
-                if !matches!(self.lock.try_acquire(), Ok(true)) =>
-            {
-                self.lost_unless_handed_back()
-            }
+            // Whether we still hold the lock (our kubelet may have unlocked
+            // the descriptor it inherited: flock grants make no inotify
+            // event) is looked at on every hint about the lock, the record
+            // or the claims: whoever takes a free lock opens the file first,
+            // or (a waiter already blocked in flock) hands it back and
+            // reopens it (`poke_holder`). One flock call, no file read.
+            (
+                State::Holding(_) | State::Stopping { .. },
+                Hint::HolderChanged
+                | Hint::Rescan
+                | Hint::LockOpened
+                | Hint::LockChanged
+                | Hint::ClaimsChanged,
+            ) if !matches!(self.lock.try_acquire(), Ok(true)) => self.lost_unless_handed_back(),
             (State::Holding(_), Hint::LockOpened) => {
                 if self.opts.yield_on_any_open {
                     return vec![Input::Contended(Contender::AnyOpen)];
@@ -149,6 +158,27 @@ impl Driver {
             }
             (State::Holding(_), _) => self.check_contention(),
             (State::Deferring { .. }, _) => self.check_handover(),
+            _ => vec![],
+        }
+    }
+    /// On the watchdog's tick (the only timer of an idle holder): whether
+    /// the lock path still names our file and we still hold its lock. A
+    /// stat and a flock call: no file is read.
+    pub(super) fn lock_check(&mut self) -> Vec<Input> {
+        match &self.pivot.state {
+            State::Stopping {
+                purpose: StopPurpose::LockLost,
+                ..
+            } => vec![],
+            State::Holding(_) | State::Stopping { .. } => {
+                if !self.lock.path_is_ours() {
+                    self.handle_replacement()
+                } else if !matches!(self.lock.try_acquire(), Ok(true)) {
+                    self.lost_unless_handed_back()
+                } else {
+                    vec![]
+                }
+            }
             _ => vec![],
         }
     }
@@ -175,6 +205,7 @@ impl Driver {
     pub(super) fn judge_now(&mut self) -> Verdict {
         let locks = procfs::read_locks().unwrap_or_default();
         let claims = self.live_claims(&locks);
+        self.outranked = crate::pivot::contention::outranked_by(self.rank(), &claims).is_some();
         let trusted = [0, crate::safefs::trust::my_uid()];
         let now = Instant::now();
         let skips = &self.skips;

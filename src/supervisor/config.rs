@@ -41,6 +41,27 @@ pub(super) async fn blocking_unless_terminated<T: Send + 'static>(
     }
 }
 
+/// When the holder must look at its config again without an event: a trial
+/// ends (promotion to last-known-good), or a drain that backs off is due
+/// again. Nothing else changes the decision but an event (inotify on the
+/// store and the drop-ins, a kubelet exit, a signal).
+fn next_due(
+    trial_ends: Option<std::time::SystemTime>,
+    record: Option<&crate::config::store::DisruptionRecord>,
+) -> Option<Instant> {
+    let retry = record
+        .filter(|r| r.phase == crate::config::store::DrainPhase::BackingOff)
+        .and_then(|r| r.retry_at.as_deref())
+        .and_then(|t| humantime::parse_rfc3339_weak(t).ok());
+    let at = [trial_ends, retry].into_iter().flatten().min()?;
+    // A second after the moment: RFC 3339 stamps are whole seconds, and a
+    // look a moment early would find nothing due and set no new timer.
+    let wait = at
+        .duration_since(std::time::SystemTime::now())
+        .unwrap_or_default();
+    Some(Instant::now() + wait + Duration::from_secs(1))
+}
+
 /// The result of a blocking task, if one runs.
 pub(super) async fn join_opt<T>(
     task: &mut Option<tokio::task::JoinHandle<Option<T>>>,
@@ -160,10 +181,11 @@ impl Driver {
         let store = self.store.clone();
         let local = self.opts.local.clone();
         let base = self.opts.disruption.policy.clone();
-        let Some((resolved, pending, promoted)) =
+        let Some((resolved, pending, promoted, trial_ends)) =
             blocking_unless_terminated(&self.opts.terminate, move || {
                 let promoted = lifecycle::maybe_promote(&store, &applied);
                 let resolved = lifecycle::resolve(&store, &local, Access::Holder);
+                let trial_ends = lifecycle::trial_ends(&store, &resolved);
                 // Same effective config: nothing restarts, but what runs (origin,
                 // error, trial) is recorded.
                 let same = resolved.hash() == applied.hash();
@@ -184,12 +206,13 @@ impl Driver {
                         None
                     }),
                 };
-                (resolved, pending, promoted.and(recorded))
+                (resolved, pending, promoted.and(recorded), trial_ends)
             })
             .await
         else {
             return vec![];
         };
+        self.config_due = next_due(trial_ends, pending.record.as_ref());
         if let Err(err) = promoted {
             error!(%err, "cannot update the config state (promotion or effective record) in the store");
         }
@@ -217,21 +240,31 @@ impl Driver {
     }
     /// While another supervisor holds the lock: prepare our kubelet start
     /// (resolve and check the config off the loop), and keep it fresh.
+    /// Runs on every loop iteration; prepares when it is due (the wait
+    /// began, or the config may have changed: a hint) and at most once per
+    /// `PREPARE_INTERVAL` (a timer brings a due preparation that came too
+    /// soon). A stale start is refused at acquisition anyway
+    /// (`take_prepared` checks it again).
     pub(super) fn tend_prepared(&mut self) {
         if !matches!(self.pivot.state, State::Waiting | State::Deferring { .. }) {
+            // Prepared anew when the next wait begins.
+            self.prepare_due = true;
+            self.prepare_at = None;
             return;
         }
-        // At most once per interval (this runs on every loop iteration,
-        // every 5 ms while deferring): a stale start is refused at
-        // acquisition anyway (`take_prepared` checks it again).
+        if !self.prepare_due || self.preparing.is_some() {
+            return;
+        }
         let now = Instant::now();
-        if self.preparing.is_some()
-            || self
-                .last_prepare
-                .is_some_and(|t| now.duration_since(t) < PREPARE_INTERVAL)
+        if let Some(last) = self
+            .last_prepare
+            .filter(|t| now.duration_since(*t) < PREPARE_INTERVAL)
         {
+            self.prepare_at = Some(last + PREPARE_INTERVAL);
             return;
         }
+        self.prepare_due = false;
+        self.prepare_at = None;
         self.last_prepare = Some(now);
         if self
             .prepared

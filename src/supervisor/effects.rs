@@ -53,6 +53,13 @@ impl Driver {
                 if let Err(err) = self.lock.release() {
                     error!(%err, "failed to release the lock");
                 }
+                if let State::Deferring {
+                    to: Contender::Holder { .. },
+                    ..
+                } = self.pivot.state
+                {
+                    self.lock.poke();
+                }
             }
             Effect::Clear => return Ok(self.try_clear()),
             Effect::WriteHolder => {

@@ -4,6 +4,8 @@
 
 use super::*;
 
+use super::holder_watch;
+
 impl Driver {
     /// Reaps exited children; reports our kubelet's exit and, while
     /// stopping, whether its whole group is gone.
@@ -61,10 +63,22 @@ impl Driver {
     ///   while its kubelet was down): fenced after `STOPPED_PATIENCE`.
     pub(super) async fn fence_dead_holder(&mut self) {
         let key = self.lock.key();
-        if self.served_by_live_holder(key) {
+        if let Some((supervisor, kubelet)) = self.served_by_live_holder(key) {
             self.stopped_seen = None;
+            if !self
+                .holder_watch
+                .as_ref()
+                .is_some_and(|w| w.watches(supervisor, kubelet))
+            {
+                self.holder_watch = holder_watch::HolderWatch::open(supervisor, kubelet);
+                match &self.holder_watch {
+                    Some(_) => debug!(holder_pid = supervisor.pid, kubelet_pid = kubelet.pid, "watching the holder's and its kubelet's exits (no timed look while they run)"),
+                    None => debug!(holder_pid = supervisor.pid, "cannot watch the holder's exit (not in our PID namespace?); looking every 100 ms"),
+                }
+            }
             return;
         }
+        self.holder_watch = None;
         let locks = procfs::read_locks().unwrap_or_default();
         let Some(taker) = procfs::taker(&locks, key) else {
             self.stopped_seen = None;
@@ -108,14 +122,13 @@ impl Driver {
     /// meanwhile stalls every flock and every close of a locked file on the
     /// node (measured under load: p99 31 ms, max 87 ms per read); a waiter
     /// looks every 100 ms for as long as it waits.
-    fn served_by_live_holder(&self, key: procfs::FileKey) -> bool {
+    fn served_by_live_holder(&self, key: procfs::FileKey) -> Option<(ProcessId, ProcessId)> {
         let Ok(Some(rec)) = HolderRecord::read(&self.state) else {
-            return false;
+            return None;
         };
-        rec.supervisor() != self.me
-            && rec.lock_file == Some(key)
-            && rec.is_live()
-            && rec.kubelet().is_some_and(|k| k.is_alive())
+        let kubelet = rec.kubelet().filter(|k| k.is_alive())?;
+        (rec.supervisor() != self.me && rec.lock_file == Some(key) && rec.is_live())
+            .then_some((rec.supervisor(), kubelet))
     }
     /// Kills the kubelet a dead holder's record names, once `fence::prove`
     /// accepts it; true when nothing of it is left (or nothing can be

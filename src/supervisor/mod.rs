@@ -8,6 +8,7 @@ mod config;
 mod disrupt;
 mod effects;
 mod fencing;
+mod holder_watch;
 mod status;
 mod takeover;
 
@@ -73,6 +74,8 @@ const RETAKE_PATIENCE: Duration = Duration::from_secs(2);
 /// Cadence of re-checks while a higher claimant is not blocked, after the
 /// fast window.
 const PENDING_RECHECK: Duration = Duration::from_millis(100);
+/// While a higher claimant exists that may not be yielded to now.
+const OUTRANKED_RECHECK: Duration = Duration::from_secs(1);
 /// Cadence of group/handover polls (events usually come first).
 const SLOW_RECHECK: Duration = Duration::from_millis(5);
 /// A deferring supervisor takes the lock back after this long if the
@@ -87,8 +90,13 @@ const DEFER_TIMEOUT: Duration = Duration::from_millis(400);
 /// the 1 s availability budget.
 const PENDING_DEFER: Duration = Duration::from_millis(500);
 /// While blocked in flock: how often to check that the recorded holder is
-/// alive (a dead holder's leftovers may keep the lock held).
+/// alive (a dead holder's leftovers may keep the lock held), when its exit
+/// cannot be watched (pidfds; see `holder_watch`) or it runs no kubelet.
 const DEAD_HOLDER_CHECK: Duration = Duration::from_millis(100);
+/// A config check this long after each kubelet start (and then at the next
+/// trial end or drain retry the store names): a kubelet that ran this long
+/// is not crash-looping (see `crashes_in_a_row`).
+const SETTLE_CHECK: Duration = Duration::from_secs(1);
 /// A contender that did not take the lock it was handed (or never blocked on
 /// it) is not yielded to again for this long, doubling up to
 /// [`SKIP_MAX`]: at most a few takebacks a minute from one stuck contender.
@@ -169,6 +177,13 @@ enum Wake {
     Prepared(Option<Box<Prepared>>),
     Disruption(Option<TaskDone>),
     Watchdog,
+    /// The recorded holder's supervisor or kubelet exited (pidfd).
+    HolderExited,
+    /// A pending config step is due: the settle check after a start, a
+    /// trial's end, a drain's retry.
+    ConfigDue,
+    /// The next kubelet start may be prepared (anew).
+    PrepareDue,
 }
 
 struct Driver {
@@ -216,6 +231,12 @@ struct Driver {
     metrics: Arc<Metrics>,
     /// A higher claimant seen not blocked yet (its pid), while holding.
     pending: Option<i32>,
+    /// While holding: a live higher claim exists whose owner may not be
+    /// yielded to now (stopped, or skipped after it failed to take the lock
+    /// once). A thawed process resumes its flock without opening the lock
+    /// file (no event), and a skip ends by time: looked at again every
+    /// `OUTRANKED_RECHECK` until it blocks, wins or goes.
+    outranked: bool,
     /// While waiting: since when the path names another file than ours.
     replaced_since: Option<Instant>,
     /// SIGHUPs not acted on yet (a burst restarts the kubelet once).
@@ -224,6 +245,16 @@ struct Driver {
     prepared: Option<Prepared>,
     preparing: Option<tokio::task::JoinHandle<Option<Prepared>>>,
     last_prepare: Option<Instant>,
+    /// Prepare the next start again (the config may have changed since).
+    prepare_due: bool,
+    /// When the next preparation may run (`PREPARE_INTERVAL` after the last).
+    prepare_at: Option<Instant>,
+    /// The next config check a pending step needs (see `SETTLE_CHECK`).
+    config_due: Option<Instant>,
+    /// The kubelet the settle check was scheduled for.
+    settle_for: Option<i32>,
+    /// While waiting: the exits of the recorded holder and its kubelet.
+    holder_watch: Option<holder_watch::HolderWatch>,
     /// Contenders not yielded to for a while (they did not take the lock).
     skips: Skips,
     /// The drain or health-gate task of a disruptive change.
@@ -371,12 +402,18 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         reports: tokio::sync::watch::channel(None).0,
         metrics,
         pending: None,
+        outranked: false,
         replaced_since: None,
         reload: Debounce::default(),
         skips: Skips::new(SKIP_INITIAL, SKIP_MAX),
         prepared: None,
         preparing: None,
         last_prepare: None,
+        prepare_due: true,
+        prepare_at: None,
+        config_due: None,
+        settle_for: None,
+        holder_watch: None,
         disrupt_task: None,
         disruption: None,
         disruption_read: false,
@@ -400,6 +437,10 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         }
         d.publish_status();
         d.tend_prepared();
+        d.schedule_settle_check();
+        if d.pivot.state != State::Waiting {
+            d.holder_watch = None;
+        }
         let (backoff_until, stop_deadline) = match &d.pivot.state {
             State::Holding(Run::Backoff { until, .. }) => (Some(*until), None),
             State::Stopping {
@@ -430,6 +471,9 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
             res = join_opt(&mut d.preparing) => Wake::Prepared(res.map(Box::new)),
             res = join_opt(&mut d.disrupt_task) => Wake::Disruption(res),
             _ = tick_opt(&mut watchdog) => Wake::Watchdog,
+            _ = holder_watch::exited_opt(&d.holder_watch) => Wake::HolderExited,
+            _ = sleep_opt(d.config_due) => Wake::ConfigDue,
+            _ = sleep_opt(d.prepare_at) => Wake::PrepareDue,
         };
         inputs = d.wake(wake).await?;
     }
@@ -451,17 +495,29 @@ impl Driver {
             Wake::Hint(Hint::LockChanged) if self.pivot.state == State::Waiting => {
                 self.rewait_if_replaced()?.unwrap_or_default()
             }
-            // When polling (no inotify), the poll tick comes as often as the
-            // waiting re-check and, first in the select, would starve it:
-            // the tick does the re-check's work.
-            Wake::Hint(Hint::Tick)
-                if self.pivot.state == State::Waiting && self.acquiring.is_some() =>
+            Wake::Hint(Hint::ConfigChanged)
+                if matches!(self.pivot.state, State::Waiting | State::Deferring { .. }) =>
             {
-                if let Some(inputs) = self.rewait_if_replaced()? {
-                    return Ok(inputs);
-                }
-                self.fence_dead_holder().await;
+                self.prepare_due = true;
                 vec![]
+            }
+            // Waiting: every hint (the record, the claims, the lock file; in
+            // polling mode the tick, which comes as often as the waiting
+            // re-check and, first in the select, would starve it) is a look
+            // at the holder.
+            Wake::Hint(hint) if self.pivot.state == State::Waiting && self.acquiring.is_some() => {
+                if hint == Hint::Rescan {
+                    self.prepare_due = true;
+                }
+                self.look_at_holder().await?
+            }
+            Wake::HolderExited => {
+                self.holder_watch = None;
+                if self.pivot.state == State::Waiting && self.acquiring.is_some() {
+                    self.look_at_holder().await?
+                } else {
+                    vec![]
+                }
             }
             Wake::Hint(hint) => {
                 // After an open or a new claim, the re-checks that watch the
@@ -471,7 +527,7 @@ impl Driver {
                 // node, and a burst of 20 held off the reaction to a replaced
                 // lock file for up to 2 s (measured).
                 let mut inputs = self.on_hint(hint);
-                if matches!(hint, Hint::ConfigChanged | Hint::Tick) {
+                if matches!(hint, Hint::ConfigChanged | Hint::Rescan) {
                     inputs.extend(self.check_config().await);
                 }
                 inputs
@@ -483,13 +539,7 @@ impl Driver {
                 }
                 vec![Input::StopDeadline]
             }
-            Wake::Recheck if self.pivot.state == State::Waiting => {
-                if let Some(inputs) = self.rewait_if_replaced()? {
-                    return Ok(inputs);
-                }
-                self.fence_dead_holder().await;
-                vec![]
-            }
+            Wake::Recheck if self.pivot.state == State::Waiting => self.look_at_holder().await?,
             // While stopping: reap (our kubelet's exit) and see whether its
             // group is gone, exactly as on SIGCHLD.
             Wake::Recheck if matches!(self.pivot.state, State::Stopping { .. }) => {
@@ -515,9 +565,40 @@ impl Driver {
             Wake::Disruption(done) => self.on_disruption_done(done).await,
             Wake::Watchdog => {
                 self.notifier.watchdog();
+                self.lock_check()
+            }
+            Wake::ConfigDue => {
+                self.config_due = None;
+                self.check_config().await
+            }
+            Wake::PrepareDue => {
+                self.prepare_at = None;
                 vec![]
             }
         })
+    }
+
+    /// Waiting: follow a replaced lock file, else see whether the holder
+    /// left something that needs fencing.
+    async fn look_at_holder(&mut self) -> Result<Vec<Input>, SupervisorError> {
+        if let Some(inputs) = self.rewait_if_replaced()? {
+            return Ok(inputs);
+        }
+        self.fence_dead_holder().await;
+        Ok(vec![])
+    }
+
+    /// After each kubelet start, one config check `SETTLE_CHECK` later.
+    fn schedule_settle_check(&mut self) {
+        let running = match &self.pivot.state {
+            State::Holding(Run::Running(k)) => Some(k.pid),
+            _ => None,
+        };
+        if running.is_some() && running != self.settle_for {
+            let at = Instant::now() + SETTLE_CHECK;
+            self.config_due = Some(self.config_due.map_or(at, |due| due.min(at)));
+        }
+        self.settle_for = running;
     }
 
     fn next_recheck(&mut self, now: Instant) -> Option<Instant> {
@@ -525,7 +606,16 @@ impl Driver {
             State::Stopping { .. } | State::Deferring { .. } | State::Holding(Run::Clearing) => {
                 Some(now + SLOW_RECHECK)
             }
-            State::Waiting if self.acquiring.is_some() => Some(now + DEAD_HOLDER_CHECK),
+            // A live holder whose kubelet runs is watched by its exits
+            // (pidfds) and the record's changes (inotify): no timer.
+            // While a replaced lock file waits to be locked by its holder
+            // (flock grants make no event), the timed look stays too.
+            State::Waiting
+                if self.acquiring.is_some()
+                    && (self.holder_watch.is_none() || self.replaced_since.is_some()) =>
+            {
+                Some(now + DEAD_HOLDER_CHECK)
+            }
             State::Holding(_) if self.retake_since.is_some() => Some(now + SLOW_RECHECK),
             State::Holding(_) => match self.recheck_until {
                 Some(until) if until > now => Some(now + FAST_RECHECK),
@@ -535,7 +625,9 @@ impl Driver {
                     // its claim and flock, or stopped): look every 100 ms,
                     // not every millisecond, so that it is seen soon once it
                     // blocks without a hot loop meanwhile.
-                    self.pending.map(|_| now + PENDING_RECHECK)
+                    self.pending
+                        .map(|_| now + PENDING_RECHECK)
+                        .or(self.outranked.then(|| now + OUTRANKED_RECHECK))
                 }
             },
             _ => None,

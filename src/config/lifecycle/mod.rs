@@ -23,7 +23,7 @@ use crate::safefs::fsutil::{self, Owner, ReadError, ReadPolicy};
 mod tests;
 mod trial;
 
-pub use trial::{maybe_promote, on_applied, on_crash};
+pub use trial::{maybe_promote, on_applied, on_crash, trial_ends};
 
 /// Where the running config came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -247,6 +247,23 @@ pub fn maybe_promote(store: &Store, r: &Resolved) -> Result<bool, StoreError> {
     Ok(assigned || drop_ins)
 }
 
+/// When the earliest trial of what `r` runs ends (the assigned config's,
+/// the drop-in set's), if one is under way: the holder looks again then.
+pub fn trial_ends(store: &Store, r: &Resolved) -> Option<SystemTime> {
+    let end = |since: &str| parse_time(since).map(|t| t + r.config.config_trial_duration());
+    let assigned = r.on_trial().and_then(|src| {
+        let trial = store.trial().ok().flatten()?;
+        (&trial.source == src).then(|| end(&trial.since)).flatten()
+    });
+    let drop_ins = r.drop_ins.as_ref().and_then(|_| {
+        let record = store.drop_in_record().ok()?;
+        let applied = r.drop_ins_on_trial(&record)?;
+        let trial = record.trial.as_ref().filter(|t| t.id == applied.id())?;
+        end(&trial.since)
+    });
+    [assigned, drop_ins].into_iter().flatten().min()
+}
+
 fn trial_over(since: &str, r: &Resolved) -> bool {
     parse_time(since)
         .is_some_and(|start| SystemTime::now() >= start + r.config.config_trial_duration())
