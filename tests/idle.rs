@@ -177,7 +177,7 @@ fn a_config_change_lost_in_an_inotify_overflow_is_found_by_one_rescan() {
     // follows is lost (the kernel drops events once the queue is full and queues one
     // IN_Q_OVERFLOW).
     assert!(holder.signal(Signal::SIGSTOP));
-    overflow_inotify(&scene.lock().parent().expect("lock dir").to_path_buf());
+    overflow_inotify(scene.lock().parent().expect("lock dir"));
     let config = scene.kubelet_config_file("assigned.yaml", "maxPods: 77\n");
     let out = Command::new(support::pivot_bin())
         .args(["checkpoint", "assign"])
