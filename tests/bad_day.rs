@@ -418,7 +418,8 @@ fn t3_a_kubelet_that_unlocks_the_inherited_lock_never_runs_beside_another() {
         "the kubelet found no inherited lock descriptor to unlock (the supervisor no longer passes it?): {}",
         unlocked.raw
     );
-    // The first supervisor holds the lock again (its 1 s safety tick re-takes a free lock),
+    // The first supervisor holds the lock again (the second, handing the lock back, reopens the
+    // file, and the first re-takes the free lock on that open),
     // the second waits in flock, and the first kubelet still runs.
     wait_until(
         SETTLE,
@@ -430,7 +431,7 @@ fn t3_a_kubelet_that_unlocks_the_inherited_lock_never_runs_beside_another() {
         },
     );
     // Negative window (bounded sleep): no second kubelet while the first lives; longer than
-    // the 1 s safety tick and a few deferral rounds.
+    // a few deferral rounds (400 ms each).
     thread::sleep(Duration::from_millis(1500));
     assert!(
         pid_alive(kubelet.pid),
@@ -847,7 +848,7 @@ fn t6b_the_holder_does_not_yield_to_a_frozen_contender() {
     drop(held);
     let kubelet = wait_holds(&scene, holder.pid(), 0, &[]);
     let latency = ns_between(released_ns, kubelet.t_ns);
-    // Negative window (bounded sleep): longer than the holder's 1 s tick, its 500 ms look after
+    // Negative window (bounded sleep): longer than the holder's 1 s look at a frozen higher claimant, its 500 ms look after
     // an open and a 2 s patience: a yield to the frozen contender would have happened by then.
     thread::sleep(Duration::from_secs(3));
     let terms = events_of(&scene, "term", kubelet.pid);

@@ -28,7 +28,8 @@ const TAKEOVER: Duration = Duration::from_secs(1);
 /// A supervisor asked to stop (SIGTERM, stand-in stops at once) exits within this long.
 const PROMPT_EXIT: Duration = Duration::from_secs(2);
 /// Negative windows: long enough to cover the holder's 500 ms look for an opener to block
-/// in flock and its 1 s safety tick, so a wrong yield would have happened by then.
+/// in flock and its 1 s look while a higher claimant cannot be yielded to, so a wrong yield
+/// would have happened by then.
 const QUIET_WINDOW: Duration = Duration::from_millis(1100);
 /// Exit code of `status` without a live holder.
 const STATUS_NO_HOLDER: i32 = 3;
