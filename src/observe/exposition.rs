@@ -60,9 +60,7 @@ impl Format {
     /// The `Content-Type` of this format.
     pub fn content_type(self) -> &'static str {
         match self {
-            Format::OpenMetrics => {
-                "application/openmetrics-text; version=1.0.0; charset=utf-8"
-            }
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
             Format::Text => prometheus_text::CONTENT_TYPE,
         }
     }
@@ -124,13 +122,17 @@ mod tests {
         // Prometheus' default scrape protocols.
         let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
         assert_eq!(accept(&[prometheus]), Format::OpenMetrics);
-        assert_eq!(accept(&["application/openmetrics-text"]), Format::OpenMetrics);
+        assert_eq!(
+            accept(&["application/openmetrics-text"]),
+            Format::OpenMetrics
+        );
         assert_eq!(
             accept(&["text/html", "Application/OpenMetrics-Text; q=0.3"]),
             Format::OpenMetrics
         );
         // Prometheus configured to prefer the text format.
-        let text_first = "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5";
+        let text_first =
+            "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5";
         assert_eq!(accept(&[text_first]), Format::Text);
         assert_eq!(accept(&["application/openmetrics-text;q=0"]), Format::Text);
         assert_eq!(accept(&[]), Format::Text);

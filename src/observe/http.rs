@@ -141,12 +141,16 @@ mod tests {
     async fn server() -> SocketAddr {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(serve(listener, LIMITS, |req: Request<Incoming>| async move {
-            if let Err(r) = only_get_and_head(&req) {
-                return r;
-            }
-            metrics(&req, |_| Ok("m 1\n".to_string()))
-        }));
+        tokio::spawn(serve(
+            listener,
+            LIMITS,
+            |req: Request<Incoming>| async move {
+                if let Err(r) = only_get_and_head(&req) {
+                    return r;
+                }
+                metrics(&req, |_| Ok("m 1\n".to_string()))
+            },
+        ));
         addr
     }
 
@@ -158,7 +162,10 @@ mod tests {
         let mut out = Vec::new();
         let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
         assert!(read.is_ok(), "the server kept the connection open");
-        (String::from_utf8_lossy(&out).into_owned(), started.elapsed())
+        (
+            String::from_utf8_lossy(&out).into_owned(),
+            started.elapsed(),
+        )
     }
 
     fn status(answer: &str) -> &str {

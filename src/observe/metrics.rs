@@ -18,8 +18,8 @@ use prometheus_client::registry::Registry;
 use crate::cluster::nodeconfig::ConfigReport;
 use crate::observe::disruption_metrics::DisruptionMetrics;
 use crate::observe::exposition::{register_series, Format};
-use crate::observe::scraped::Scraped;
 pub use crate::observe::scraped::NodeView;
+use crate::observe::scraped::Scraped;
 use crate::pivot::contention::Contender;
 use crate::pivot::machine::{Input, Run, State, StopPurpose};
 use crate::pivot::role::Rank;
@@ -452,8 +452,8 @@ mod tests {
     use super::*;
     use crate::config::lifecycle::Origin;
     use crate::config::store::ConfigSource;
-    use crate::pivot::holder::HolderRecord;
     use crate::kubelet::child::{ExitKind, Kubelet};
+    use crate::pivot::holder::HolderRecord;
     use crate::pivot::machine::Deferral;
     use crate::pivot::role::Role;
     use std::time::{Duration, Instant, UNIX_EPOCH};
@@ -674,9 +674,81 @@ mod tests {
         );
     }
 
+    /// Every family as the README's table and dashboards know it (text format 0.0.4):
+    /// name, type, HELP.
+    const FAMILIES: [(&str, &str, &str); 20] = [
+        ("kubelet_pivot_info", "gauge", "Identity of this supervisor."),
+        ("kubelet_pivot_state", "gauge", "This supervisor's phase (1 for the current one)."),
+        ("kubelet_pivot_holding", "gauge", "1 while this supervisor holds the node's kubelet lock."),
+        ("kubelet_pivot_lock_holder", "gauge", "The supervisor that holds the node's kubelet lock, from its holder record (absent when none is live)."),
+        ("kubelet_pivot_lock_acquisitions_total", "counter", "Times this supervisor took the lock and kept it."),
+        ("kubelet_pivot_handoffs_total", "counter", "Times this supervisor gave the lock to a contender, by reason."),
+        ("kubelet_pivot_takebacks_total", "counter", "Times a handed-over lock was taken back because the contender never took it, by reason."),
+        ("kubelet_pivot_kubelet_running", "gauge", "1 while this supervisor's kubelet runs."),
+        ("kubelet_pivot_kubelet_starts_total", "counter", "Kubelets this supervisor started."),
+        ("kubelet_pivot_kubelet_restarts_total", "counter", "Kubelet restarts while holding the lock, by reason."),
+        ("kubelet_pivot_config_info", "gauge", "The config the kubelet runs: origin, source UID and resourceVersion, and the KubeletConfigOK status."),
+        ("kubelet_pivot_bad_configs", "gauge", "Configs marked bad in the checkpoint store (absent when the store cannot be read)."),
+        ("kubelet_pivot_last_sync_timestamp_seconds", "gauge", "Unix time of the last successful exchange with the API server (absent before the first)."),
+        ("kubelet_pivot_sync_error", "gauge", "1 while the syncer cannot follow the node's config assignment."),
+        ("kubelet_pivot_drains_total", "counter", "Drains for disruptive kubelet config changes, by result."),
+        ("kubelet_pivot_evictions_total", "counter", "Eviction requests of drains, by answer (blocked = 429 from a PodDisruptionBudget)."),
+        ("kubelet_pivot_state_files_moved_total", "counter", "Kubelet resource-manager checkpoints moved aside before a start with a config they contradict."),
+        ("kubelet_pivot_held_changes_total", "counter", "Config changes held because they need a new node (RollRequired)."),
+        ("kubelet_pivot_change_held", "gauge", "1 while a config change is held (RollRequired)."),
+        ("kubelet_pivot_draining", "gauge", "1 while this node is being drained for a config change."),
+    ];
+
+    fn metadata(text: &str) -> std::collections::BTreeSet<String> {
+        text.lines()
+            .filter(|l| l.starts_with("# HELP ") || l.starts_with("# TYPE "))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn names_types_and_help_stay_what_they_were() {
+        let text = metrics()
+            .render(&NodeView::default(), Format::Text)
+            .unwrap();
+        let want = FAMILIES
+            .iter()
+            .flat_map(|(name, kind, help)| {
+                [
+                    format!("# HELP {name} {help}"),
+                    format!("# TYPE {name} {kind}"),
+                ]
+            })
+            .collect();
+        assert_eq!(metadata(&text), want, "{text}");
+        // OpenMetrics: the same families, counters typed without `_total`, the two
+        // identity gauges as info metrics.
+        let om = metrics()
+            .render(&NodeView::default(), Format::OpenMetrics)
+            .unwrap();
+        let want = FAMILIES
+            .iter()
+            .flat_map(|(name, kind, help)| {
+                let (name, kind) = match (*name, *kind) {
+                    (n, "counter") => (n.trim_end_matches("_total"), "counter"),
+                    (n, _) if n.ends_with("_info") => (n.trim_end_matches("_info"), "info"),
+                    (n, k) => (n, k),
+                };
+                [
+                    format!("# HELP {name} {help}"),
+                    format!("# TYPE {name} {kind}"),
+                ]
+            })
+            .collect();
+        assert_eq!(metadata(&om), want, "{om}");
+        assert!(om.ends_with("# EOF\n"), "{om}");
+    }
+
     #[test]
     fn every_family_has_help_and_type_once() {
-        let text = metrics().render(&NodeView::default(), Format::Text).unwrap();
+        let text = metrics()
+            .render(&NodeView::default(), Format::Text)
+            .unwrap();
         let mut seen = std::collections::BTreeSet::new();
         for l in text.lines().filter(|l| l.starts_with("# TYPE ")) {
             let name = l.split(' ').nth(2).unwrap();
