@@ -7,7 +7,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::observe::exposition::register_series;
+use crate::observe::exposition::{register_one, register_series, slot};
 
 /// How a drain ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,10 +92,6 @@ pub struct DisruptionMetrics {
     draining: Gauge,
 }
 
-fn slot<T: PartialEq + Copy>(all: &[T], x: T) -> usize {
-    all.iter().position(|&y| y == x).unwrap_or(0)
-}
-
 impl DisruptionMetrics {
     /// Registers these families in `registry`.
     pub fn register(registry: &mut Registry) -> DisruptionMetrics {
@@ -117,23 +113,20 @@ impl DisruptionMetrics {
             "Kubelet resource-manager checkpoints moved aside before a start with a config they contradict",
             STATE_FILES.map(|file| FileLabels { file }),
         );
-        let held_total = Counter::default();
-        registry.register(
+        let held_total: Counter = register_one(
+            registry,
             "kubelet_pivot_held_changes",
             "Config changes held because they need a new node (RollRequired)",
-            held_total.clone(),
         );
-        let held = Gauge::default();
-        registry.register(
+        let held: Gauge = register_one(
+            registry,
             "kubelet_pivot_change_held",
             "1 while a config change is held (RollRequired)",
-            held.clone(),
         );
-        let draining = Gauge::default();
-        registry.register(
+        let draining: Gauge = register_one(
+            registry,
             "kubelet_pivot_draining",
             "1 while this node is being drained for a config change",
-            draining.clone(),
         );
         DisruptionMetrics {
             drains,

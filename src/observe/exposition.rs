@@ -104,6 +104,22 @@ where
     handles
 }
 
+/// Registers the family `name` without labels; returns its handle.
+pub fn register_one<M>(registry: &mut Registry, name: &str, help: &str) -> M
+where
+    M: EncodeMetric + TypedMetric + Default + Clone + Debug + Send + Sync + 'static,
+{
+    let metric = M::default();
+    registry.register(name, help, metric.clone());
+    metric
+}
+
+/// Where `x` is in `all`: the index of its handle among those [`register_series`] returned
+/// for `all`'s labels.
+pub fn slot<T: PartialEq + Copy>(all: &[T], x: T) -> usize {
+    all.iter().position(|&y| y == x).unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

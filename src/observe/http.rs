@@ -99,15 +99,16 @@ pub fn plain(status: StatusCode, body: impl Into<String>) -> Response<Body> {
     text(status, PLAIN, body.into())
 }
 
-/// 405 unless `req` is a GET or a HEAD (hyper leaves out the body of an answer to HEAD).
-pub fn only_get_and_head<B>(req: &Request<B>) -> Result<(), Response<Body>> {
+/// The 405 answer to anything but GET and HEAD (hyper leaves out the body of an answer
+/// to HEAD); `None` for those.
+pub fn refuse_other_methods<B>(req: &Request<B>) -> Option<Response<Body>> {
     if req.method() == Method::GET || req.method() == Method::HEAD {
-        return Ok(());
+        return None;
     }
     let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
     r.headers_mut()
         .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
-    Err(r)
+    Some(r)
 }
 
 /// The metrics in the format `req` negotiated; `encode` writes them.
@@ -145,7 +146,7 @@ mod tests {
             listener,
             LIMITS,
             |req: Request<Incoming>| async move {
-                if let Err(r) = only_get_and_head(&req) {
+                if let Some(r) = refuse_other_methods(&req) {
                     return r;
                 }
                 metrics(&req, |_| Ok("m 1\n".to_string()))

@@ -17,7 +17,7 @@ use prometheus_client::registry::Registry;
 
 use crate::cluster::nodeconfig::ConfigReport;
 use crate::observe::disruption_metrics::DisruptionMetrics;
-use crate::observe::exposition::{register_series, Format};
+use crate::observe::exposition::{register_one, register_series, slot, Format};
 pub use crate::observe::scraped::NodeView;
 use crate::observe::scraped::Scraped;
 use crate::pivot::contention::Contender;
@@ -243,11 +243,10 @@ impl Series {
             "1 while this supervisor holds the node's kubelet lock",
             [me],
         );
-        let acquisitions = Counter::default();
-        registry.register(
+        let acquisitions: Counter = register_one(
+            registry,
             "kubelet_pivot_lock_acquisitions",
             "Times this supervisor took the lock and kept it",
-            acquisitions.clone(),
         );
         let handoffs = register_series(
             registry,
@@ -261,17 +260,15 @@ impl Series {
             "Times a handed-over lock was taken back because the contender never took it, by reason",
             reasons(TakebackReason::ALL.map(TakebackReason::label)),
         );
-        let kubelet_running = Gauge::default();
-        registry.register(
+        let kubelet_running: Gauge = register_one(
+            registry,
             "kubelet_pivot_kubelet_running",
             "1 while this supervisor's kubelet runs",
-            kubelet_running.clone(),
         );
-        let kubelet_starts = Counter::default();
-        registry.register(
+        let kubelet_starts: Counter = register_one(
+            registry,
             "kubelet_pivot_kubelet_starts",
             "Kubelets this supervisor started",
-            kubelet_starts.clone(),
         );
         let restarts = register_series(
             registry,
@@ -279,11 +276,10 @@ impl Series {
             "Kubelet restarts while holding the lock, by reason",
             reasons(RestartReason::ALL.map(RestartReason::label)),
         );
-        let sync_error = Gauge::default();
-        registry.register(
+        let sync_error: Gauge = register_one(
+            registry,
             "kubelet_pivot_sync_error",
             "1 while the syncer cannot follow the node's config assignment",
-            sync_error.clone(),
         );
         Series {
             phases,
@@ -361,10 +357,10 @@ impl Metrics {
                     ..
                 },
             ) => {
-                s.handoffs[index(&HandoffReason::ALL, HandoffReason::of(contender))].inc();
+                s.handoffs[slot(&HandoffReason::ALL, HandoffReason::of(contender))].inc();
             }
             (_, Input::Acquired { .. } | Input::HolderAlive(_), State::Deferring { .. }) => {
-                s.handoffs[index(&HandoffReason::ALL, HandoffReason::Deferred)].inc();
+                s.handoffs[slot(&HandoffReason::ALL, HandoffReason::Deferred)].inc();
             }
             (State::Waiting, Input::Acquired { .. }, State::Holding(_)) => {
                 s.acquisitions.inc();
@@ -373,7 +369,7 @@ impl Metrics {
             (_, Input::KubeletStarted(_), State::Holding(Run::Running(_))) => {
                 s.kubelet_starts.inc();
                 if let Some(r) = t.pending_restart.take() {
-                    s.restarts[index(&RestartReason::ALL, r)].inc();
+                    s.restarts[slot(&RestartReason::ALL, r)].inc();
                 }
             }
             (State::Holding(Run::Running(_)), Input::KubeletExited { .. }, State::Holding(_)) => {
@@ -410,7 +406,7 @@ impl Metrics {
     }
 
     pub fn takeback(&self, why: TakebackReason) {
-        self.series.takebacks[index(&TakebackReason::ALL, why)].inc();
+        self.series.takebacks[slot(&TakebackReason::ALL, why)].inc();
     }
 
     /// What the kubelet runs now (published by the holder).
@@ -441,10 +437,6 @@ impl Metrics {
         scraped.register_collector(Box::new(Scraped::new(node, &tenure)));
         format.encode(&[&self.registry, &scraped])
     }
-}
-
-fn index<T: PartialEq + Copy>(all: &[T], x: T) -> usize {
-    all.iter().position(|&y| y == x).unwrap_or(0)
 }
 
 #[cfg(test)]

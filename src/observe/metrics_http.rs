@@ -67,7 +67,7 @@ async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
 
 /// The answer to `req`.
 async fn respond<B>(req: Request<B>, metrics: Arc<Metrics>) -> Response<Body> {
-    if let Err(refused) = http::only_get_and_head(&req) {
+    if let Some(refused) = http::refuse_other_methods(&req) {
         return refused;
     }
     match req.uri().path() {

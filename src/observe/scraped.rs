@@ -7,7 +7,9 @@ use std::path::Path;
 use std::time::UNIX_EPOCH;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeGaugeValue, EncodeLabelSet, EncodeMetric,
+};
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
@@ -118,24 +120,32 @@ impl Collector for Scraped {
         if let Some(config) = &self.config {
             family.encode_info(config)?;
         }
-        let family = encoder.encode_descriptor(
+        optional_gauge(
+            &mut encoder,
             "kubelet_pivot_bad_configs",
             "Configs marked bad in the checkpoint store (absent when the store cannot be read).",
-            None,
-            MetricType::Gauge,
+            self.bad_configs,
         )?;
-        if let Some(n) = self.bad_configs {
-            ConstGauge::new(n).encode(family)?;
-        }
-        let family = encoder.encode_descriptor(
+        optional_gauge(
+            &mut encoder,
             "kubelet_pivot_last_sync_timestamp_seconds",
             "Unix time of the last successful exchange with the API server (absent before the first).",
-            None,
-            MetricType::Gauge,
+            self.last_sync,
         )?;
-        if let Some(secs) = self.last_sync {
-            ConstGauge::new(secs).encode(family)?;
-        }
         Ok(())
+    }
+}
+
+/// A gauge without labels, its sample left out while there is no `value`.
+fn optional_gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: Option<impl EncodeGaugeValue>,
+) -> Result<(), std::fmt::Error> {
+    let family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    match value {
+        Some(v) => ConstGauge::new(v).encode(family),
+        None => Ok(()),
     }
 }

@@ -58,7 +58,7 @@ fn probe(p: Probe) -> Response<Body> {
 
 /// The answer to `req`.
 fn respond<B>(req: &Request<B>, metrics: &ControllerMetrics, health: &Health) -> Response<Body> {
-    if let Err(refused) = http::only_get_and_head(req) {
+    if let Some(refused) = http::refuse_other_methods(req) {
         return refused;
     }
     match req.uri().path() {
