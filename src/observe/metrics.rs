@@ -699,6 +699,14 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_names_every_family() {
+        let readme = include_str!("../../README.md");
+        for (name, _, _) in FAMILIES {
+            assert!(readme.contains(&format!("`{name}")), "README lacks {name}");
+        }
+    }
+
+    #[test]
     fn names_types_and_help_stay_what_they_were() {
         let text = metrics()
             .render(&NodeView::default(), Format::Text)
