@@ -1,17 +1,19 @@
-//! `--metrics-address` end to end: the real binary serves Prometheus text over real TCP while
-//! real handoffs, restarts and takeovers happen; the scraper (`support/scrape.rs`) parses the
-//! exposition strictly. Every wait polls an observable fact with a deadline.
+//! `--metrics-address` end to end: the real binary serves Prometheus text (0.0.4, or
+//! OpenMetrics when asked for) over real TCP while real handoffs, restarts and takeovers
+//! happen; the scraper (`support/scrape.rs`) parses the exposition strictly. Every wait
+//! polls an observable fact with a deadline.
 
 mod support;
 
 #[path = "support/scrape.rs"]
 mod scrape;
 
-use std::net::{SocketAddr, TcpListener};
-use std::time::Duration;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use scrape::{free_addr, request, scrape, Exposition};
+use scrape::{free_addr, request, scrape, scrape_openmetrics, Exposition};
 use support::{wait_until, Proc, Scene};
 
 const DEADLINE: Duration = Duration::from_secs(8);
@@ -154,14 +156,80 @@ fn metrics_endpoint_answers_get_and_head_on_metrics_only() {
     assert_eq!(code, 404);
     let (code, head, _) = request(addr, "POST /metrics HTTP/1.1\r\n\r\n").expect("POST");
     assert_eq!(code, 405);
-    assert!(head.contains("Allow: GET, HEAD"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("allow: get, head"),
+        "{head}"
+    );
     let (code, _, _) = request(addr, "hello\r\n\r\n").expect("garbage");
     assert_eq!(code, 400);
     let huge = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000));
     let (code, _, _) = request(addr, &huge).expect("oversized request");
-    assert_eq!(code, 400);
+    assert_eq!(code, 431);
+    // Prometheus asks for OpenMetrics first and gets it: the same series, counters typed
+    // without `_total`, the identity as an info metric, `# EOF` at the end.
+    let om = wait_until(
+        DEADLINE,
+        "an OpenMetrics scrape with the kubelet running",
+        || {
+            scrape_openmetrics(addr)
+                .ok()
+                .filter(|m| m.get("kubelet_pivot_kubelet_running") == Some(1.0))
+        },
+    );
+    assert_eq!(om.value("kubelet_pivot_kubelet_starts_total"), 1.0);
+    assert_eq!(om.value(&format!("kubelet_pivot_holding{{{BOOT}}}")), 1.0);
+    assert!(om
+        .text
+        .contains("# TYPE kubelet_pivot_kubelet_starts counter\n"));
+    assert!(om.text.contains("# TYPE kubelet_pivot info\n"));
+    assert!(om
+        .series_of("kubelet_pivot_info")
+        .iter()
+        .any(|(s, v)| s.starts_with(&format!("kubelet_pivot_info{{{BOOT},version=")) && *v == 1.0));
     // Still serving after all that.
     scrape(addr).expect("scrape after bad requests");
+    boot.signal(Signal::SIGTERM);
+    assert!(boot.wait_exit(DEADLINE).success());
+}
+
+/// Connections that send half a request and wait: more than the server serves at once.
+fn slow_clients(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).expect("connect");
+            s.write_all(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
+                .expect("half a request");
+            s
+        })
+        .collect()
+}
+
+#[test]
+fn slow_clients_neither_stall_the_supervisor_nor_keep_the_endpoint() {
+    let scene = Scene::new();
+    let addr = free_addr();
+    let mut boot = supervisor(&scene, &["bootstrap"], addr);
+    let first = kubelet_of(&scene, &boot, &[]);
+    scrape_until(addr, "the metrics endpoint", |_| true);
+
+    let started = Instant::now();
+    let slow = slow_clients(addr, 20);
+    // The supervisor's loop goes on: a SIGHUP restarts the kubelet.
+    boot.signal(Signal::SIGHUP);
+    kubelet_of(&scene, &boot, &[first]);
+    // Each slow client is cut off (5 s), and scrapes are answered again.
+    for mut s in slow {
+        s.set_read_timeout(Some(REBIND_DEADLINE)).expect("timeout");
+        let mut rest = Vec::new();
+        let closed = s.read_to_end(&mut rest);
+        assert!(
+            started.elapsed() < REBIND_DEADLINE,
+            "a slow client kept its connection: {closed:?}"
+        );
+    }
+    scrape_until(addr, "the SIGHUP restart to be counted", |m| {
+        m.get("kubelet_pivot_kubelet_restarts_total{reason=\"sighup\"}") == Some(1.0)
+    });
     boot.signal(Signal::SIGTERM);
     assert!(boot.wait_exit(DEADLINE).success());
 }

@@ -1,18 +1,26 @@
-//! Counters and gauges of one supervisor, rendered in the Prometheus text
-//! exposition format (version 0.0.4). The supervisor feeds every state
-//! machine step through [`Metrics::observe`]; the syncer reports API
-//! contact. Serving them over HTTP is `metrics_http`'s job.
+//! Counters and gauges of one supervisor, kept with `prometheus-client` and written in
+//! the format the scraper negotiated ([`Format`]). The supervisor feeds every state
+//! machine step through [`Metrics::observe`]; the syncer reports API contact. What only
+//! a scrape can know (the node's holder record and store, the running config's
+//! condition) is [`scraped`](super::scraped)'s. Serving them over HTTP is
+//! `metrics_http`'s job.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
-use crate::cluster::nodeconfig::{self, ConfigReport};
-use crate::config::lifecycle::Origin;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+
+use crate::cluster::nodeconfig::ConfigReport;
 use crate::observe::disruption_metrics::DisruptionMetrics;
+use crate::observe::exposition::{register_one, register_series, slot, Format};
+pub use crate::observe::scraped::NodeView;
+use crate::observe::scraped::Scraped;
 use crate::pivot::contention::Contender;
-use crate::pivot::holder::HolderRecord;
 use crate::pivot::machine::{Input, Run, State, StopPurpose};
 use crate::pivot::role::Rank;
 use crate::pivot::state::StateDir;
@@ -147,84 +155,199 @@ impl Phase {
     }
 }
 
-#[derive(Debug, Default)]
-struct Counters {
-    phase: Phase,
-    kubelet_running: bool,
-    acquisitions: u64,
-    handoffs: [u64; HandoffReason::ALL.len()],
-    takebacks: [u64; TakebackReason::ALL.len()],
-    kubelet_starts: u64,
-    restarts: [u64; RestartReason::ALL.len()],
-    /// Set when the running kubelet is stopped or lost; counted as a
-    /// restart when the next kubelet of the same tenure starts.
-    pending_restart: Option<RestartReason>,
-    config: Option<ConfigReport>,
-    /// The syncer's current error (None = in sync or no API server).
-    sync_error: Option<String>,
-    last_sync: Option<SystemTime>,
+/// Role and generation of a supervisor, the labels of its own series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RankLabels {
+    pub role: String,
+    pub generation: u32,
 }
 
-/// What only the filesystem knows, read at scrape time (the node's state,
-/// not this process's: another supervisor may hold the lock).
-#[derive(Debug, Default)]
-pub struct NodeView {
-    pub holder: Option<HolderRecord>,
-    pub bad_configs: Option<usize>,
-}
-
-impl NodeView {
-    /// Reads the holder record and the bad-config list (blocking I/O).
-    pub fn read(metrics: &Metrics) -> NodeView {
-        let holder = HolderRecord::read(&metrics.state)
-            .ok()
-            .flatten()
-            .filter(HolderRecord::is_live);
-        let bad_configs = crate::config::store::Store::open_read_only(&metrics.store_dir)
-            .bad_configs()
-            .ok()
-            .map(|b| b.len());
-        NodeView {
-            holder,
-            bad_configs,
+impl RankLabels {
+    pub fn of(rank: &Rank) -> RankLabels {
+        RankLabels {
+            role: rank.role.to_string(),
+            generation: rank.generation,
         }
     }
 }
 
-/// One supervisor's metrics. Cheap to update; shared with the HTTP task and
-/// the syncer through an `Arc`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    role: String,
+    generation: u32,
+    state: &'static str,
+}
+
+/// The build, for a fleet-wide view of version skew (the holder record and claims carry
+/// the same for `status` on one node).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IdentityLabels {
+    role: String,
+    generation: u32,
+    version: &'static str,
+    commit: &'static str,
+    protocol: u32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+fn reasons<const N: usize>(labels: [&'static str; N]) -> [ReasonLabels; N] {
+    labels.map(|reason| ReasonLabels { reason })
+}
+
+/// The handles of the families this process updates as things happen.
+#[derive(Debug)]
+struct Series {
+    phases: [Gauge; Phase::ALL.len()],
+    holding: Gauge,
+    acquisitions: Counter,
+    handoffs: [Counter; HandoffReason::ALL.len()],
+    takebacks: [Counter; TakebackReason::ALL.len()],
+    kubelet_running: Gauge,
+    kubelet_starts: Counter,
+    restarts: [Counter; RestartReason::ALL.len()],
+    sync_error: Gauge,
+}
+
+impl Series {
+    /// Registers the families in exposition order (the scrape-time ones follow).
+    fn register(registry: &mut Registry, rank: &Rank) -> Series {
+        let me = RankLabels::of(rank);
+        registry.register(
+            "kubelet_pivot",
+            "Identity of this supervisor",
+            Info::new(IdentityLabels {
+                role: me.role.clone(),
+                generation: me.generation,
+                version: version::VERSION,
+                commit: version::GIT_COMMIT,
+                protocol: version::PROTOCOL_VERSION,
+            }),
+        );
+        let phases = register_series(
+            registry,
+            "kubelet_pivot_state",
+            "This supervisor's phase (1 for the current one)",
+            Phase::ALL.map(|p| StateLabels {
+                role: me.role.clone(),
+                generation: me.generation,
+                state: p.label(),
+            }),
+        );
+        let [holding] = register_series(
+            registry,
+            "kubelet_pivot_holding",
+            "1 while this supervisor holds the node's kubelet lock",
+            [me],
+        );
+        let acquisitions: Counter = register_one(
+            registry,
+            "kubelet_pivot_lock_acquisitions",
+            "Times this supervisor took the lock and kept it",
+        );
+        let handoffs = register_series(
+            registry,
+            "kubelet_pivot_handoffs",
+            "Times this supervisor gave the lock to a contender, by reason",
+            reasons(HandoffReason::ALL.map(HandoffReason::label)),
+        );
+        let takebacks = register_series(
+            registry,
+            "kubelet_pivot_takebacks",
+            "Times a handed-over lock was taken back because the contender never took it, by reason",
+            reasons(TakebackReason::ALL.map(TakebackReason::label)),
+        );
+        let kubelet_running: Gauge = register_one(
+            registry,
+            "kubelet_pivot_kubelet_running",
+            "1 while this supervisor's kubelet runs",
+        );
+        let kubelet_starts: Counter = register_one(
+            registry,
+            "kubelet_pivot_kubelet_starts",
+            "Kubelets this supervisor started",
+        );
+        let restarts = register_series(
+            registry,
+            "kubelet_pivot_kubelet_restarts",
+            "Kubelet restarts while holding the lock, by reason",
+            reasons(RestartReason::ALL.map(RestartReason::label)),
+        );
+        let sync_error: Gauge = register_one(
+            registry,
+            "kubelet_pivot_sync_error",
+            "1 while the syncer cannot follow the node's config assignment",
+        );
+        Series {
+            phases,
+            holding,
+            acquisitions,
+            handoffs,
+            takebacks,
+            kubelet_running,
+            kubelet_starts,
+            restarts,
+            sync_error,
+        }
+    }
+}
+
+/// What the scrape-time families and restart counting need, behind one lock that a
+/// scrape holds while it writes: a scrape sees each step of the state machine whole.
+#[derive(Debug, Default)]
+pub(crate) struct Tenure {
+    /// Set when the running kubelet is stopped or lost; counted as a restart when the
+    /// next kubelet of the same tenure starts.
+    pending_restart: Option<RestartReason>,
+    pub(crate) config: Option<ConfigReport>,
+    /// The syncer's current error (None = in sync or no API server).
+    pub(crate) sync_error: Option<String>,
+    pub(crate) last_sync: Option<SystemTime>,
+}
+
+/// One supervisor's metrics. Cheap to update; shared with the HTTP task and the syncer
+/// through an `Arc`.
 #[derive(Debug)]
 pub struct Metrics {
-    rank: Rank,
     state: StateDir,
     store_dir: PathBuf,
-    counters: Mutex<Counters>,
+    registry: Registry,
+    series: Series,
+    tenure: Mutex<Tenure>,
     /// Drains, evictions, state files moved, held changes.
     pub disruption: DisruptionMetrics,
 }
 
 impl Metrics {
     pub fn new(rank: Rank, state: StateDir, store_dir: PathBuf) -> Metrics {
+        let mut registry = Registry::default();
+        let series = Series::register(&mut registry, &rank);
+        let disruption = DisruptionMetrics::register(&mut registry);
         Metrics {
-            rank,
             state,
             store_dir,
-            counters: Mutex::new(Counters::default()),
-            disruption: DisruptionMetrics::default(),
+            registry,
+            series,
+            tenure: Mutex::new(Tenure::default()),
+            disruption,
         }
     }
 
-    fn counters(&self) -> MutexGuard<'_, Counters> {
-        // A panic while holding this lock leaves plain numbers behind;
-        // they are still worth reporting.
-        self.counters
+    fn tenure(&self) -> MutexGuard<'_, Tenure> {
+        // A panic while holding this lock leaves plain values behind; they are still
+        // worth reporting.
+        self.tenure
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Records one step of the state machine: `before --input--> after`.
     pub fn observe(&self, before: &State, input: &Input, after: &State) {
-        let mut c = self.counters();
+        let s = &self.series;
+        let mut t = self.tenure();
         match (before, input, after) {
             (
                 State::Holding(_),
@@ -233,22 +356,24 @@ impl Metrics {
                     purpose: StopPurpose::Yield(_),
                     ..
                 },
-            ) => c.handoffs[index(&HandoffReason::ALL, HandoffReason::of(contender))] += 1,
+            ) => {
+                s.handoffs[slot(&HandoffReason::ALL, HandoffReason::of(contender))].inc();
+            }
             (_, Input::Acquired { .. } | Input::HolderAlive(_), State::Deferring { .. }) => {
-                c.handoffs[index(&HandoffReason::ALL, HandoffReason::Deferred)] += 1
+                s.handoffs[slot(&HandoffReason::ALL, HandoffReason::Deferred)].inc();
             }
             (State::Waiting, Input::Acquired { .. }, State::Holding(_)) => {
-                c.acquisitions += 1;
-                c.pending_restart = None;
+                s.acquisitions.inc();
+                t.pending_restart = None;
             }
             (_, Input::KubeletStarted(_), State::Holding(Run::Running(_))) => {
-                c.kubelet_starts += 1;
-                if let Some(r) = c.pending_restart.take() {
-                    c.restarts[index(&RestartReason::ALL, r)] += 1;
+                s.kubelet_starts.inc();
+                if let Some(r) = t.pending_restart.take() {
+                    s.restarts[slot(&RestartReason::ALL, r)].inc();
                 }
             }
             (State::Holding(Run::Running(_)), Input::KubeletExited { .. }, State::Holding(_)) => {
-                c.pending_restart = Some(RestartReason::Exited)
+                t.pending_restart = Some(RestartReason::Exited)
             }
             (
                 _,
@@ -257,255 +382,73 @@ impl Metrics {
                     purpose: StopPurpose::Restart,
                     ..
                 },
-            ) if c.pending_restart.is_none() => {
+            ) if t.pending_restart.is_none() => {
                 // The driver names config restarts before it feeds Reload.
-                c.pending_restart = Some(RestartReason::Sighup)
+                t.pending_restart = Some(RestartReason::Sighup)
             }
             _ => {}
         }
-        c.phase = Phase::of(after);
-        c.kubelet_running = matches!(
+        let phase = Phase::of(after);
+        for (p, gauge) in Phase::ALL.iter().zip(&s.phases) {
+            gauge.set(i64::from(*p == phase));
+        }
+        s.holding
+            .set(i64::from(matches!(phase, Phase::Holding | Phase::Stopping)));
+        s.kubelet_running.set(i64::from(matches!(
             after,
             State::Holding(Run::Running(_)) | State::Stopping { .. }
-        );
+        )));
     }
 
     /// The next restart happens because the effective config changed.
     pub fn restart_for_config(&self) {
-        self.counters().pending_restart = Some(RestartReason::ConfigChanged);
+        self.tenure().pending_restart = Some(RestartReason::ConfigChanged);
     }
 
     pub fn takeback(&self, why: TakebackReason) {
-        self.counters().takebacks[index(&TakebackReason::ALL, why)] += 1;
+        self.series.takebacks[slot(&TakebackReason::ALL, why)].inc();
     }
 
     /// What the kubelet runs now (published by the holder).
     pub fn config(&self, report: &ConfigReport) {
-        self.counters().config = Some(report.clone());
+        self.tenure().config = Some(report.clone());
     }
 
     /// A successful exchange with the API server (download or status report).
     pub fn synced(&self, at: SystemTime) {
-        let mut c = self.counters();
-        c.last_sync = Some(at);
+        self.tenure().last_sync = Some(at);
     }
 
     pub fn sync_error(&self, err: Option<&str>) {
-        self.counters().sync_error = err.map(str::to_string);
+        let mut t = self.tenure();
+        t.sync_error = err.map(str::to_string);
+        self.series.sync_error.set(i64::from(err.is_some()));
     }
 
-    /// Renders the exposition text.
-    pub fn render(&self, node: &NodeView) -> String {
-        let c = self.counters();
-        let mut x = Exposition::default();
-        let me = format!(
-            "role=\"{}\",generation=\"{}\"",
-            self.rank.role, self.rank.generation
-        );
-        // The build, for a fleet-wide view of version skew (the holder record
-        // and claims carry the same for `status` on one node).
-        let version = format!(
-            "{me},version=\"{}\",commit=\"{}\",protocol=\"{}\"",
-            version::VERSION,
-            version::GIT_COMMIT,
-            version::PROTOCOL_VERSION
-        );
-        x.family("kubelet_pivot_info", GAUGE, "Identity of this supervisor.")
-            .labeled(&version, 1);
-        let phases = Phase::ALL.map(|p| (format!("{me},state=\"{}\"", p.label()), p == c.phase));
-        x.family(
-            "kubelet_pivot_state",
-            GAUGE,
-            "This supervisor's phase (1 for the current one).",
-        )
-        .each(phases.iter().map(|(l, on)| (l.as_str(), u64::from(*on))));
-        let holding = matches!(c.phase, Phase::Holding | Phase::Stopping);
-        x.family(
-            "kubelet_pivot_holding",
-            GAUGE,
-            "1 while this supervisor holds the node's kubelet lock.",
-        )
-        .labeled(&me, u64::from(holding));
-        let holder = node
-            .holder
-            .as_ref()
-            .map(|h| format!("role=\"{}\",generation=\"{}\"", h.role, h.generation));
-        x.family(
-            "kubelet_pivot_lock_holder",
-            GAUGE,
-            "The supervisor that holds the node's kubelet lock, from its holder record (absent when none is live).",
-        )
-        .each(holder.as_deref().map(|l| (l, 1)));
-
-        x.family(
-            "kubelet_pivot_lock_acquisitions_total",
-            COUNTER,
-            "Times this supervisor took the lock and kept it.",
-        )
-        .value(c.acquisitions);
-        x.family(
-            "kubelet_pivot_handoffs_total",
-            COUNTER,
-            "Times this supervisor gave the lock to a contender, by reason.",
-        )
-        .by_reason(HandoffReason::ALL.map(HandoffReason::label), &c.handoffs);
-        x.family(
-            "kubelet_pivot_takebacks_total",
-            COUNTER,
-            "Times a handed-over lock was taken back because the contender never took it, by reason.",
-        )
-        .by_reason(TakebackReason::ALL.map(TakebackReason::label), &c.takebacks);
-        x.family(
-            "kubelet_pivot_kubelet_running",
-            GAUGE,
-            "1 while this supervisor's kubelet runs.",
-        )
-        .value(u64::from(c.kubelet_running));
-        x.family(
-            "kubelet_pivot_kubelet_starts_total",
-            COUNTER,
-            "Kubelets this supervisor started.",
-        )
-        .value(c.kubelet_starts);
-        x.family(
-            "kubelet_pivot_kubelet_restarts_total",
-            COUNTER,
-            "Kubelet restarts while holding the lock, by reason.",
-        )
-        .by_reason(RestartReason::ALL.map(RestartReason::label), &c.restarts);
-
-        let config = c.config.as_ref().map(|report| {
-            let cond = nodeconfig::condition(report, c.sync_error.as_deref());
-            let (uid, rv) = report
-                .source
-                .as_ref()
-                .map(|s| (s.uid.as_str(), s.resource_version.as_str()))
-                .unwrap_or(("", ""));
-            let origin = match report.origin {
-                Origin::Local => report.local_kind.to_string(),
-                o => o.to_string(),
-            };
-            format!(
-                "origin=\"{}\",uid=\"{}\",resource_version=\"{}\",status=\"{}\"",
-                escape(&origin),
-                escape(uid),
-                escape(rv),
-                cond.status.as_str()
-            )
-        });
-        x.family(
-            "kubelet_pivot_config_info",
-            GAUGE,
-            "The config the kubelet runs: origin, source UID and resourceVersion, and the KubeletConfigOK status.",
-        )
-        .each(config.as_deref().map(|l| (l, 1)));
-        x.family(
-            "kubelet_pivot_bad_configs",
-            GAUGE,
-            "Configs marked bad in the checkpoint store (absent when the store cannot be read).",
-        )
-        .each(node.bad_configs.map(|n| ("", n as u64)));
-        x.family(
-            "kubelet_pivot_last_sync_timestamp_seconds",
-            GAUGE,
-            "Unix time of the last successful exchange with the API server (absent before the first).",
-        );
-        if let Some(t) = c.last_sync {
-            let secs = t
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(0.0);
-            let _ = writeln!(x.out, "kubelet_pivot_last_sync_timestamp_seconds {secs:.3}");
-        }
-        x.family(
-            "kubelet_pivot_sync_error",
-            GAUGE,
-            "1 while the syncer cannot follow the node's config assignment.",
-        )
-        .value(u64::from(c.sync_error.is_some()));
-        self.disruption.render(&mut x.out);
-        x.out
-    }
-}
-
-fn index<T: PartialEq + Copy>(all: &[T], x: T) -> usize {
-    all.iter().position(|&y| y == x).unwrap_or(0)
-}
-
-const GAUGE: &str = "gauge";
-const COUNTER: &str = "counter";
-
-/// The text being built; `family` opens a metric family, the returned
-/// [`Family`] writes its samples.
-#[derive(Default)]
-struct Exposition {
-    out: String,
-}
-
-struct Family<'a> {
-    out: &'a mut String,
-    name: &'static str,
-}
-
-impl Exposition {
-    fn family(&mut self, name: &'static str, kind: &str, help: &str) -> Family<'_> {
-        let _ = writeln!(self.out, "# HELP {name} {help}");
-        let _ = writeln!(self.out, "# TYPE {name} {kind}");
-        Family {
-            out: &mut self.out,
-            name,
-        }
-    }
-}
-
-impl Family<'_> {
-    /// Samples with the given (already escaped) label sets; "" = no labels.
-    fn each<'l>(self, samples: impl IntoIterator<Item = (&'l str, u64)>) {
-        let name = self.name;
-        for (labels, value) in samples {
-            if labels.is_empty() {
-                let _ = writeln!(self.out, "{name} {value}");
-            } else {
-                let _ = writeln!(self.out, "{name}{{{labels}}} {value}");
-            }
-        }
+    /// Reads what only the filesystem knows (blocking I/O).
+    pub fn node_view(&self) -> NodeView {
+        NodeView::read(&self.state, &self.store_dir)
     }
 
-    fn value(self, value: u64) {
-        self.each([("", value)]);
+    /// The text of every family in `format`, with `node` for the node's families.
+    pub fn render(&self, node: &NodeView, format: Format) -> Result<String, std::fmt::Error> {
+        let tenure = self.tenure();
+        let mut scraped = Registry::default();
+        scraped.register_collector(Box::new(Scraped::new(node, &tenure)));
+        format.encode(&[&self.registry, &scraped])
     }
-
-    fn labeled(self, labels: &str, value: u64) {
-        self.each([(labels, value)]);
-    }
-
-    /// One sample per reason label, `values` in the same order.
-    fn by_reason<const N: usize>(self, reasons: [&str; N], values: &[u64; N]) {
-        let labels = reasons.map(|r| format!("reason=\"{r}\""));
-        self.each(
-            labels
-                .iter()
-                .map(String::as_str)
-                .zip(values.iter().copied()),
-        );
-    }
-}
-
-/// Label value escaping of the text format: backslash, quote, newline.
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::lifecycle::Origin;
     use crate::config::store::ConfigSource;
     use crate::kubelet::child::{ExitKind, Kubelet};
+    use crate::pivot::holder::HolderRecord;
     use crate::pivot::machine::Deferral;
     use crate::pivot::role::Role;
-    use std::time::{Duration, Instant};
+    use std::time::{Duration, Instant, UNIX_EPOCH};
 
     fn metrics() -> Metrics {
         Metrics::new(
@@ -567,7 +510,7 @@ mod tests {
             &Input::Contended(Contender::AnyOpen),
             &State::Waiting,
         );
-        let text = m.render(&NodeView::default());
+        let text = m.render(&NodeView::default(), Format::Text).unwrap();
         let h = |r: &str| {
             value(
                 &text,
@@ -627,7 +570,7 @@ mod tests {
         // SIGHUP.
         m.observe(&running, &Input::Reload, &restarting);
         m.observe(&restarting, &Input::KubeletStarted(kubelet()), &running);
-        let text = m.render(&NodeView::default());
+        let text = m.render(&NodeView::default(), Format::Text).unwrap();
         let r = |r: &str| {
             value(
                 &text,
@@ -686,7 +629,7 @@ mod tests {
             }),
             bad_configs: Some(2),
         };
-        let text = m.render(&node);
+        let text = m.render(&node, Format::Text).unwrap();
         let info = format!(
             "kubelet_pivot_info{{role=\"self-hosted\",generation=\"2\",version=\"{}\",commit=\"{}\",protocol=\"{}\"}} 1",
             version::VERSION,
@@ -712,10 +655,10 @@ mod tests {
         );
         assert_eq!(
             value(&text, "kubelet_pivot_last_sync_timestamp_seconds").as_deref(),
-            Some("1.500")
+            Some("1.5")
         );
         m.sync_error(Some("403"));
-        let text = m.render(&node);
+        let text = m.render(&node, Format::Text).unwrap();
         assert!(text.contains("status=\"Unknown\""), "{text}");
         assert_eq!(
             value(&text, "kubelet_pivot_sync_error").as_deref(),
@@ -723,9 +666,89 @@ mod tests {
         );
     }
 
+    /// Every family as the README's table and dashboards know it (text format 0.0.4):
+    /// name, type, HELP.
+    const FAMILIES: [(&str, &str, &str); 20] = [
+        ("kubelet_pivot_info", "gauge", "Identity of this supervisor."),
+        ("kubelet_pivot_state", "gauge", "This supervisor's phase (1 for the current one)."),
+        ("kubelet_pivot_holding", "gauge", "1 while this supervisor holds the node's kubelet lock."),
+        ("kubelet_pivot_lock_holder", "gauge", "The supervisor that holds the node's kubelet lock, from its holder record (absent when none is live)."),
+        ("kubelet_pivot_lock_acquisitions_total", "counter", "Times this supervisor took the lock and kept it."),
+        ("kubelet_pivot_handoffs_total", "counter", "Times this supervisor gave the lock to a contender, by reason."),
+        ("kubelet_pivot_takebacks_total", "counter", "Times a handed-over lock was taken back because the contender never took it, by reason."),
+        ("kubelet_pivot_kubelet_running", "gauge", "1 while this supervisor's kubelet runs."),
+        ("kubelet_pivot_kubelet_starts_total", "counter", "Kubelets this supervisor started."),
+        ("kubelet_pivot_kubelet_restarts_total", "counter", "Kubelet restarts while holding the lock, by reason."),
+        ("kubelet_pivot_config_info", "gauge", "The config the kubelet runs: origin, source UID and resourceVersion, and the KubeletConfigOK status."),
+        ("kubelet_pivot_bad_configs", "gauge", "Configs marked bad in the checkpoint store (absent when the store cannot be read)."),
+        ("kubelet_pivot_last_sync_timestamp_seconds", "gauge", "Unix time of the last successful exchange with the API server (absent before the first)."),
+        ("kubelet_pivot_sync_error", "gauge", "1 while the syncer cannot follow the node's config assignment."),
+        ("kubelet_pivot_drains_total", "counter", "Drains for disruptive kubelet config changes, by result."),
+        ("kubelet_pivot_evictions_total", "counter", "Eviction requests of drains, by answer (blocked = 429 from a PodDisruptionBudget)."),
+        ("kubelet_pivot_state_files_moved_total", "counter", "Kubelet resource-manager checkpoints moved aside before a start with a config they contradict."),
+        ("kubelet_pivot_held_changes_total", "counter", "Config changes held because they need a new node (RollRequired)."),
+        ("kubelet_pivot_change_held", "gauge", "1 while a config change is held (RollRequired)."),
+        ("kubelet_pivot_draining", "gauge", "1 while this node is being drained for a config change."),
+    ];
+
+    fn metadata(text: &str) -> std::collections::BTreeSet<String> {
+        text.lines()
+            .filter(|l| l.starts_with("# HELP ") || l.starts_with("# TYPE "))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn the_readme_names_every_family() {
+        let readme = include_str!("../../README.md");
+        for (name, _, _) in FAMILIES {
+            assert!(readme.contains(&format!("`{name}")), "README lacks {name}");
+        }
+    }
+
+    #[test]
+    fn names_types_and_help_stay_what_they_were() {
+        let text = metrics()
+            .render(&NodeView::default(), Format::Text)
+            .unwrap();
+        let want = FAMILIES
+            .iter()
+            .flat_map(|(name, kind, help)| {
+                [
+                    format!("# HELP {name} {help}"),
+                    format!("# TYPE {name} {kind}"),
+                ]
+            })
+            .collect();
+        assert_eq!(metadata(&text), want, "{text}");
+        // OpenMetrics: the same families, counters typed without `_total`, the two
+        // identity gauges as info metrics.
+        let om = metrics()
+            .render(&NodeView::default(), Format::OpenMetrics)
+            .unwrap();
+        let want = FAMILIES
+            .iter()
+            .flat_map(|(name, kind, help)| {
+                let (name, kind) = match (*name, *kind) {
+                    (n, "counter") => (n.trim_end_matches("_total"), "counter"),
+                    (n, _) if n.ends_with("_info") => (n.trim_end_matches("_info"), "info"),
+                    (n, k) => (n, k),
+                };
+                [
+                    format!("# HELP {name} {help}"),
+                    format!("# TYPE {name} {kind}"),
+                ]
+            })
+            .collect();
+        assert_eq!(metadata(&om), want, "{om}");
+        assert!(om.ends_with("# EOF\n"), "{om}");
+    }
+
     #[test]
     fn every_family_has_help_and_type_once() {
-        let text = metrics().render(&NodeView::default());
+        let text = metrics()
+            .render(&NodeView::default(), Format::Text)
+            .unwrap();
         let mut seen = std::collections::BTreeSet::new();
         for l in text.lines().filter(|l| l.starts_with("# TYPE ")) {
             let name = l.split(' ').nth(2).unwrap();

@@ -1,6 +1,6 @@
 //! The rollout controller's Prometheus metrics, kept with the Prometheus project's client
-//! library (`prometheus-client`) and rendered in the OpenMetrics text format by
-//! [`serve`](super::serve):
+//! library (`prometheus-client`) and rendered by [`serve`](super::serve) in the format the
+//! scraper negotiated (OpenMetrics or the text format 0.0.4, see [`Format`]):
 //!
 //! - `kubelet_pivot_rollouts{phase}`: rollouts by phase (every phase, 0 included);
 //! - `kubelet_pivot_rollout_nodes{rollout,state}`: each rollout's targets by state
@@ -26,9 +26,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use super::types::{NodeCounts, Phase};
-
-/// The OpenMetrics text format's content type.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+use crate::observe::exposition::Format;
 
 /// Reconcile duration buckets: 1 ms doubling to about 33 s.
 const DURATION_FIRST_BUCKET: f64 = 0.001;
@@ -220,11 +218,9 @@ impl ControllerMetrics {
         }
     }
 
-    /// The OpenMetrics text of every metric.
-    pub fn render(&self) -> Result<String, std::fmt::Error> {
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
-        Ok(out)
+    /// The text of every metric in `format`.
+    pub fn render(&self, format: Format) -> Result<String, std::fmt::Error> {
+        format.encode(&[&self.registry])
     }
 }
 
@@ -244,7 +240,7 @@ mod tests {
     #[test]
     fn phases_nodes_reconciles_and_leadership_render() {
         let m = ControllerMetrics::new();
-        let text = m.render().unwrap();
+        let text = m.render(Format::OpenMetrics).unwrap();
         assert!(
             text.contains("kubelet_pivot_rollouts{phase=\"Completed\"} 0"),
             "{text}"
@@ -259,7 +255,7 @@ mod tests {
         m.reconciled(Duration::from_millis(3), None);
         m.reconciled(Duration::from_millis(3), Some(ErrorKind::api));
         m.set_leader(true);
-        let text = m.render().unwrap();
+        let text = m.render(Format::OpenMetrics).unwrap();
         for line in [
             "kubelet_pivot_rollouts{phase=\"Completed\"} 2",
             "kubelet_pivot_rollout_nodes{rollout=\"r2\",state=\"failed\"} 1",
@@ -274,7 +270,7 @@ mod tests {
         // r2 deleted: gone from both at the next update.
         let one: BTreeSet<String> = ["r1".to_string()].into();
         m.rollout("r1", Phase::Undoing, &counts(3, 0), &one);
-        let text = m.render().unwrap();
+        let text = m.render(Format::OpenMetrics).unwrap();
         assert!(
             text.contains("kubelet_pivot_rollouts{phase=\"Completed\"} 0"),
             "{text}"

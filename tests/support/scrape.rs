@@ -132,7 +132,8 @@ pub fn scrape(addr: SocketAddr) -> std::io::Result<Exposition> {
     )?;
     assert_eq!(code, 200, "{head}\n{body}");
     assert!(
-        head.contains("Content-Type: text/plain; version=0.0.4"),
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
         "wrong content type: {head}"
     );
     Ok(parse(&body))
@@ -141,7 +142,7 @@ pub fn scrape(addr: SocketAddr) -> std::io::Result<Exposition> {
 /// Parses the OpenMetrics text format (what `prometheus-client` writes) strictly: a
 /// `# EOF` last line, every sample after its family's TYPE and named as that type allows
 /// (`_total` for a counter; `_bucket`, `_sum`, `_count` for a histogram; `_created` for
-/// either).
+/// either; `_info` for an info metric).
 pub fn parse_openmetrics(text: &str) -> Exposition {
     let body = text
         .strip_suffix("# EOF\n")
@@ -186,6 +187,7 @@ pub fn parse_openmetrics(text: &str) -> Exposition {
                 let suffixes: &[&str] = match kind.as_str() {
                     "counter" => &["_total", "_created"],
                     "histogram" => &["_bucket", "_sum", "_count", "_created"],
+                    "info" => &["_info"],
                     _ => &[""],
                 };
                 suffixes
@@ -205,11 +207,12 @@ pub fn parse_openmetrics(text: &str) -> Exposition {
     }
 }
 
-/// `GET /metrics` in the OpenMetrics format, checked for status and content type, parsed.
+/// `GET /metrics` in the OpenMetrics format (asked for as Prometheus asks), checked for
+/// status and content type, parsed.
 pub fn scrape_openmetrics(addr: SocketAddr) -> std::io::Result<Exposition> {
     let (code, head, body) = request(
         addr,
-        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAccept: application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1\r\n\r\n",
     )?;
     assert_eq!(code, 200, "{head}\n{body}");
     assert!(
