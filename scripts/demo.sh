@@ -21,9 +21,12 @@ bash scripts/deps.sh demo || { echo "demo: python3 and kubectl are needed for bo
 
 cargo build --quiet --bin kubelet-pivot --examples
 cargo build --quiet -p testkit --bin kubelet-pivot-test-apiserver
-PIVOT=$PWD/target/debug/kubelet-pivot
-KUBELET=$PWD/target/debug/examples/stand_in_kubelet
-APISERVER=$PWD/target/debug/kubelet-pivot-test-apiserver
+# cargo's target directory: CARGO_TARGET_DIR (relative to here) if set.
+TARGET=${CARGO_TARGET_DIR:-target}
+case $TARGET in /*) ;; *) TARGET=$PWD/$TARGET ;; esac
+PIVOT=$TARGET/debug/kubelet-pivot
+KUBELET=$TARGET/debug/examples/stand_in_kubelet
+APISERVER=$TARGET/debug/kubelet-pivot-test-apiserver
 
 DIR=$(mktemp -d /tmp/kubelet-pivot-demo.XXXXXX)
 LOCK=$DIR/lock/kubelet.lock

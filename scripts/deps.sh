@@ -145,7 +145,11 @@ if [ "$(id -u)" != 0 ]; then
             echo "    sudo apt-get update && sudo apt-get install -y ${packages[*]}"
         fi
         if [ "$validate_missing" = 1 ]; then
-            echo "    sudo python3 -m pip install kubernetes-validate==$VALIDATE_VERSION"
+            if have python3; then
+                echo "    sudo $(pip_command)"
+            else
+                echo "    sudo python3 -m pip install kubernetes-validate==$VALIDATE_VERSION   (add --break-system-packages where pip says externally-managed-environment, as on Debian 12)"
+            fi
             echo "    (or without root: python3 -m pip install --user kubernetes-validate==$VALIDATE_VERSION, with ~/.local/bin on PATH)"
         fi
         echo "(other systems: the same tools from their packages)"
