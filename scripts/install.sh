@@ -2,8 +2,8 @@
 # Installs kubelet-pivot on a host (or into a staging root): the binary, the
 # systemd unit, the init config /etc/default/kubelet-pivot, and, when the
 # binary can print them, its man pages and bash/zsh/fish completions.
-# The binary is installed without its debug info (objcopy --strip-debug, with
-# a .gnu_debuglink to the split-off kubelet-pivot.debug, which --debug-symbols
+# The binary is installed without its debug info and symbols (objcopy
+# --strip-all, with a .gnu_debuglink to the split-off kubelet-pivot.debug, which --debug-symbols
 # installs where gdb looks for it).
 # `scripts/install.sh --help` for usage; README.md ("Installing on a host").
 #
@@ -62,11 +62,13 @@ Options:
   --uninstall      remove what was installed (a changed init config is kept)
   -h, --help       this text
 
-The binary is installed stripped of its .debug_* sections (its symbol table
-stays, so a panic's backtrace names functions): objcopy and readelf (binutils;
-OBJCOPY and READELF name others, e.g. a cross binutils) split the debug info
-off into kubelet-pivot.debug, and the binary gets a .gnu_debuglink to it. A
-binary without debug info is installed as it is. Without objcopy or readelf
+The binary is installed stripped (objcopy --strip-all: no .debug_* sections,
+no symbol table; a panic still names its file and line, but its backtrace
+needs the debug file): objcopy and readelf (binutils; OBJCOPY and READELF name
+others, e.g. a cross binutils) split the debug info and symbols off into
+kubelet-pivot.debug, and the binary gets a .gnu_debuglink to it, which gdb
+and Rust's own backtraces follow. A binary without debug info is installed
+as it is. Without objcopy or readelf
 the binary is installed as it is, debug info and all, with a warning
 (--debug-symbols then fails with exit 2).
 
@@ -401,7 +403,7 @@ else
     debug_file=$work/kubelet-pivot.debug
     installed_binary=$work/kubelet-pivot
     if ! "$OBJCOPY" --only-keep-debug "$binary" "$debug_file" ||
-        ! "$OBJCOPY" --strip-debug --add-gnu-debuglink="$debug_file" "$binary" "$installed_binary"; then
+        ! "$OBJCOPY" --strip-all --add-gnu-debuglink="$debug_file" "$binary" "$installed_binary"; then
         die $EXIT_FAILURE "$OBJCOPY cannot split the debug info off $binary (a binary for another architecture? set OBJCOPY and READELF to its binutils, e.g. OBJCOPY=aarch64-linux-gnu-objcopy)"
     fi
 fi
