@@ -55,8 +55,8 @@ Options:
                    changed file is kept as /etc/default/kubelet-pivot.bak, or .bak.N)
   --debug-symbols  also install the binary's debug info, split off the binary, as
                    /usr/lib/debug/PREFIX/bin/kubelet-pivot.debug and by build ID in
-                   /usr/lib/debug/.build-id/ (gdb, coredumpctl and lldb find it there;
-                   for a crash's backtrace with file and line)
+                   /usr/lib/debug/.build-id/ (gdb and Rust's backtraces find it
+                   there; for a crash's backtrace with functions, files and lines)
   --enable         enable the unit (WantedBy= symlinks); without DESTDIR on a running
                    systemd also start it (systemctl enable --now). Never done otherwise.
   --uninstall      remove what was installed (a changed init config is kept)
