@@ -6,10 +6,10 @@
 #
 #   test  util-linux (flock, unshare, nsenter, setpriv), inotify-tools, python3,
 #         systemd (systemd as PID 1 in a namespace, systemctl, journalctl,
-#         systemd-analyze), coreutils (timeout), strace, kubectl (Debian:
-#         kubernetes-client), git (the skew test's baseline build), binutils
-#         (objcopy, readelf: install.sh strips the binary), and
-#         kubernetes-validate 1.37.0 from PyPI
+#         systemd-analyze), coreutils (timeout), procps (/bin/kill, the
+#         unit's ExecReload=), strace, kubectl (Debian: kubernetes-client),
+#         git (the skew test's baseline build), binutils (objcopy, readelf:
+#         install.sh strips the binary), and kubernetes-validate 1.37.0 (PyPI)
 #   demo  python3 and kubectl
 #   ci    test, plus the rustfmt and clippy components of rustup
 #
@@ -79,6 +79,8 @@ if want test; then
     done
     [ -x /lib/systemd/systemd ] || need_package systemd "/lib/systemd/systemd"
     have timeout || need_package coreutils "timeout"
+    # The unit's ExecReload= (systemd-analyze verify checks that it exists).
+    [ -x /bin/kill ] || need_package procps "/bin/kill"
     # strace holds a system call to widen a race window (tests/bad_day.rs t7d).
     have strace || need_package strace "strace"
     have git || need_package git "git"
