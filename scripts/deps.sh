@@ -149,10 +149,10 @@ if [ "$(id -u)" != 0 ]; then
         if [ "$validate_missing" = 1 ]; then
             if have python3; then
                 echo "    sudo $(pip_command)"
+                echo "    (or without root: $(pip_command | sed 's/ install / install --user /'), with ~/.local/bin on PATH)"
             else
                 echo "    sudo python3 -m pip install kubernetes-validate==$VALIDATE_VERSION   (add --break-system-packages where pip says externally-managed-environment, as on Debian 12)"
             fi
-            echo "    (or without root: python3 -m pip install --user kubernetes-validate==$VALIDATE_VERSION, with ~/.local/bin on PATH)"
         fi
         echo "(other systems: the same tools from their packages)"
     } >&2
