@@ -10,16 +10,23 @@
 #      crash-looping config is rolled back; `kubelet-pivot status` shows it.
 # Needs no cluster and no root; everything lives in a temp directory, and every
 # process is stopped and the directory removed on exit (also on Ctrl-C).
-# KEEP=1 keeps the directory. Without kubectl (Debian: kubernetes-client) part 2
-# is skipped.
+# KEEP=1 keeps the directory. It needs python3 and kubectl (Debian:
+# kubernetes-client): scripts/deps.sh installs them when run as root, and
+# otherwise names them and the command that installs them (then the demo does
+# not start).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+bash scripts/deps.sh demo || { echo "demo: python3 and kubectl are needed for both parts (see above)" >&2; exit 1; }
+
 cargo build --quiet --bin kubelet-pivot --examples
 cargo build --quiet -p testkit --bin kubelet-pivot-test-apiserver
-PIVOT=$PWD/target/debug/kubelet-pivot
-KUBELET=$PWD/target/debug/examples/stand_in_kubelet
-APISERVER=$PWD/target/debug/kubelet-pivot-test-apiserver
+# cargo's target directory: CARGO_TARGET_DIR (relative to here) if set.
+TARGET=${CARGO_TARGET_DIR:-target}
+case $TARGET in /*) ;; *) TARGET=$PWD/$TARGET ;; esac
+PIVOT=$TARGET/debug/kubelet-pivot
+KUBELET=$TARGET/debug/examples/stand_in_kubelet
+APISERVER=$TARGET/debug/kubelet-pivot-test-apiserver
 
 DIR=$(mktemp -d /tmp/kubelet-pivot-demo.XXXXXX)
 LOCK=$DIR/lock/kubelet.lock
@@ -83,11 +90,11 @@ say "an operator's cat of the lock file does NOT cause a handoff (verified conte
 cat "$LOCK" >/dev/null; sleep 0.3; holder
 
 say "the DaemonSet delivers self-hosted generation 1: the bootstrap yields to it"
-"$PIVOT" self-hosted --generation 1 -- "$KUBELET" 2>"$DIR/gen1.err" & GEN1=$!; PIDS+=($GEN1)
+"$PIVOT" self-hosted --generation 1 -- "$KUBELET" 2>"$DIR/gen1.err" & GEN1=$!; PIDS+=("$GEN1")
 wait_holder "self-hosted gen 1 pid $GEN1, kubelet pid [0-9]"
 
 say "upgrade: generation 2 arrives while generation 1 still runs: 2 wins"
-"$PIVOT" self-hosted --generation 2 -- "$KUBELET" 2>"$DIR/gen2.err" & GEN2=$!; PIDS+=($GEN2)
+"$PIVOT" self-hosted --generation 2 -- "$KUBELET" 2>"$DIR/gen2.err" & GEN2=$!; PIDS+=("$GEN2")
 wait_holder "self-hosted gen 2 pid $GEN2, kubelet pid [0-9]"
 "$PIVOT" status
 
@@ -100,11 +107,6 @@ wait_holder "bootstrap gen 0 pid [0-9]*, kubelet pid [0-9]"
 
 if [ -e "$STANDIN_OVERLAP_PROBE.overlap" ]; then echo "OVERLAP DETECTED"; exit 1; fi
 say "never two kubelets at once (the overlap probe never fired)"
-
-if ! kubectl version --client >/dev/null 2>&1; then
-    say "kubectl not found (Debian: apt-get install kubernetes-client): skipping part 2, the config workflow"
-    exit 0
-fi
 
 # kubectl against the test API server, its discovery cache in the temp dir.
 k() { kubectl --kubeconfig "$KUBECONFIG_FILE" --cache-dir "$DIR/kubectl-cache" "$@"; }

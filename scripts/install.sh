@@ -2,6 +2,9 @@
 # Installs kubelet-pivot on a host (or into a staging root): the binary, the
 # systemd unit, the init config /etc/default/kubelet-pivot, and, when the
 # binary can print them, its man pages and bash/zsh/fish completions.
+# The binary is installed without its debug info and symbols (objcopy
+# --strip-all, with a .gnu_debuglink to the split-off kubelet-pivot.debug, which --debug-symbols
+# installs where gdb looks for it).
 # `scripts/install.sh --help` for usage; README.md ("Installing on a host").
 #
 # The init config is a conffile: a copy the operator changed is never
@@ -26,7 +29,7 @@ Usage: scripts/install.sh [OPTIONS]
        scripts/install.sh --uninstall [--prefix DIR] [--destdir DIR]
 
 Installs kubelet-pivot:
-  PREFIX/bin/kubelet-pivot                         the binary (0755)
+  PREFIX/bin/kubelet-pivot                         the binary (0755), without its debug info
   PREFIX/bin/kubectl-pivot                         the same binary as a kubectl plugin (0755)
   UNITDIR/kubelet-pivot.service                    the systemd unit, paths rewritten for PREFIX
                                                    (UNITDIR: /usr/lib/systemd/system for --prefix /usr,
@@ -38,6 +41,8 @@ Installs kubelet-pivot:
   PREFIX/share/fish/vendor_completions.d/kubelet-pivot.fish
   PREFIX/share/doc/kubelet-pivot/README.md
   PREFIX/share/kubelet-pivot/install-manifest      what was installed, with sha256 sums
+  /usr/lib/debug/PREFIX/bin/kubelet-pivot.debug    the binary's debug info (0644), with --debug-symbols,
+  /usr/lib/debug/.build-id/NN/N*.debug             and a link to it by the binary's build ID
 every path below DESTDIR when that is set.
 
 Options:
@@ -48,10 +53,24 @@ Options:
   --config FILE    init config to install (default: systemd/kubelet-pivot.default)
   --force          replace the init config even if it was changed locally (the
                    changed file is kept as /etc/default/kubelet-pivot.bak, or .bak.N)
+  --debug-symbols  also install the binary's debug info, split off the binary, as
+                   /usr/lib/debug/PREFIX/bin/kubelet-pivot.debug and by build ID in
+                   /usr/lib/debug/.build-id/ (gdb and Rust's backtraces find it
+                   there; for a crash's backtrace with functions, files and lines)
   --enable         enable the unit (WantedBy= symlinks); without DESTDIR on a running
                    systemd also start it (systemctl enable --now). Never done otherwise.
   --uninstall      remove what was installed (a changed init config is kept)
   -h, --help       this text
+
+The binary is installed stripped (objcopy --strip-all: no .debug_* sections,
+no symbol table; a panic still names its file and line, but its backtrace
+needs the debug file): objcopy and readelf (binutils; OBJCOPY and READELF name
+others, e.g. a cross binutils) split the debug info and symbols off into
+kubelet-pivot.debug, and the binary gets a .gnu_debuglink to it, which gdb
+and Rust's own backtraces follow. A binary without debug info is installed
+as it is. Without objcopy or readelf
+the binary is installed as it is, debug info and all, with a warning
+(--debug-symbols then fails with exit 2).
 
 The init config is a conffile: one changed locally is kept as long as the
 config to install is the one installed last time; if both changed, install.sh
@@ -62,7 +81,7 @@ drop-ins (systemctl edit kubelet-pivot). Uninstall with the same --prefix and
 the unit, but never stops it); with DESTDIR, systemctl is never run.
 
 Exit status: 0 done (also when nothing changed), 1 an install step failed,
-2 bad usage or a missing input file, 3 refused: the init config was changed
+2 bad usage or a missing input file (or tool), 3 refused: the init config was changed
 locally and the new one differs too (re-run with --force to replace it).
 EOF
 }
@@ -88,6 +107,9 @@ config=
 force=0
 enable=0
 uninstall=0
+debug_symbols=0
+OBJCOPY=${OBJCOPY:-objcopy}
+READELF=${READELF:-readelf}
 
 need_value() {
     if [ "$#" -lt 2 ] || [ -z "$2" ]; then
@@ -107,6 +129,7 @@ while [ "$#" -gt 0 ]; do
     --config=*) config=${1#*=}; shift ;;
     --force) force=1; shift ;;
     --enable) enable=1; shift ;;
+    --debug-symbols) debug_symbols=1; shift ;;
     --uninstall) uninstall=1; shift ;;
     -h | --help) usage; exit 0 ;;
     *) die $EXIT_USAGE "unknown argument '$1' (see --help)" ;;
@@ -149,6 +172,10 @@ zsh_completion=$share_dir/zsh/site-functions/_kubelet-pivot
 fish_completion=$share_dir/fish/vendor_completions.d/kubelet-pivot.fish
 state_dir=$share_dir/kubelet-pivot
 manifest_path=$state_dir/install-manifest
+# The GNU debuglink convention: gdb looks for the binary's .gnu_debuglink name
+# in the binary's directory below its debug-file-directory, /usr/lib/debug.
+debug_root=/usr/lib/debug
+debug_path=$debug_root$bin_path.debug
 
 # Live system: no DESTDIR and systemd is the running init (sd_booted()).
 live_systemd=0
@@ -200,6 +227,30 @@ install_file() {
     changed=$((changed + 1))
 }
 
+# install_link LINK_TARGET TARGET: makes DESTDIR/TARGET a symlink to LINK_TARGET
+# unless it is one already; atomic (temp link + rename).
+install_link() {
+    local to=$1 target=$2
+    local dest=$destdir$target
+    if [ -L "$dest" ] && [ "$(readlink "$dest")" = "$to" ]; then
+        say "unchanged  $target"
+        unchanged=$((unchanged + 1))
+        return 0
+    fi
+    if [ -d "$dest" ] && [ ! -L "$dest" ]; then
+        die $EXIT_FAILURE "$dest is a directory, refusing to replace it"
+    fi
+    mkdir -p "$(dirname "$dest")"
+    local tmp
+    tmp=$(dirname "$dest")/.$(basename "$dest").$$
+    if ! { ln -sfn "$to" "$tmp" && mv -Tf "$tmp" "$dest"; }; then
+        rm -f "$tmp"
+        die $EXIT_FAILURE "cannot write $dest"
+    fi
+    say "installed  $target -> $to"
+    changed=$((changed + 1))
+}
+
 # remove_file TARGET: removes DESTDIR/TARGET if it is there.
 remove_file() {
     local dest=$destdir$1
@@ -208,6 +259,17 @@ remove_file() {
         say "removed    $1"
         changed=$((changed + 1))
     fi
+}
+
+# The directories below /usr/lib/debug that an install of the debug file
+# made, once empty (/usr/lib/debug itself stays).
+remove_empty_debug_dirs() {
+    local dir
+    for dir in "$destdir$debug_root"/.build-id/* "$destdir$debug_root/.build-id" "$destdir$(dirname "$debug_path")"; do
+        while [ "$dir" != "$destdir$debug_root" ] && [ "$dir" != "$destdir" ] && [ -d "$dir" ] && rmdir "$dir" 2>/dev/null; do
+            dir=$(dirname "$dir")
+        done
+    done
 }
 
 # The WantedBy= targets of a unit file.
@@ -231,7 +293,13 @@ do_uninstall() {
         done <"$manifest"
     else
         say "no install manifest at $manifest: removing the default file set"
-        targets=("$bin_path" "$plugin_path" "$unit_path" "$doc_path" "$bash_completion" "$zsh_completion" "$fish_completion")
+        targets=("$bin_path" "$plugin_path" "$unit_path" "$doc_path" "$bash_completion" "$zsh_completion" "$fish_completion" "$debug_path")
+        local link
+        for link in "$destdir$debug_root"/.build-id/*/*.debug; do
+            if [ -L "$link" ] && [ "$(readlink -f "$link")" = "$(readlink -f "$destdir$debug_path")" ]; then
+                targets+=("${link#"$destdir"}")
+            fi
+        done
         local page
         for page in "$destdir$man_dir"/kubelet-pivot.1 "$destdir$man_dir"/kubelet-pivot-*.1; do
             if [ -e "$page" ]; then
@@ -276,6 +344,7 @@ do_uninstall() {
     remove_file "$manifest_path"
     rmdir "$destdir$state_dir" 2>/dev/null || true
     rmdir "$destdir$(dirname "$doc_path")" 2>/dev/null || true
+    remove_empty_debug_dirs
 
     if [ "$live_systemd" = 1 ] && [ "$changed" -gt 0 ]; then
         systemctl daemon-reload
@@ -314,6 +383,30 @@ grep -q "^ExecStart=$STOCK_PREFIX/bin/kubelet-pivot " "$unit_src" ||
 sed -e "s|$STOCK_PREFIX/bin/kubelet-pivot|$bin_path|g" \
     -e "s|$STOCK_PREFIX/share/doc/kubelet-pivot|$share_dir/doc/kubelet-pivot|g" \
     "$unit_src" >"$work/unit"
+
+# The binary without its debug info ($work/kubelet-pivot) and the debug info
+# ($work/kubelet-pivot.debug, the name the binary's .gnu_debuglink records,
+# with its CRC). objcopy's output depends only on its input: a re-run with
+# the same binary changes nothing.
+installed_binary=$binary
+debug_file=
+if ! command -v "$OBJCOPY" >/dev/null || ! command -v "$READELF" >/dev/null; then
+    [ "$debug_symbols" = 0 ] ||
+        die $EXIT_USAGE "--debug-symbols needs $OBJCOPY and $READELF (Debian: apt-get install binutils) to split the debug info off $binary"
+    warn "warning: $OBJCOPY or $READELF not found (Debian: apt-get install binutils): installing $binary as it is, with its debug info ($(($(stat -c %s "$binary") / 1048576)) MiB)"
+elif ! sections=$("$READELF" -S -W "$binary" 2>/dev/null); then
+    [ "$debug_symbols" = 0 ] || die $EXIT_USAGE "--debug-symbols: $READELF cannot read $binary as an ELF file"
+    warn "warning: $READELF cannot read $binary as an ELF file: installing it as it is"
+elif ! grep -qE '[[:space:]]\.z?debug_(info|line)[[:space:]]' <<<"$sections"; then
+    [ "$debug_symbols" = 0 ] || warn "warning: $binary has no debug info: --debug-symbols installs nothing"
+else
+    debug_file=$work/kubelet-pivot.debug
+    installed_binary=$work/kubelet-pivot
+    if ! "$OBJCOPY" --only-keep-debug "$binary" "$debug_file" ||
+        ! "$OBJCOPY" --strip-all --add-gnu-debuglink="$debug_file" "$binary" "$installed_binary"; then
+        die $EXIT_FAILURE "$OBJCOPY cannot split the debug info off $binary (a binary for another architecture? set OBJCOPY and READELF to its binutils, e.g. OBJCOPY=aarch64-linux-gnu-objcopy)"
+    fi
+fi
 
 # Man pages and completions, if this binary prints them (a binary for another
 # architecture cannot run here: then they are skipped).
@@ -361,7 +454,7 @@ fi
 
 # ---- write ----
 
-install_file "$binary" "$bin_path" 0755
+install_file "$installed_binary" "$bin_path" 0755
 bin_changed=$changed
 install_file "$work/unit" "$unit_path" 0644
 unit_changed=$((changed - bin_changed))
@@ -388,8 +481,22 @@ manifest_entries=("$new_sha $config_path")
 record() { manifest_entries+=("$(sha256_of "$destdir$1") $1"); }
 record "$bin_path"
 record "$unit_path"
-install_file "$binary" "$plugin_path" 0755
+install_file "$installed_binary" "$plugin_path" 0755
 record "$plugin_path"
+
+if [ "$debug_symbols" = 1 ] && [ -n "$debug_file" ]; then
+    install_file "$debug_file" "$debug_path" 0644
+    record "$debug_path"
+    # gdb looks up DEBUGDIR/.build-id/NN/REST.debug first (the first two hex
+    # digits of the build ID make the directory): relative, so it also holds
+    # below DESTDIR.
+    build_id=$("$READELF" -n "$binary" 2>/dev/null | awk '/Build ID:/ { print $3; exit }')
+    if [ -n "$build_id" ]; then
+        build_id_path=$debug_root/.build-id/${build_id:0:2}/${build_id:2}.debug
+        install_link "../..${debug_path#"$debug_root"}" "$build_id_path"
+        record "$build_id_path"
+    fi
+fi
 
 if [ -f "$readme_src" ]; then
     install_file "$readme_src" "$doc_path" 0644
@@ -426,6 +533,8 @@ if [ -f "$destdir$manifest_path" ]; then
         [ "$keep" = 1 ] || remove_file "$path"
     done <"$destdir$manifest_path"
 fi
+
+remove_empty_debug_dirs
 
 printf '%s\n' "${manifest_entries[@]}" | sort -k2 | sed 's/ /  /' >"$work/manifest"
 install_file "$work/manifest" "$manifest_path" 0644

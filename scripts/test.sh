@@ -10,8 +10,13 @@
 #
 # Every test binary runs even after a failure (--no-fail-fast). The last
 # lines name the failing tests, if any, and sum up every binary's results.
+#
+# First scripts/deps.sh: as root it installs what the suite needs (apt-get,
+# pip); without root it names what is missing and how to install it, and the
+# suite does not start. When everything is there it does nothing, silently.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit
+bash scripts/deps.sh test || exit
 export CHAOS_ITERATIONS="${CHAOS_ITERATIONS:-300}"
 # The skew test (tests/skew.rs) runs this build beside the earlier one pinned
 # in compat/baseline: build that once (about 2 minutes: only the baseline's own

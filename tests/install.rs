@@ -1,10 +1,13 @@
 //! `scripts/install.sh` against temporary roots (`--destdir`), with the binary under test: the
 //! file layout and modes, the unit's paths for the prefix, idempotent re-runs, the init config
 //! as a conffile (refused without `--force`, backed up with it, kept by `--uninstall`),
-//! `--enable`, `--uninstall`, and `systemd-analyze verify` of the installed unit.
+//! `--enable`, `--uninstall`, `systemd-analyze verify` of the installed unit, and the binary
+//! installed without its debug info, which `--debug-symbols` installs beside it (build ID and
+//! `.gnu_debuglink` matching).
 //!
-//! Needs bash, coreutils and systemd's `systemd-analyze` and `systemctl` (Debian package
-//! `systemd`; `.ci/run` installs it). A missing tool fails the test, it is never skipped.
+//! Needs bash, coreutils, binutils' `objcopy` and `readelf` and systemd's `systemd-analyze` and
+//! `systemctl` (Debian packages `binutils`, `systemd`; `scripts/deps.sh` installs them). A
+//! missing tool fails the test, it is never skipped.
 
 #[path = "support/command.rs"]
 mod command;
@@ -420,16 +423,17 @@ fn fresh_install_lays_out_the_files_with_their_modes() {
 
     assert_eq!(root.files(), expected_files(&root));
     assert_eq!(mode(&root.bin()), 0o755);
+    // The binary given with --binary, without its debug info (same build ID).
     assert_eq!(
-        fs::read(root.bin()).expect("installed binary"),
-        fs::read(pivot_bin()).expect("binary under test"),
+        build_id(&root.bin()),
+        build_id(&pivot_bin()),
         "the installed binary is not the one given with --binary"
     );
     // The kubectl plugin is the same binary, and answers as `kubectl pivot`.
     assert_eq!(mode(&root.plugin()), 0o755);
     assert_eq!(
         fs::read(root.plugin()).expect("installed plugin"),
-        fs::read(pivot_bin()).expect("binary under test")
+        fs::read(root.bin()).expect("installed binary")
     );
     let mut plugin = Command::new(root.plugin());
     plugin.args(["rollout", "--help"]);
@@ -881,7 +885,9 @@ fn help_documents_every_option() {
         "--config",
         "--force",
         "--enable",
+        "--debug-symbols",
         "--uninstall",
+        "OBJCOPY",
         "Exit status",
     ] {
         assert!(
@@ -908,4 +914,274 @@ fn a_failed_step_exits_1() {
     fs::create_dir_all(root.bin()).unwrap();
     root.fails(&[], 1);
     assert!(root.bin().is_dir());
+}
+
+// ---- the binary without its debug info; --debug-symbols ----
+
+/// `readelf ARGS FILE`'s stdout (binutils; a missing readelf fails the test).
+fn readelf(args: &[&str], file: &Path) -> String {
+    let mut cmd = Command::new(require_tool("readelf"));
+    cmd.args(args).arg(file);
+    let output = run(cmd);
+    assert!(
+        output.status.success(),
+        "readelf {args:?} {}: {}",
+        file.display(),
+        text(&output)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The ELF section names of `file`, from `readelf -S -W` (`  [12] .text  PROGBITS ...`).
+fn sections(file: &Path) -> Vec<String> {
+    readelf(&["-S", "-W"], file)
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix('['))
+        .filter_map(|rest| rest.split_once(']'))
+        .filter_map(|(_, rest)| rest.split_whitespace().next())
+        .filter(|name| name.starts_with('.'))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The DWARF sections of `file` (`.debug_info`, `.debug_line`, ...). `.debug_gdb_scripts` is
+/// not debug info: rustc puts it in a loaded segment (gdb's pretty-printer hint), and
+/// `objcopy --strip-all` keeps it.
+fn dwarf_sections(file: &Path) -> Vec<String> {
+    sections(file)
+        .into_iter()
+        .filter(|name| name.starts_with(".debug_") || name.starts_with(".zdebug_"))
+        .filter(|name| name != ".debug_gdb_scripts")
+        .collect()
+}
+
+/// The GNU build ID of `file` (`readelf -n`), which the linker derives from the whole output.
+fn build_id(file: &Path) -> String {
+    readelf(&["-n"], file)
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("Build ID: "))
+        .unwrap_or_else(|| panic!("{} has no build ID", file.display()))
+        .trim()
+        .to_owned()
+}
+
+/// The `.gnu_debuglink` of `file`: the debug file's name and its CRC-32 (the name,
+/// NUL-padded to 4 bytes, then the CRC in the file's byte order: little-endian here).
+fn debuglink(file: &Path) -> (String, u32) {
+    let dump = tempfile::NamedTempFile::new().expect("temp file");
+    let mut cmd = Command::new(require_tool("objcopy"));
+    cmd.arg(format!(
+        "--dump-section=.gnu_debuglink={}",
+        dump.path().display()
+    ))
+    .arg(file)
+    .arg(dump.path().with_extension("discard"));
+    let output = run(cmd);
+    let _ = fs::remove_file(dump.path().with_extension("discard"));
+    assert!(
+        output.status.success(),
+        "{} has no .gnu_debuglink: {}",
+        file.display(),
+        text(&output)
+    );
+    let bytes = fs::read(dump.path()).expect("debuglink dump");
+    let name_len = bytes
+        .iter()
+        .position(|&b| b == 0)
+        .expect("NUL after the name");
+    let crc_at = (name_len + 1).div_ceil(4) * 4;
+    let crc = bytes
+        .get(crc_at..crc_at + 4)
+        .unwrap_or_else(|| panic!("short .gnu_debuglink: {bytes:?}"));
+    (
+        String::from_utf8_lossy(&bytes[..name_len]).into_owned(),
+        u32::from_le_bytes(crc.try_into().expect("4 bytes")),
+    )
+}
+
+/// CRC-32 (IEEE 802.3, reflected, as zlib and gdb's debuglink check compute it).
+fn crc32(data: &[u8]) -> u32 {
+    let mut table = [0u32; 256];
+    for (i, entry) in table.iter_mut().enumerate() {
+        let mut c = i as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+        }
+        *entry = c;
+    }
+    !data.iter().fold(!0u32, |crc, &b| {
+        table[((crc ^ u32::from(b)) & 0xff) as usize] ^ (crc >> 8)
+    })
+}
+
+impl Root {
+    /// Where --debug-symbols puts the debug file: below /usr/lib/debug, at the binary's path.
+    fn debug_file(&self) -> PathBuf {
+        self.at(&format!(
+            "usr/lib/debug{}/bin/kubelet-pivot.debug",
+            self.prefix
+        ))
+    }
+
+    /// The build-ID link to the debug file (`/usr/lib/debug/.build-id/NN/REST.debug`).
+    fn build_id_link(&self, id: &str) -> PathBuf {
+        self.at(&format!(
+            "usr/lib/debug/.build-id/{}/{}.debug",
+            &id[..2],
+            &id[2..]
+        ))
+    }
+}
+
+#[test]
+fn installed_binary_has_no_debug_info_and_links_to_its_debug_file() {
+    assert!(
+        !dwarf_sections(&pivot_bin()).is_empty(),
+        "the binary under test has no debug info: the test proves nothing"
+    );
+    let root = Root::new("/usr/local");
+    root.ok(&[]);
+    for bin in [root.bin(), root.plugin()] {
+        assert_eq!(
+            dwarf_sections(&bin),
+            Vec::<String>::new(),
+            "{}",
+            bin.display()
+        );
+        // The symbol table went to the debug file too.
+        assert!(
+            !sections(&bin).contains(&".symtab".to_owned()),
+            "{}",
+            bin.display()
+        );
+        assert_eq!(debuglink(&bin).0, "kubelet-pivot.debug");
+    }
+    let installed = fs::metadata(root.bin()).expect("stat").len();
+    let given = fs::metadata(pivot_bin()).expect("stat").len();
+    assert!(
+        installed * 2 < given,
+        "the installed binary ({installed} bytes) is not much smaller than the one given \
+         ({given} bytes)"
+    );
+    // Without --debug-symbols, no debug file.
+    assert!(!root.at("usr/lib/debug").exists());
+}
+
+#[test]
+fn debug_symbols_installs_the_matching_debug_file_and_uninstall_removes_it() {
+    let root = Root::new("/usr/local");
+    let out = root.ok(&["--debug-symbols"]);
+    let id = build_id(&pivot_bin());
+    let debug = root.debug_file();
+    let link = root.build_id_link(&id);
+    assert!(
+        out.contains("installed  /usr/lib/debug/usr/local/bin/kubelet-pivot.debug"),
+        "{out}"
+    );
+    let mut files = expected_files(&root);
+    for path in [&debug, &link] {
+        files.push(
+            path.strip_prefix(root.path())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned(),
+        );
+    }
+    files.sort();
+    assert_eq!(root.files(), files);
+    assert_eq!(mode(&debug), 0o644);
+
+    // The debug file holds the DWARF the binary lost, under the same build ID, and its CRC is
+    // the one the binary's .gnu_debuglink records (gdb checks both).
+    assert!(
+        dwarf_sections(&debug).contains(&".debug_info".to_owned()),
+        "{:?}",
+        sections(&debug)
+    );
+    assert!(
+        sections(&debug).contains(&".symtab".to_owned()),
+        "{:?}",
+        sections(&debug)
+    );
+    assert_eq!(build_id(&debug), id);
+    assert_eq!(build_id(&root.bin()), id);
+    let (name, crc) = debuglink(&root.bin());
+    assert_eq!(name, "kubelet-pivot.debug");
+    assert_eq!(
+        crc,
+        crc32(&fs::read(&debug).expect("debug file")),
+        "the .gnu_debuglink CRC does not match the installed debug file"
+    );
+    // The build-ID link is relative (it holds below DESTDIR too) and leads to the debug file.
+    assert_eq!(
+        fs::read_link(&link).expect("build-id link"),
+        PathBuf::from("../../usr/local/bin/kubelet-pivot.debug")
+    );
+    assert_eq!(
+        fs::canonicalize(&link).unwrap(),
+        fs::canonicalize(&debug).unwrap()
+    );
+    // The manifest records both, with true sums.
+    let recorded = root.recorded();
+    for path in [&debug, &link] {
+        let target = format!("/{}", path.strip_prefix(root.path()).unwrap().display());
+        assert_eq!(recorded.get(&target), Some(&sha256_file(path)), "{target}");
+    }
+
+    // A re-run changes nothing.
+    let before = root.snapshot();
+    let out = root.ok(&["--debug-symbols"]);
+    assert!(out.contains("done: 0 changed"), "{out}");
+    assert_same_tree(&before, &root.snapshot());
+
+    // Uninstall removes them (and the directories below /usr/lib/debug they made).
+    root.ok(&["--uninstall"]);
+    assert_eq!(root.files(), Vec::<String>::new());
+    assert!(!root.at("usr/lib/debug/.build-id").exists());
+    assert!(!root.at("usr/lib/debug/usr").exists());
+
+    // An install without --debug-symbols after one with removes the debug file.
+    root.ok(&["--debug-symbols"]);
+    let out = root.ok(&[]);
+    assert!(
+        out.contains("removed    /usr/lib/debug/usr/local/bin/kubelet-pivot.debug"),
+        "{out}"
+    );
+    assert_eq!(root.files(), expected_files(&root));
+}
+
+#[test]
+fn without_objcopy_the_binary_is_installed_as_it_is_with_a_warning() {
+    let root = Root::new("/usr/local");
+    let mut cmd = root.command(&[]);
+    cmd.env("OBJCOPY", "/nonexistent/objcopy");
+    let output = run(cmd);
+    assert!(output.status.success(), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("warning:") && stderr.contains("binutils"),
+        "{stderr}"
+    );
+    assert_eq!(
+        fs::read(root.bin()).expect("installed binary"),
+        fs::read(pivot_bin()).expect("binary under test")
+    );
+    assert_eq!(root.files(), expected_files(&root));
+
+    // --debug-symbols cannot be done then: exit 2, nothing written.
+    let root = Root::new("/usr/local");
+    let mut cmd = root.command(&["--debug-symbols"]);
+    cmd.env("OBJCOPY", "/nonexistent/objcopy");
+    let output = run(cmd);
+    assert_eq!(output.status.code(), Some(EXIT_USAGE), "{}", text(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("binutils"),
+        "{}",
+        text(&output)
+    );
+    assert_eq!(root.files(), Vec::<String>::new());
 }
