@@ -60,7 +60,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use support::bench::{cpu_ticks, fail, stand_in, stats, status_field};
+use support::bench::{cpu_ticks, env_number, fail, stand_in, stats, status_field};
 use support::lock_state::{blocked_on, status_by};
 use support::{now_ns, pivot_bin, Proc, Scene, POLL_INTERVAL};
 use testkit::ApiServer;
@@ -125,15 +125,6 @@ impl Opts {
     fn runs(&self, part: &str) -> bool {
         self.parts.iter().any(|p| p == part)
     }
-}
-
-fn env_number(var: &str) -> Option<u64> {
-    let value = std::env::var(var).ok()?;
-    Some(
-        value
-            .parse()
-            .unwrap_or_else(|_| fail(&format!("{var}={value:?} is not a whole number"))),
-    )
 }
 
 fn loadavg() -> String {
@@ -216,7 +207,7 @@ impl Table {
 
     fn print(&self, builds: &[Build]) {
         println!();
-        print!("{:<44} {:>10}", "figure", "target");
+        print!("{:<52} {:>10}", "figure", "target");
         for b in builds {
             print!(" {:>16}", b.name);
         }
@@ -229,7 +220,7 @@ impl Table {
             let target = row
                 .at_most
                 .map_or(String::new(), |t| format!("<= {}", fmt_num(t, 0)));
-            print!("{:<44} {target:>10}", row.label);
+            print!("{:<52} {target:>10}", row.label);
             for b in builds {
                 let text = match row.cells.get(b.name) {
                     None => "-".to_owned(),
@@ -315,6 +306,9 @@ struct Figures {
     wakeups_per_min: f64,
     ticks_per_min: f64,
     rss_kb: u64,
+    /// VmRSS = RssAnon (heap, stacks) + RssFile (the binary's pages touched) + RssShmem.
+    rss_anon_kb: u64,
+    rss_file_kb: u64,
     threads: u64,
     births: usize,
     exits: usize,
@@ -354,6 +348,8 @@ impl Sampler {
             wakeups_per_min: switches as f64 * per_min,
             ticks_per_min: cpu_ticks(self.pid).saturating_sub(self.ticks) as f64 * per_min,
             rss_kb: status_field(self.pid, "VmRSS"),
+            rss_anon_kb: status_field(self.pid, "RssAnon"),
+            rss_file_kb: status_field(self.pid, "RssFile"),
             threads: status_field(self.pid, "Threads"),
             births: self
                 .last
@@ -485,8 +481,16 @@ fn record(table: &mut Table, who: &str, build: &Build, f: &Figures, targets: boo
         f.ticks_per_min,
     );
     note(&format!(
-        "{} {who}: {:.1} wakeups/min, {:.1} ticks/min, RSS {} kB, {} threads ({} born, {} exited in the window)",
-        build.name, f.wakeups_per_min, f.ticks_per_min, f.rss_kb, f.threads, f.births, f.exits
+        "{} {who}: {:.1} wakeups/min, {:.1} ticks/min, RSS {} kB (anon {}, file {}), {} threads ({} born, {} exited in the window)",
+        build.name,
+        f.wakeups_per_min,
+        f.ticks_per_min,
+        f.rss_kb,
+        f.rss_anon_kb,
+        f.rss_file_kb,
+        f.threads,
+        f.births,
+        f.exits
     ));
 }
 
@@ -931,7 +935,12 @@ fn main() {
         thread::available_parallelism().map_or(0, |n| n.get())
     );
     for b in &builds {
-        println!("  {:<6} {}", b.name, b.bin.display());
+        let version = Command::new(&b.bin)
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_else(|err| format!("(--version failed: {err})"));
+        println!("  {:<6} {}: {version}", b.name, b.bin.display());
     }
     note("load average at the start");
     let mut table = Table::default();

@@ -136,6 +136,16 @@ pub fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// `var` from the environment as a whole number, `None` if unset; fails if it is not one.
+pub fn env_number(var: &str) -> Option<u64> {
+    let value = std::env::var(var).ok()?;
+    Some(
+        value
+            .parse()
+            .unwrap_or_else(|_| fail(&format!("{var}={value:?} is not a whole number"))),
+    )
+}
+
 const DRAIN_NODE: &str = "bench-node";
 const CONFIG_NS: &str = "kubelet-config";
 const SOURCE_ANNOTATION: &str = "kubelet-pivot.io/config-source";
