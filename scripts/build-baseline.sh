@@ -15,4 +15,4 @@
 set -euo pipefail
 # shellcheck source=scripts/lib/build-pinned.sh
 . "$(dirname "$0")/lib/build-pinned.sh"
-build_pinned build-baseline compat/baseline debug "${BASELINE_REBUILD:-}"
+build_pinned build-baseline baseline compat/baseline debug "${BASELINE_REBUILD:-}"

@@ -18,4 +18,4 @@
 set -euo pipefail
 # shellcheck source=scripts/lib/build-pinned.sh
 . "$(dirname "$0")/lib/build-pinned.sh"
-build_pinned before benches/before-commit release "${BEFORE_REBUILD:-}"
+build_pinned build-before before benches/before-commit release "${BEFORE_REBUILD:-}"

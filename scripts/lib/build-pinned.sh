@@ -5,10 +5,10 @@
 # (same Cargo.lock, same profile) are reused and only the kubelet-pivot crate
 # itself is compiled.
 #
-#   build_pinned NAME PIN_FILE PROFILE REBUILD
+#   build_pinned NAME DIR PIN_FILE PROFILE REBUILD
 #
-# NAME: the script's name in messages and the binary's directory
-# (TARGET/NAME/kubelet-pivot-COMMIT). PIN_FILE: the last line that is not a
+# NAME: the script's name in messages. DIR: the binary's directory in the
+# target directory (TARGET/DIR/kubelet-pivot-COMMIT). PIN_FILE: the last line that is not a
 # comment is a full 40-digit commit hash. PROFILE: debug or release. REBUILD:
 # non-empty rebuilds a binary that exists already (else it is reused).
 # Prints the binary's path on stdout (the last line); everything else goes to
@@ -20,7 +20,7 @@
 # that fails too, it says so and exits 1.
 
 build_pinned() {
-    local name=$1 pin_file=$2 profile=$3 rebuild=$4
+    local name=$1 dir=$2 pin_file=$3 profile=$4 rebuild=$5
     local root
     root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
     cd "$root" || exit 1
@@ -44,7 +44,7 @@ build_pinned() {
 
     local target=${CARGO_TARGET_DIR:-$root/target}
     case "$target" in /*) ;; *) target=$root/$target ;; esac
-    local out_dir=$target/$name
+    local out_dir=$target/$dir
     local bin=$out_dir/kubelet-pivot-$commit
     if [ -x "$bin" ] && [ -z "$rebuild" ]; then
         echo "$name: reusing $bin" >&2
