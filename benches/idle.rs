@@ -24,7 +24,9 @@
 //!     between two reads is missed (the births and exits seen are printed);
 //!   * CPU ticks: `utime + stime` of /proc/PID/stat (exited threads included), in clock ticks
 //!     (`getconf CLK_TCK`, usually 100 a second);
-//!   * RSS (VmRSS) and threads at the end of the window;
+//!   * RSS (VmRSS) and threads at the end of the window, and RssAnon: VmRSS is mostly the
+//!     binary's pages mapped from the page cache (RssFile, which varies by a few MB between two
+//!     builds of the same code), RssAnon the process's own memory;
 //!   * after the window, `strace -f -c -p PID` for `IDLE_STRACE_SECS` (default 10; 0 = off):
 //!     system calls a minute, `openat` and `read` among them (the file reads of a store or
 //!     /proc re-read). strace itself wakes the process (attach, detach), so these are counted
@@ -502,6 +504,13 @@ fn record_memory(table: &mut Table, who: &str, build: &Build, f: &Figures, rss_t
         build,
         f.rss_kb as f64,
     );
+    table.set(
+        &format!("{who}: RSS anon kB (private)"),
+        None,
+        0,
+        build,
+        f.rss_anon_kb as f64,
+    );
     table.set(&format!("{who}: threads"), None, 0, build, f.threads as f64);
 }
 
@@ -560,10 +569,16 @@ const HOLDER_WITH_WAITER: &str = "idle holder, waiter standing by";
 const API_HOLDER: &str = "idle holder with API server";
 
 fn idle_labels(who: &str) -> Vec<String> {
-    ["wakeups/min", "CPU ticks/min", "RSS kB", "threads"]
-        .iter()
-        .map(|f| format!("{who}: {f}"))
-        .collect()
+    [
+        "wakeups/min",
+        "CPU ticks/min",
+        "RSS kB",
+        "RSS anon kB (private)",
+        "threads",
+    ]
+    .iter()
+    .map(|f| format!("{who}: {f}"))
+    .collect()
 }
 
 fn part_idle(table: &mut Table, build: &Build, opts: &Opts) {
@@ -644,7 +659,7 @@ fn part_api(table: &mut Table, build: &Build, opts: &Opts) {
     record(table, API_HOLDER, build, &f[0], false);
     record_memory(table, API_HOLDER, build, &f[0], false);
     let per_min = requests.len() as f64 * 60.0 / opts.window.as_secs_f64();
-    table.set(&labels[4], None, 1, build, per_min);
+    table.set(&labels[5], None, 1, build, per_min);
     if !requests.is_empty() {
         let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
         for r in &requests {
