@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 use inotify::WatchMask;
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
-use support::bench::{fail, inotify_times, stand_in, stats, Stats};
+use support::bench::{env_number, fail, inotify_times, stand_in, stats, Stats};
 use support::{now_ns, pivot_bin, read_log, wait_until, LogLine, Proc, Scene};
 use testkit::{ApiServer, RequestRecord};
 
@@ -95,15 +95,6 @@ struct Opts {
     changes: usize,
     nodes: usize,
     idle: Duration,
-}
-
-fn env_number(var: &str) -> Option<u64> {
-    let value = std::env::var(var).ok()?;
-    Some(
-        value
-            .parse()
-            .unwrap_or_else(|_| fail(&format!("{var}={value:?} is not a whole number"))),
-    )
 }
 
 fn opts() -> Opts {

@@ -13,38 +13,11 @@ mod scrape;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::fs;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use support::bench::{fail, stand_in, stats};
+use support::bench::{cpu_ticks, fail, stand_in, stats, status_field};
 use support::{wait_until, Scene};
-
-/// /proc/PID/status field in kB (VmRSS, VmHWM) or a count (Threads).
-fn status_field(pid: i32, key: &str) -> u64 {
-    let text = fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_else(|err| fail(&format!("read /proc/{pid}/status: {err}")));
-    text.lines()
-        .find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix(':')))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or_else(|| fail(&format!("no {key} in /proc/{pid}/status")))
-}
-
-/// utime + stime of `pid` in clock ticks.
-fn cpu_ticks(pid: i32) -> u64 {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
-        .unwrap_or_else(|err| fail(&format!("read /proc/{pid}/stat: {err}")));
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // After "pid (comm)": state is field 0, utime 11, stime 12.
-    let num = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    num(11) + num(12)
-}
 
 fn main() {
     let scrapes: usize = std::env::var("FOOTPRINT_SCRAPES")

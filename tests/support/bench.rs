@@ -35,6 +35,32 @@ pub fn stand_in() -> PathBuf {
     bin
 }
 
+/// /proc/PID/status field in kB (VmRSS, VmHWM) or a count (Threads).
+pub fn status_field(pid: i32, key: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|err| fail(&format!("read /proc/{pid}/status: {err}")));
+    text.lines()
+        .find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix(':')))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| fail(&format!("no {key} in /proc/{pid}/status")))
+}
+
+/// utime + stime of `pid` in clock ticks.
+pub fn cpu_ticks(pid: i32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_else(|err| fail(&format!("read /proc/{pid}/stat: {err}")));
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // After "pid (comm)": state is field 0, utime 11, stime 12.
+    let num = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    num(11) + num(12)
+}
+
 /// Watches `path` for `mask` with inotify on a thread named `name`, which first runs `setup`;
 /// sends the time (ns since the epoch, taken as soon as the events are read) of every event
 /// that `wanted` accepts, given the event's file name (for a watched directory).
@@ -108,6 +134,16 @@ pub fn env_usize(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// `var` from the environment as a whole number, `None` if unset; fails if it is not one.
+pub fn env_number(var: &str) -> Option<u64> {
+    let value = std::env::var(var).ok()?;
+    Some(
+        value
+            .parse()
+            .unwrap_or_else(|_| fail(&format!("{var}={value:?} is not a whole number"))),
+    )
 }
 
 const DRAIN_NODE: &str = "bench-node";
