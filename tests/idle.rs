@@ -149,6 +149,21 @@ fn an_idle_holder_and_an_idle_waiter_do_no_periodic_work() {
     scene.assert_no_overlap();
 }
 
+/// Waits until a kubelet other than `first` runs with a config that contains `needle`.
+fn restarted_with(scene: &Scene, first: i32, needle: &str) {
+    wait_until(
+        SETTLE,
+        &format!("a new kubelet running with {needle}"),
+        || {
+            scene
+                .running_kubelets()
+                .first()
+                .copied()
+                .filter(|pid| *pid != first && scene.config_of(*pid).contains(needle))
+        },
+    );
+}
+
 /// Fills `dir`'s inotify queues past `fs.inotify.max_queued_events` (16384 by default) with
 /// creations of unrelated files while the supervisor is stopped.
 fn overflow_inotify(dir: &Path) {
@@ -192,14 +207,7 @@ fn a_config_change_lost_in_an_inotify_overflow_is_found_by_one_rescan() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(holder.signal(Signal::SIGCONT));
-    let second = wait_until(SETTLE, "a kubelet started with the assigned config", || {
-        scene
-            .running_kubelets()
-            .first()
-            .copied()
-            .filter(|pid| *pid != first && scene.config_of(*pid).contains("\"maxPods\":77"))
-    });
-    assert_ne!(first, second);
+    restarted_with(&scene, first, "\"maxPods\":77");
     assert!(
         scene.output().contains("inotify queue overflowed"),
         "the change was not found by the overflow's rescan:\n{}",
@@ -225,13 +233,6 @@ fn a_drop_in_in_a_new_subdirectory_of_config_dir_is_applied() {
     let tmp = sub.join(".30-pods.conf.tmp");
     fs::write(&tmp, kubelet_config("maxPods: 33\n")).expect("write a drop-in");
     fs::rename(&tmp, sub.join("30-pods.conf")).expect("rename it into place");
-    let second = wait_until(SETTLE, "a kubelet started with the drop-in", || {
-        scene
-            .running_kubelets()
-            .first()
-            .copied()
-            .filter(|pid| *pid != first && scene.config_of(*pid).contains("\"maxPods\":33"))
-    });
-    assert_ne!(first, second);
+    restarted_with(&scene, first, "\"maxPods\":33");
     scene.assert_no_overlap();
 }
