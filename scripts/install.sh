@@ -16,6 +16,7 @@ umask 022
 
 readonly PROG=install.sh
 readonly UNIT_NAME=kubelet-pivot.service
+readonly KUBELET_UNIT=kubelet.service
 # The prefix the stock unit's paths are written for.
 readonly STOCK_PREFIX=/usr/local
 
@@ -79,6 +80,10 @@ drop-ins (systemctl edit kubelet-pivot). Uninstall with the same --prefix and
 --destdir as the install. Without DESTDIR and with systemd running,
 `systemctl daemon-reload` follows a change of the unit (and uninstall disables
 the unit, but never stops it); with DESTDIR, systemctl is never run.
+
+A warning (exit status unchanged) says when the node's own kubelet.service is
+enabled and not masked: the unit conflicts with it (README, "Moving a kubeadm
+node over").
 
 Exit status: 0 done (also when nothing changed), 1 an install step failed,
 2 bad usage or a missing input file (or tool), 3 refused: the init config was changed
@@ -565,6 +570,26 @@ elif [ "$live_systemd" = 1 ] && [ "$unit_changed" -gt 0 ]; then
 fi
 if [ "$live_systemd" = 1 ] && [ $((bin_changed + unit_changed)) -gt 0 ] && systemctl is-active --quiet "$UNIT_NAME" 2>/dev/null; then
     say "note: $UNIT_NAME is running the previous binary; 'systemctl restart $UNIT_NAME' switches (it restarts the bootstrap kubelet if it holds the lock)"
+fi
+
+# The node's own kubelet unit (kubeadm's, a distribution's) must not start at
+# boot beside this one: the unit's Conflicts= keeps the two kubelets apart, but
+# whichever unit starts last stops the other. Warn while it is enabled and not
+# masked (README, "Moving a kubeadm node over").
+kubelet_unit_enabled() {
+    if [ "$live_systemd" = 1 ]; then
+        [ "$(systemctl is-enabled "$KUBELET_UNIT" 2>/dev/null)" = enabled ]
+        return
+    fi
+    local unit_dir=$destdir/etc/systemd/system link
+    [ "$(readlink "$unit_dir/$KUBELET_UNIT" 2>/dev/null)" = /dev/null ] && return 1
+    for link in "$unit_dir"/*.wants/"$KUBELET_UNIT" "$unit_dir"/*.requires/"$KUBELET_UNIT"; do
+        [ -L "$link" ] && return 0
+    done
+    return 1
+}
+if kubelet_unit_enabled; then
+    warn "warning: $KUBELET_UNIT is enabled: it would start the node's old kubelet at boot, and whichever of it and $UNIT_NAME starts last stops the other (Conflicts=). Move the node over: systemctl disable $KUBELET_UNIT && systemctl mask $KUBELET_UNIT (README, \"Moving a kubeadm node over\")"
 fi
 
 say "done: $changed changed, $unchanged unchanged"

@@ -666,6 +666,72 @@ fn enable_links_the_unit_as_systemctl_would() {
     );
 }
 
+/// A node that still has kubeadm's kubelet.service enabled is warned (on stderr, exit 0) with
+/// what to do; once that unit is masked, or was never enabled, nothing is said.
+#[test]
+fn an_enabled_kubelet_service_is_warned_about_until_it_is_masked() {
+    let root = Root::new("/usr/local");
+    let units = root.at("etc/systemd/system");
+    fs::create_dir_all(&units).unwrap();
+    write(
+        &units.join("kubelet.service"),
+        "[Service]\nExecStart=/usr/bin/kubelet\n[Install]\nWantedBy=multi-user.target\n",
+    );
+    // Not enabled: no warning.
+    let quiet = root.run(&[]);
+    assert!(quiet.status.success(), "{}", text(&quiet));
+    assert!(
+        !String::from_utf8_lossy(&quiet.stderr).contains("kubelet.service"),
+        "{}",
+        text(&quiet)
+    );
+    // Enabled (as `systemctl enable kubelet` leaves it): a warning that says what to run.
+    let wants = units.join("multi-user.target.wants");
+    fs::create_dir_all(&wants).unwrap();
+    std::os::unix::fs::symlink(
+        "/etc/systemd/system/kubelet.service",
+        wants.join("kubelet.service"),
+    )
+    .unwrap();
+    let warned = root.run(&[]);
+    assert!(warned.status.success(), "{}", text(&warned));
+    let stderr = String::from_utf8_lossy(&warned.stderr);
+    assert!(
+        stderr.contains("warning: kubelet.service is enabled")
+            && stderr.contains("systemctl mask kubelet.service")
+            && stderr.contains("Moving a kubeadm node over"),
+        "{}",
+        text(&warned)
+    );
+    // Masked, as README says: quiet again (a masked unit never starts, whatever links remain).
+    fs::remove_file(units.join("kubelet.service")).unwrap();
+    std::os::unix::fs::symlink("/dev/null", units.join("kubelet.service")).unwrap();
+    let masked = root.run(&[]);
+    assert!(masked.status.success(), "{}", text(&masked));
+    assert!(
+        !String::from_utf8_lossy(&masked.stderr).contains("kubelet.service"),
+        "{}",
+        text(&masked)
+    );
+    // And systemctl agrees with the script about both states, where it is installed.
+    if let Some(systemctl) = find_systemctl() {
+        let out = Command::new(systemctl)
+            .arg(format!("--root={}", root.path().display()))
+            .args(["is-enabled", "kubelet.service"])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "masked");
+    }
+}
+
+fn find_systemctl() -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("systemctl"))
+            .find(|path| path.is_file())
+    })
+}
+
 #[test]
 fn installed_unit_passes_systemd_analyze_verify() {
     let root = Root::new("/usr/local");

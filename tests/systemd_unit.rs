@@ -784,8 +784,18 @@ fn self_hosted_command(sandbox: &Sandbox, scene: &Scene) -> Command {
     cmd
 }
 
-#[test]
-fn shipped_unit_under_systemd() {
+/// One sandbox at a time: each boot removes the empty cgroups of earlier runs, which a sandbox
+/// booting at the same moment could still be about to enter.
+static ONE_SANDBOX: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_sandbox() -> std::sync::MutexGuard<'static, ()> {
+    ONE_SANDBOX
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Skips (not root) or fails (root without the tools) as the module doc says; `true` to run.
+fn may_run() -> bool {
     if let Some(reason) = skip_reason() {
         // Only a non-root run may skip; as root (CI) a missing tool is a failure, not a
         // silently passing test: .ci/run installs systemd and util-linux.
@@ -794,25 +804,155 @@ fn shipped_unit_under_systemd() {
             "cannot run the systemd test as root: {reason}"
         );
         eprintln!("skipping: {reason}");
-        return;
+        return false;
     }
-    let test_start = Instant::now();
-    let scene = Scene::new();
+    true
+}
+
+/// A sandbox with the shipped unit, the test drop-in, the boot target, network-online.target
+/// masked and, if given, a `kubelet.service` (the node's own kubelet unit).
+fn boot_shipped(scene: &Scene, kubelet_service: Option<String>) -> Sandbox {
     let unit = fs::read_to_string(UNIT_FILE)
         .unwrap_or_else(|err| panic!("read the shipped unit {UNIT_FILE}: {err}"));
     let target = "[Unit]\nDescription=kubelet-pivot test sandbox: journald and nothing else\n\
                   Wants=systemd-journald.service\n"
         .to_owned();
-    let mut sandbox = Sandbox::boot(
-        &scene,
-        &[
-            (UNIT, Some(unit)),
-            ("kubelet-pivot.service.d/test.conf", Some(drop_in(&scene))),
-            (BOOT_TARGET, Some(target)),
-            ("network-online.target", None),
-        ],
-        &default_env(&scene),
+    let mut units = vec![
+        (UNIT, Some(unit)),
+        ("kubelet-pivot.service.d/test.conf", Some(drop_in(scene))),
+        (BOOT_TARGET, Some(target)),
+        ("network-online.target", None),
+    ];
+    if let Some(text) = kubelet_service {
+        units.push(("kubelet.service", Some(text)));
+    }
+    Sandbox::boot(scene, &units, &default_env(scene))
+}
+
+/// The node's own kubelet unit, as kubeadm installs it (here running the stand-in, with the
+/// scene's log and overlap probe, so an overlap with kubelet-pivot's kubelet is seen).
+fn kubeadm_kubelet_unit(scene: &Scene) -> String {
+    let quoted = |path: &Path| format!("\"{}\"", path.display().to_string().replace('%', "%%"));
+    let env = |key: &str, value: &str| format!("\"{key}={}\"", value.replace('%', "%%"));
+    format!(
+        "[Unit]\n\
+         Description=kubelet: The Kubernetes Node Agent (as kubeadm installs it)\n\
+         DefaultDependencies=no\n\
+         \n\
+         [Service]\n\
+         ExecStart={stand_in} --kubeadm-unit\n\
+         Environment={log} {probe} {delay}\n\
+         Restart=always\n\
+         RestartSec=1s\n",
+        stand_in = quoted(&stand_in_bin()),
+        log = env("STANDIN_LOG", &scene.log().display().to_string()),
+        probe = env(
+            "STANDIN_OVERLAP_PROBE",
+            &scene.probe().display().to_string()
+        ),
+        delay = env("STANDIN_TERM_DELAY_MS", &TERM_DELAY_MS.to_string()),
+    )
+}
+
+/// The node's existing `kubelet.service` (kubeadm's) and the shipped unit exclude each other:
+/// starting kubelet-pivot stops kubelet.service first (its kubelet is gone before kubelet-pivot
+/// starts one), and starting kubelet.service stops kubelet-pivot and its kubelet first. The
+/// stand-ins' overlap probe proves there were never two kubelets.
+#[test]
+fn shipped_unit_never_runs_beside_kubelet_service() {
+    if !may_run() {
+        return;
+    }
+    let _one = one_sandbox();
+    let scene = Scene::new();
+    let sandbox = boot_shipped(&scene, Some(kubeadm_kubelet_unit(&scene)));
+    let loaded = sandbox.show(UNIT);
+    let conflicts = loaded.get("Conflicts").map(String::as_str).unwrap_or("");
+    assert!(
+        conflicts.split_whitespace().any(|u| u == "kubelet.service"),
+        "the shipped unit does not conflict with kubelet.service: Conflicts={conflicts:?}"
     );
+    let stand_in = stand_in_bin();
+    // The stand-ins started by systemd itself (PID 1 of the sandbox): kubelet.service's.
+    let kubeadm_kubelets = || -> Vec<i32> {
+        scene
+            .starts()
+            .into_iter()
+            .filter(|line| line.ppid() == 1 && sandbox.running(&stand_in).contains(&line.pid))
+            .map(|line| line.pid)
+            .collect()
+    };
+
+    // 1. The node as kubeadm left it: kubelet.service runs its kubelet.
+    sandbox.systemctl_ok(&["start", "kubelet.service"]);
+    let kubeadm1 = wait_until(SETTLE, "kubelet.service to run its kubelet", || {
+        let pids = kubeadm_kubelets();
+        (pids.len() == 1).then(|| pids[0])
+    });
+
+    // 2. Starting kubelet-pivot stops kubelet.service (gracefully: SIGTERM, its grace period)
+    //    before kubelet-pivot starts its own kubelet.
+    sandbox.systemctl_ok(&["start", UNIT]);
+    assert_eq!(
+        prop(&sandbox.show("kubelet.service"), "ActiveState"),
+        "inactive",
+        "kubelet.service still runs after kubelet-pivot started"
+    );
+    let (main, pivot_kubelet, grandchild) = wait_running(&sandbox, &scene, Some(0), &[kubeadm1]);
+    wait_stand_ins(
+        &sandbox,
+        &[pivot_kubelet.pid, grandchild],
+        "kubelet-pivot's kubelet to be the only one",
+    );
+    assert_eq!(kubelet_events(&scene, kubeadm1), ["term", "stop"]);
+    let stopped_at = scene
+        .read_log()
+        .into_iter()
+        .find(|line| line.pid == kubeadm1 && line.event == "stop")
+        .map(|line| line.t_ns)
+        .expect("the stop line of kubelet.service's kubelet");
+    assert!(
+        stopped_at < pivot_kubelet.t_ns,
+        "kubelet-pivot's kubelet started before kubelet.service's had stopped"
+    );
+    scene.assert_no_overlap();
+
+    // 3. Starting kubelet.service again (an operator, or a package upgrade) stops kubelet-pivot
+    //    and its kubelet first; the node keeps exactly one kubelet.
+    sandbox.systemctl_ok(&["start", "kubelet.service"]);
+    let props = sandbox.show(UNIT);
+    assert_eq!(
+        (prop(&props, "ActiveState"), prop(&props, "SubState")),
+        ("inactive", "dead"),
+        "kubelet-pivot still runs after kubelet.service started"
+    );
+    assert_eq!(
+        sandbox.stop_posts(),
+        ["result=success code=exited status=0"],
+        "kubelet-pivot (pid {main}) was not stopped cleanly"
+    );
+    assert_eq!(kubelet_events(&scene, pivot_kubelet.pid), ["term", "stop"]);
+    let kubeadm2 = wait_until(SETTLE, "kubelet.service to run its kubelet again", || {
+        let pids = kubeadm_kubelets();
+        (pids.len() == 1 && pids[0] != kubeadm1).then(|| pids[0])
+    });
+    wait_stand_ins(
+        &sandbox,
+        &[kubeadm2],
+        "kubelet.service's kubelet to be the only one",
+    );
+    scene.assert_no_overlap();
+}
+
+#[test]
+fn shipped_unit_under_systemd() {
+    if !may_run() {
+        return;
+    }
+    let _one = one_sandbox();
+    let test_start = Instant::now();
+    let scene = Scene::new();
+    let mut sandbox = boot_shipped(&scene, None);
     let booted = test_start.elapsed();
     let loaded = sandbox.show(UNIT);
     assert_eq!(
