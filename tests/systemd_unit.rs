@@ -199,7 +199,10 @@ fn skip_reason() -> Option<String> {
     let Some(cgroup2) = cgroup2_mount() else {
         return Some("no cgroup2 hierarchy mounted: systemd needs its own cgroup tree".to_owned());
     };
-    let probe = cgroup2.join(format!("{CGROUP_PREFIX}probe-{}", std::process::id()));
+    // Unique per call: the tests of this file probe from the same process, maybe at once.
+    static PROBES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = cgroup2.join(format!("{CGROUP_PREFIX}probe-{}-{n}", std::process::id()));
     if let Err(err) = fs::create_dir(&probe) {
         return Some(format!(
             "cannot create a cgroup under {}: {err}",
@@ -860,10 +863,10 @@ fn kubeadm_kubelet_unit(scene: &Scene) -> String {
 /// stand-ins' overlap probe proves there were never two kubelets.
 #[test]
 fn shipped_unit_never_runs_beside_kubelet_service() {
+    let _one = one_sandbox();
     if !may_run() {
         return;
     }
-    let _one = one_sandbox();
     let scene = Scene::new();
     let sandbox = boot_shipped(&scene, Some(kubeadm_kubelet_unit(&scene)));
     let loaded = sandbox.show(UNIT);
@@ -946,10 +949,10 @@ fn shipped_unit_never_runs_beside_kubelet_service() {
 
 #[test]
 fn shipped_unit_under_systemd() {
+    let _one = one_sandbox();
     if !may_run() {
         return;
     }
-    let _one = one_sandbox();
     let test_start = Instant::now();
     let scene = Scene::new();
     let mut sandbox = boot_shipped(&scene, None);
