@@ -21,6 +21,10 @@ use kubelet_pivot::supervisor::{self, Options};
 const EXIT_USAGE: u8 = 2;
 /// Exit code for a runtime failure.
 const EXIT_FAILURE: u8 = 1;
+/// Exit code of a supervisor given another lock file than the node's (or,
+/// self-hosted, missing the host's paths).
+const EXIT_LOCK_MISMATCH: u8 = 4;
+const _: () = assert!(EXIT_LOCK_MISMATCH as i32 == supervisor::EXIT_LOCK_MISMATCH);
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("kubelet-pivot: error: {msg}");
@@ -109,6 +113,12 @@ fn supervise(rank: Rank, common: CommonArgs, early: Option<TerminateFlag>) -> Ex
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(EXIT_FAILURE)),
         // An untrusted state directory is bad input found before start.
         Err(err @ supervisor::SupervisorError::State(_)) => fail(EXIT_USAGE, err),
+        // Another lock file than the node's, or the host's paths missing in
+        // a pod: a refusal of its own (README, "Exit codes").
+        Err(
+            err @ (supervisor::SupervisorError::HostPaths(_)
+            | supervisor::SupervisorError::Lock(lock::LockError::NoDir { .. })),
+        ) => fail(EXIT_LOCK_MISMATCH, err),
         Err(err) => fail(EXIT_FAILURE, err),
     }
 }

@@ -1,7 +1,7 @@
 //! Everything that talks to the Kubernetes API server: follow the own
 //! Node's assignment, download and checkpoint ConfigMaps, report status
 //! ([`sync`]), drain the node for a disruptive change ([`drain`]), post
-//! Events ([`events`]), and the pure Node ↔ config translations
+//! Events ([`events`]), the lock file condition ([`lock_condition`]), and the pure Node ↔ config translations
 //! ([`nodeconfig`]).
 //!
 //! May call: `config` (store, bounds checks), `safefs`. Runs only while its
@@ -10,5 +10,6 @@
 pub mod agent;
 pub mod drain;
 pub mod events;
+pub mod lock_condition;
 pub mod nodeconfig;
 pub mod sync;

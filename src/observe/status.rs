@@ -16,6 +16,7 @@ use crate::config::store::{
 };
 use crate::pivot::claims::{self, Claim, Cleanup};
 use crate::pivot::holder::{HolderError, HolderRecord};
+use crate::pivot::lock_identity::{self, LockIdentity, LockRecord, Mismatch};
 use crate::pivot::procfs::{self, FileKey};
 use crate::pivot::role::Role;
 use crate::pivot::state::StateDir;
@@ -72,12 +73,28 @@ pub struct LockView {
     pub holder: Option<HolderView>,
     /// Live supervisors contending for (or holding) the lock.
     pub claims: Vec<ClaimView>,
+    /// The lock file the node's supervisors use (`STATE/lock-file.json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_lock_file: Option<LockRecord>,
+    /// The last supervisor that refused to start because it was given
+    /// another lock file, until one starts with the node's again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mismatch: Option<MismatchView>,
     /// Sections that could not be read, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<Unreadable>,
     /// Problems reading the state (corrupt record, ignored claims, ...).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+}
+
+/// A lock mismatch: the record and its one-line explanation.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MismatchView {
+    #[serde(flatten)]
+    pub record: Mismatch,
+    pub message: String,
 }
 
 /// A section of the state that could not be read.
@@ -245,6 +262,8 @@ pub fn lock_view(lock: &Path, state: &StateDir) -> LockView {
         locked: false,
         holder: None,
         claims: Vec::new(),
+        node_lock_file: None,
+        mismatch: None,
         unreadable: Vec::new(),
         warnings: Vec::new(),
     };
@@ -297,6 +316,7 @@ pub fn lock_view(lock: &Path, state: &StateDir) -> LockView {
             message: err.to_string(),
         }),
     }
+    lock_file_view(lock, state, &mut view);
     let scan = claims::scan(state, None, &locks, Cleanup::ReadOnly);
     view.claims = scan
         .live
@@ -306,6 +326,37 @@ pub fn lock_view(lock: &Path, state: &StateDir) -> LockView {
     view.warnings
         .extend(scan.rejected.iter().map(ToString::to_string));
     view
+}
+
+/// The node's lock file record and a refusal, if any; a warning when this
+/// command's own `--lock-file` is not the node's.
+fn lock_file_view(lock: &Path, state: &StateDir, view: &mut LockView) {
+    match lock_identity::read_record(state) {
+        Ok(Some(rec)) => {
+            let ours = LockIdentity::of(lock).ok();
+            if rec.this_boot() && ours.as_ref() != Some(&rec.lock.identity) {
+                view.warnings.push(format!(
+                    "this command's --lock-file {} is not the node's lock file {} (recorded by {})",
+                    lock.display(),
+                    rec.lock,
+                    rec.recorded_by
+                ));
+            }
+            view.node_lock_file = Some(rec);
+        }
+        Ok(None) => {}
+        Err(err) => view.warnings.push(err.to_string()),
+    }
+    match lock_identity::read_mismatch(state) {
+        Ok(Some(m)) => {
+            view.mismatch = Some(MismatchView {
+                message: m.message(),
+                record: m,
+            })
+        }
+        Ok(None) => {}
+        Err(err) => view.warnings.push(err.to_string()),
+    }
 }
 
 pub fn report(lock: &Path, state: &StateDir, store_dir: &Path) -> Report {
@@ -344,6 +395,13 @@ pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         "NOT locked"
     };
     writeln!(out, "LOCK             {} ({locked})", r.lock.path.display())?;
+    if let Some(m) = &r.lock.mismatch {
+        writeln!(
+            out,
+            "LOCK MISMATCH    at {}: {}",
+            m.record.at, m.message
+        )?;
+    }
     match &r.lock.holder {
         Some(h) => {
             let who = match h.role {
@@ -645,6 +703,28 @@ mod tests {
                     since: "T5".into(),
                     build: None,
                 }],
+                node_lock_file: None,
+                mismatch: Some({
+                    let lock = |path: &str, ino| crate::pivot::lock_identity::LockRef {
+                        path: path.into(),
+                        identity: LockIdentity {
+                            dir_dev: 0,
+                            dir_ino: ino,
+                            name: "kubelet.lock".into(),
+                        },
+                    };
+                    let record = Mismatch {
+                        refused: "self-hosted gen 3".into(),
+                        given: lock("/host/typo/kubelet.lock", 7),
+                        node: lock("/run/lock/kubelet.lock", 5),
+                        used_by: "self-hosted gen 2, pid 10, is running".into(),
+                        at: "T6".into(),
+                    };
+                    MismatchView {
+                        message: record.message(),
+                        record,
+                    }
+                }),
                 unreadable: vec![],
                 warnings: vec!["holder record is corrupt".into()],
             },
@@ -706,6 +786,7 @@ mod tests {
             "bootstrap    0    12       T5                        unknown (older than 0.5.0)",
             "STATUS BUILD     ",
             "WARNING          holder record is corrupt",
+            "LOCK MISMATCH    at T6: self-hosted gen 3 was given lock file /host/typo/kubelet.lock",
             "CONFIG ACTIVE    last-known-good: ConfigMap kubelet-config/cfg-a (UID: u-1, ResourceVersion: 7), hash 0123456789ab, since T1",
             "ASSIGNED  ConfigMap kubelet-config/cfg-b (UID: u-2, ResourceVersion: 9)",
             "ERROR     failed to validate config",

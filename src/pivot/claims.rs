@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::pivot::lock_identity::LockRef;
 use crate::pivot::procfs::{self, FileKey, LockEntry, ProcessId};
 use crate::pivot::role::{Rank, Role};
 use crate::pivot::state::StateDir;
@@ -45,6 +46,10 @@ pub struct Claim {
     /// older builds, which ignore it when they read a newer one's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<BuildInfo>,
+    /// The lock file the claimant was given (absent in claims of builds
+    /// before it was recorded: such a claim is taken to agree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<LockRef>,
 }
 
 impl Claim {
@@ -323,6 +328,7 @@ mod tests {
             start_time: me.start_time,
             since: "x".into(),
             build: Some(BuildInfo::current()),
+            lock: None,
         }
     }
 

@@ -222,6 +222,7 @@ mod tests {
                 start_time: 1,
                 since: String::new(),
                 build: None,
+                lock: None,
             },
             file: key(inode),
         }

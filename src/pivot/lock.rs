@@ -40,6 +40,8 @@ pub enum LockError {
         #[source]
         source: io::Error,
     },
+    #[error("lock directory {dir} does not exist{hint}")]
+    NoDir { dir: PathBuf, hint: &'static str },
     #[error("cannot open lock file {path}: {source}; check that its directory is writable by kubelet-pivot")]
     Open {
         path: PathBuf,
@@ -106,6 +108,36 @@ fn lock_dir(path: &Path) -> &Path {
     path.parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."))
+}
+
+/// Whose lock directory kubelet-pivot may create when it is missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissingDir {
+    /// The bootstrap with the documented default lock file: its directory
+    /// (`/var/run/lock`) is a tmpfs a minimal host may not have yet.
+    Create,
+    /// Any other lock file of the bootstrap: a missing directory is a typo
+    /// (a lock file nobody else uses), not something to create silently.
+    RefuseTypo,
+    /// A self-hosted supervisor: a missing directory is the host's not
+    /// mounted into the pod (its kubelet would lock a private file).
+    RefuseNotMounted,
+}
+
+/// Refuses a missing lock directory unless `missing` allows creating it.
+pub fn check_dir(path: &Path, missing: MissingDir) -> Result<(), LockError> {
+    let dir = lock_dir(path);
+    if missing == MissingDir::Create || fs::symlink_metadata(dir).is_ok() {
+        return Ok(());
+    }
+    let hint = match missing {
+        MissingDir::Create | MissingDir::RefuseTypo => "; kubelet-pivot creates only the default lock file's directory. Check --lock-file for a typo (every supervisor of the node must use the same lock file) or create the directory (mode 0755)",
+        MissingDir::RefuseNotMounted => " in this container; is the host's lock directory mounted into the pod (a hostPath volume at the path --lock-file names)? A self-hosted supervisor never creates it: its kubelet would lock a file no other supervisor of the node sees",
+    };
+    Err(LockError::NoDir {
+        dir: dir.to_path_buf(),
+        hint,
+    })
 }
 
 /// Checks the lock path, creates its directory (0755) if missing, and
@@ -352,6 +384,19 @@ impl LockFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_lock_directory_is_created_only_when_allowed() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("typo").join("kubelet.lock");
+        let err = check_dir(&p, MissingDir::RefuseTypo).unwrap_err().to_string();
+        assert!(err.contains("typo") && err.contains(&*d.path().to_string_lossy()), "{err}");
+        let err = check_dir(&p, MissingDir::RefuseNotMounted).unwrap_err().to_string();
+        assert!(err.contains("mounted"), "{err}");
+        check_dir(&p, MissingDir::Create).unwrap();
+        assert!(!p.parent().unwrap().exists());
+        check_dir(&d.path().join("kubelet.lock"), MissingDir::RefuseNotMounted).unwrap();
+    }
 
     #[test]
     fn refuses_symlink_and_directory() {

@@ -1,6 +1,7 @@
 //! The lock protocol: who runs the node's kubelet.
 //!
-//! Owns the lock file ([`lock`]), the holder record ([`holder`]), the claims
+//! Owns the lock file ([`lock`]) and which one the node uses
+//! ([`lock_identity`]), the holder record ([`holder`]), the claims
 //! ([`claims`]) in the trusted state directory ([`state`]), when a holder
 //! may start a kubelet ([`takeover`], the evidence rule of I1), the decision
 //! whether to yield ([`contention`], pure), the proof needed before a
@@ -16,6 +17,7 @@ pub mod contention;
 pub mod fence;
 pub mod holder;
 pub mod lock;
+pub mod lock_identity;
 pub mod machine;
 pub mod procfs;
 pub mod role;

@@ -9,10 +9,12 @@ mod disrupt;
 mod effects;
 mod fencing;
 mod holder_watch;
+mod lock_check;
 mod status;
 mod takeover;
 
 pub use disrupt::DisruptionOptions;
+pub use lock_check::EXIT_LOCK_MISMATCH;
 
 use acquire::{begin_acquire, AcquireRx};
 use config::join_opt;
@@ -31,6 +33,7 @@ use signal_hook_tokio::Signals;
 use tokio::sync::oneshot;
 use tracing::{debug, error, info, warn};
 
+use crate::cluster::lock_condition::LockCondition;
 use crate::cluster::nodeconfig::ConfigReport;
 use crate::cluster::sync::{self, ClientError, Syncer};
 use crate::config::lifecycle::{self, Access, LocalConfig, Resolved};
@@ -127,6 +130,8 @@ pub enum SupervisorError {
     Proc(#[source] std::io::Error),
     #[error("cannot open the takeover lock in the state directory: {0}")]
     Takeover(#[source] std::io::Error),
+    #[error("refusing to start: {0}")]
+    HostPaths(String),
     #[error("cannot install signal handlers: {0}")]
     Signals(#[source] std::io::Error),
     #[error("cannot open the checkpoint store: {0}")]
@@ -309,6 +314,8 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     if let Err(err) = nix::sys::prctl::set_child_subreaper(true) {
         warn!(%err, "cannot become a child subreaper; orphaned kubelet helpers go to init");
     }
+    lock_check::host_paths(&opts)?;
+    lock::check_dir(&opts.lock_path, lock_check::missing_dir(&opts))?;
     lock::prepare(&opts.lock_path)?;
     let state = StateDir::open(&opts.state_dir).map_err(SupervisorError::State)?;
     let takeover = TakeoverLock::open(&state).map_err(SupervisorError::Takeover)?;
@@ -346,6 +353,32 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         },
         Backoff::default(),
     );
+    // One lock file per node: decided under the takeover lock, which is
+    // held until our claim (naming our lock file) is on disk.
+    let (checked, takeover_guard) = lock_check::check(&opts, &state, &takeover, me).await?;
+    let our_lock = match checked {
+        lock_check::Checked::Go(lock) => lock,
+        lock_check::Checked::Refused(message) => {
+            lock_check::report(
+                client.clone(),
+                &opts.node_name,
+                LockCondition::Mismatch,
+                &message,
+            )
+            .await;
+            return Ok(lock_check::EXIT_LOCK_MISMATCH);
+        }
+    };
+    if lock_check::clear_refusal(&state) {
+        let message = format!(
+            "{} started with the node's lock file {our_lock}",
+            opts.rank
+        );
+        let (client, node) = (client.clone(), opts.node_name.clone());
+        tokio::spawn(async move {
+            lock_check::report(client, &node, LockCondition::Agreed, &message).await;
+        });
+    }
     let claim = ClaimGuard::create(
         &state,
         Claim {
@@ -355,12 +388,14 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
             start_time: me.start_time,
             since: now_rfc3339(),
             build: Some(crate::version::BuildInfo::current()),
+            lock: Some(our_lock),
         },
     )
     .map_err(|source| SupervisorError::Claim {
         dir: state.claims_dir(),
         source,
     })?;
+    drop(takeover_guard);
     // Open (the event a holder sees) and block in flock right away.
     let lock = LockFile::open(&opts.lock_path)?;
     let acquiring = begin_acquire(&lock)?;

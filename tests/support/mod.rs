@@ -350,7 +350,9 @@ impl Default for Scene {
 }
 
 impl Scene {
-    /// Creates the temp dir and `lock/`; `config_dir()` is left for kubelet-pivot to create.
+    /// Creates the temp dir, `lock/` and `config_dir()` (0700, as the host's bootstrap leaves
+    /// it: a self-hosted supervisor refuses a checkpoint store that does not exist, the sign
+    /// of a host path not mounted into its pod).
     pub fn new() -> Scene {
         let dir = tempfile::Builder::new()
             .prefix("kubelet-pivot-test-")
@@ -363,6 +365,10 @@ impl Scene {
         let lock_dir = scene.path().join("lock");
         fs::create_dir_all(&lock_dir)
             .unwrap_or_else(|err| panic!("failed to create {}: {err}", lock_dir.display()));
+        let store = scene.config_dir();
+        std::os::unix::fs::DirBuilderExt::mode(&mut fs::DirBuilder::new(), 0o700)
+            .create(&store)
+            .unwrap_or_else(|err| panic!("failed to create {}: {err}", store.display()));
         scene
     }
 
