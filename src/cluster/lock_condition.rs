@@ -71,7 +71,11 @@ mod tests {
 
     #[test]
     fn the_patch_is_one_condition_by_type() {
-        let p = patch(LockCondition::Mismatch, "two lock files", "2026-01-01T00:00:00Z");
+        let p = patch(
+            LockCondition::Mismatch,
+            "two lock files",
+            "2026-01-01T00:00:00Z",
+        );
         let c = &p["status"]["conditions"][0];
         assert_eq!(c["type"], CONDITION_TYPE);
         assert_eq!(c["status"], "False");

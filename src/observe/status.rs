@@ -396,11 +396,7 @@ pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     };
     writeln!(out, "LOCK             {} ({locked})", r.lock.path.display())?;
     if let Some(m) = &r.lock.mismatch {
-        writeln!(
-            out,
-            "LOCK MISMATCH    at {}: {}",
-            m.record.at, m.message
-        )?;
+        writeln!(out, "LOCK MISMATCH    at {}: {}", m.record.at, m.message)?;
     }
     match &r.lock.holder {
         Some(h) => {

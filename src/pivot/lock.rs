@@ -389,9 +389,16 @@ mod tests {
     fn a_missing_lock_directory_is_created_only_when_allowed() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("typo").join("kubelet.lock");
-        let err = check_dir(&p, MissingDir::RefuseTypo).unwrap_err().to_string();
-        assert!(err.contains("typo") && err.contains(&*d.path().to_string_lossy()), "{err}");
-        let err = check_dir(&p, MissingDir::RefuseNotMounted).unwrap_err().to_string();
+        let err = check_dir(&p, MissingDir::RefuseTypo)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("typo") && err.contains(&*d.path().to_string_lossy()),
+            "{err}"
+        );
+        let err = check_dir(&p, MissingDir::RefuseNotMounted)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("mounted"), "{err}");
         check_dir(&p, MissingDir::Create).unwrap();
         assert!(!p.parent().unwrap().exists());

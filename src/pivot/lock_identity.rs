@@ -381,7 +381,10 @@ mod tests {
             Rank::self_hosted(1),
             Some(&record(5)),
             true,
-            &[live(Rank::self_hosted(0), Some(lock("/run/lock/kubelet.lock", 5)))],
+            &[live(
+                Rank::self_hosted(0),
+                Some(lock("/run/lock/kubelet.lock", 5)),
+            )],
             "now",
         );
         assert_eq!(v, Verdict::Agree);
@@ -393,12 +396,26 @@ mod tests {
         let old = [live(Rank::self_hosted(1), None)];
         // Another boot's record: replaced without a word.
         assert_eq!(
-            decide(&ours, Rank::self_hosted(2), Some(&record(5)), false, &old, "n"),
+            decide(
+                &ours,
+                Rank::self_hosted(2),
+                Some(&record(5)),
+                false,
+                &old,
+                "n"
+            ),
             Verdict::Record { replaced: None }
         );
         // This boot's record, nobody uses it: replaced, said.
         assert_eq!(
-            decide(&ours, Rank::self_hosted(2), Some(&record(5)), true, &old, "n"),
+            decide(
+                &ours,
+                Rank::self_hosted(2),
+                Some(&record(5)),
+                true,
+                &old,
+                "n"
+            ),
             Verdict::Record {
                 replaced: Some(record(5))
             }

@@ -44,11 +44,22 @@ pub(super) fn host_paths(opts: &Options) -> Result<(), SupervisorError> {
     if opts.rank.role != Role::SelfHosted {
         return Ok(());
     }
-    for (what, path) in [
-        ("checkpoint store (--dynamic-config-dir)", &opts.store_dir),
-        ("state directory (--state-dir)", &opts.state_dir),
+    // A state directory inside the store (the default) is created on first
+    // use; one elsewhere is a host path of its own.
+    let state_apart = !opts.state_dir.starts_with(&opts.store_dir);
+    for (what, path, check) in [
+        (
+            "checkpoint store (--dynamic-config-dir)",
+            &opts.store_dir,
+            true,
+        ),
+        (
+            "state directory (--state-dir)",
+            &opts.state_dir,
+            state_apart,
+        ),
     ] {
-        if std::fs::symlink_metadata(path).is_err() {
+        if check && std::fs::symlink_metadata(path).is_err() {
             return Err(SupervisorError::HostPaths(format!(
                 "the {what} {} does not exist in this container; is the host's directory mounted into the pod (a hostPath volume)? A self-hosted supervisor never creates it: its kubelet would run beside the host's without either knowing",
                 path.display()

@@ -370,10 +370,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         }
     };
     if lock_check::clear_refusal(&state) {
-        let message = format!(
-            "{} started with the node's lock file {our_lock}",
-            opts.rank
-        );
+        let message = format!("{} started with the node's lock file {our_lock}", opts.rank);
         let (client, node) = (client.clone(), opts.node_name.clone());
         tokio::spawn(async move {
             lock_check::report(client, &node, LockCondition::Agreed, &message).await;
