@@ -11,4 +11,5 @@ pub mod agent;
 pub mod drain;
 pub mod events;
 pub mod nodeconfig;
+pub mod retry;
 pub mod sync;
