@@ -48,6 +48,14 @@ impl Retry {
         }
     }
 
+    /// Like [`Retry::new`], logged at debug level only.
+    pub fn quiet(what: impl Into<String>) -> Self {
+        Retry {
+            backoff: Backoff::new(),
+            outage: Outage::quiet(what),
+        }
+    }
+
     /// Records a success: the backoff starts again, and an outage is over.
     pub fn succeeded(&mut self) {
         self.backoff.reset();
@@ -111,7 +119,15 @@ where
     S: Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
 {
     let what = what.into();
-    let retry = Retry::new(what.clone());
+    watch_with(stream, Retry::new(what.clone()), what)
+}
+
+/// [`watch`] with its own [`Retry`] (e.g. [`Retry::quiet`]).
+pub fn watch_with<K, S>(stream: S, retry: Retry, what: String) -> BoxStream<'static, Event<K>>
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+{
     futures::stream::unfold(
         (stream.boxed(), retry, what),
         |(mut stream, mut retry, what)| async move {
@@ -135,6 +151,39 @@ where
         },
     )
     .boxed()
+}
+
+/// [`Backoff`] as kube-runtime's controller takes it (its watch of the
+/// main resource): kube-runtime cannot say how a try failed, so this waits
+/// as after no answer (to [`NO_ANSWER_CAP`]); [`SharedBackoff::last_wait`]
+/// tells the log what it chose.
+#[derive(Debug, Clone, Default)]
+pub struct SharedBackoff(std::sync::Arc<std::sync::Mutex<(Backoff, Duration)>>);
+
+impl SharedBackoff {
+    /// The wait chosen after the last failure.
+    pub fn last_wait(&self) -> Duration {
+        self.0.lock().map_or(Duration::ZERO, |g| g.1)
+    }
+}
+
+impl Iterator for SharedBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let mut g = self.0.lock().ok()?;
+        let wait = g.0.failed(Failure::NoAnswer);
+        g.1 = wait;
+        Some(wait)
+    }
+}
+
+impl kube::runtime::utils::Backoff for SharedBackoff {
+    fn reset(&mut self) {
+        if let Ok(mut g) = self.0.lock() {
+            g.0.reset();
+        }
+    }
 }
 
 #[cfg(test)]

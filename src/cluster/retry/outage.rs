@@ -8,7 +8,7 @@ use std::fmt;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::backoff::Failure;
 
@@ -101,9 +101,15 @@ impl fmt::Display for Minutes {
     }
 }
 
+/// A failure this long after the previous one starts a new outage: with a
+/// backoff capped at 30 s, a try went through in between (for callers that
+/// cannot see their successes, as the controller's watch of rollouts).
+const NEW_OUTAGE_AFTER: Duration = Duration::from_secs(90);
+
 #[derive(Debug)]
 struct Down {
     since: Instant,
+    last: Instant,
     tries: u32,
     next_summary: Instant,
 }
@@ -113,6 +119,8 @@ struct Down {
 pub struct Outage {
     what: String,
     down: Option<Down>,
+    /// Everything at debug level (watches whose failures matter little).
+    quiet: bool,
 }
 
 impl Outage {
@@ -120,6 +128,15 @@ impl Outage {
         Outage {
             what: what.into(),
             down: None,
+            quiet: false,
+        }
+    }
+
+    /// An outage logged at debug level only.
+    pub fn quiet(what: impl Into<String>) -> Self {
+        Outage {
+            quiet: true,
+            ..Outage::new(what)
         }
     }
 
@@ -131,14 +148,22 @@ impl Outage {
     /// Records a failed try (the next one in `retry_in`) and logs it if due.
     pub fn failed(&mut self, error: &dyn fmt::Display, failure: Failure, retry_in: Duration) {
         if let Some(line) = self.failed_at(Instant::now(), error, failure, retry_in) {
-            warn!(target: "kubelet_pivot::api", "{}: {line}", self.what);
+            if self.quiet {
+                debug!(target: "kubelet_pivot::api", "{}: {line}", self.what);
+            } else {
+                warn!(target: "kubelet_pivot::api", "{}: {line}", self.what);
+            }
         }
     }
 
     /// Records a success; logs how long it failed before, if it did.
     pub fn ok(&mut self) {
         if let Some(line) = self.ok_at(Instant::now()) {
-            info!(target: "kubelet_pivot::api", "{}: {line}", self.what);
+            if self.quiet {
+                debug!(target: "kubelet_pivot::api", "{}: {line}", self.what);
+            } else {
+                info!(target: "kubelet_pivot::api", "{}: {line}", self.what);
+            }
         }
     }
 
@@ -149,12 +174,21 @@ impl Outage {
         failure: Failure,
         retry_in: Duration,
     ) -> Option<Line> {
+        if self
+            .down
+            .as_ref()
+            .is_some_and(|d| now.saturating_duration_since(d.last) > NEW_OUTAGE_AFTER)
+        {
+            self.down = None;
+        }
         let down = self.down.get_or_insert(Down {
             since: now,
+            last: now,
             tries: 0,
             next_summary: now + LOUD_FOR,
         });
         down.tries = down.tries.saturating_add(1);
+        down.last = now;
         if now < down.since + LOUD_FOR {
             return Some(Line::Failed {
                 tries: down.tries,
@@ -259,6 +293,24 @@ mod tests {
             .filter(|l| matches!(l, Line::Summary { .. }))
             .count();
         assert_eq!(summaries, 59);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_long_after_the_last_one_is_a_new_outage() {
+        let mut o = Outage::new("x");
+        fail_for(&mut o, Duration::from_secs(10), Duration::from_secs(120)).await;
+        // No success was seen (the caller cannot see them), but no try failed for 2 minutes.
+        tokio::time::advance(Duration::from_secs(120)).await;
+        let line = o.failed_at(
+            Instant::now(),
+            &REFUSED,
+            Failure::NoAnswer,
+            Duration::from_secs(1),
+        );
+        assert!(
+            matches!(line, Some(Line::Failed { tries: 1, .. })),
+            "{line:?}"
+        );
     }
 
     #[test]
