@@ -150,8 +150,9 @@ fn event_burst(n: u32) -> String {
 /// The lines of a quiet outage: a few per-try lines, none of kube-client's own.
 fn check_quiet(what: &str, lines: &[String]) {
     eprintln!(
-        "{what}: {} log lines in {OUTAGE:?} (at most {MAX_LINES})",
-        lines.len()
+        "{what}: {} log lines in {OUTAGE:?} (at most {MAX_LINES}):\n{}",
+        lines.len(),
+        lines.join("\n")
     );
     assert!(
         lines.len() <= MAX_LINES,
