@@ -294,7 +294,9 @@ fn a_long_outage_is_summed_up_once_a_minute() {
             n.scene
                 .output()
                 .lines()
-                .any(|l| l.contains("the watch of this node: API server back after 3m"))
+                .any(|l| {
+                    l.contains("the watch of this node") && l.contains("API server back after 3m")
+                })
                 .then_some(())
         },
     );

@@ -12,9 +12,11 @@
 //! kube-client's own ERROR line per failed request is filtered out by the
 //! log setup (`observe::logging`): these are the lines an operator reads.
 
+mod answers;
 mod backoff;
 mod outage;
 
+pub use answers::{answers, client};
 pub use backoff::{Backoff, Failure, FIRST, NO_ANSWER_CAP, STATUS_CAP};
 pub use outage::{Line, Outage, LOUD_FOR, SUMMARY_EVERY};
 
@@ -129,28 +131,77 @@ where
     S: Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
 {
     futures::stream::unfold(
-        (stream.boxed(), retry, what),
-        |(mut stream, mut retry, what)| async move {
-            loop {
-                match stream.next().await? {
-                    Ok(Event::Init) => return Some((Event::Init, (stream, retry, what))),
-                    Ok(event) => {
-                        retry.succeeded();
-                        return Some((event, (stream, retry, what)));
-                    }
-                    Err(err) => {
-                        let failure = Failure::of_watch(&err);
-                        let wait = retry.failed(&err, failure);
-                        if failure == Failure::Gone {
-                            info!(target: "kubelet_pivot::api", "{what}: expired (410 Gone); listing again now");
-                        }
-                        tokio::time::sleep(wait).await;
-                    }
-                }
-            }
+        Watch {
+            stream: stream.boxed(),
+            retry,
+            what,
+            unanswered_since: None,
+        },
+        |mut w| async move {
+            let event = w.next().await?;
+            Some((event, w))
         },
     )
     .boxed()
+}
+
+/// How often a watch whose last try got no answer looks whether the server
+/// answers again (see [`answers`]).
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+
+struct Watch<K> {
+    stream: BoxStream<'static, Result<Event<K>, watcher::Error>>,
+    retry: Retry,
+    what: String,
+    /// The count of answers at the last failure, if it got no answer.
+    unanswered_since: Option<u64>,
+}
+
+impl<K> Watch<K> {
+    async fn next(&mut self) -> Option<Event<K>> {
+        loop {
+            let item = match self.unanswered_since {
+                None => self.stream.next().await?,
+                // A watch that starts again yields nothing until something
+                // changes: the client's count of answers says it is back.
+                Some(at) => {
+                    let mut look = tokio::time::interval(LOOK_EVERY);
+                    look.tick().await;
+                    let item = loop {
+                        tokio::select! {
+                            item = self.stream.next() => break Some(item),
+                            _ = look.tick() => if answers() > at { break None },
+                        }
+                    };
+                    match item {
+                        Some(item) => item?,
+                        None => {
+                            self.unanswered_since = None;
+                            self.retry.succeeded();
+                            continue;
+                        }
+                    }
+                }
+            };
+            match item {
+                Ok(Event::Init) => return Some(Event::Init),
+                Ok(event) => {
+                    self.unanswered_since = None;
+                    self.retry.succeeded();
+                    return Some(event);
+                }
+                Err(err) => {
+                    let failure = Failure::of_watch(&err);
+                    let wait = self.retry.failed(&err, failure);
+                    self.unanswered_since = (failure == Failure::NoAnswer).then(answers);
+                    if failure == Failure::Gone {
+                        info!(target: "kubelet_pivot::api", "{}: expired (410 Gone); listing again now", self.what);
+                    }
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
 }
 
 /// [`Backoff`] as kube-runtime's controller takes it (its watch of the
