@@ -113,8 +113,10 @@ impl Retry {
 /// A watch stream that retries quietly: an error is logged by an [`Outage`]
 /// (named `what`) and the next poll of `stream` waits with backoff; the
 /// backoff is reset by any event but `Event::Init` (which the watcher
-/// yields before it tries to list, so it says nothing about the server).
-/// A 410 re-lists at once. Yields the events only.
+/// yields before it tries to list, so it says nothing about the server),
+/// and after a try that got no answer, by the client's next 2xx answer
+/// ([`answers`]; a watch resumed after an outage yields nothing until
+/// something changes). A 410 re-lists at once. Yields the events only.
 pub fn watch<K, S>(stream: S, what: impl Into<String>) -> BoxStream<'static, Event<K>>
 where
     K: Send + 'static,
