@@ -299,6 +299,25 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_watch_resumed_without_events_ends_its_outage_on_the_next_answer() {
+        let stream = futures::stream::iter([Err(refused())]).chain(futures::stream::pending());
+        let mut w: Watch<String> = Watch {
+            stream: stream.boxed(),
+            retry: Retry::new("test"),
+            what: "test".into(),
+            unanswered_since: None,
+        };
+        let wait = Duration::from_secs(5);
+        assert!(tokio::time::timeout(wait, w.next()).await.is_err());
+        assert!(w.retry.outage.is_down(), "the failure was recorded");
+        // The watch started again (no event), and the client got an answer.
+        answers::record();
+        assert!(tokio::time::timeout(wait, w.next()).await.is_err());
+        assert!(!w.retry.outage.is_down(), "the outage did not end");
+        assert!(w.unanswered_since.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_call_resets_only_on_success() {
         let mut r = Retry::new("test");
         let fail = || async {
