@@ -2053,3 +2053,81 @@ fn an_unreadable_rollout_whose_status_the_server_refuses_still_gets_its_event() 
     ctl.signal(Signal::SIGTERM);
     assert!(ctl.wait_exit(DEADLINE).success());
 }
+
+/// Issue 29 item 3: the controller's watches (Nodes, rollouts, the stop ConfigMap) against an
+/// API server that fails them for a minute (every list and watch answered 503, the Lease
+/// still served, so the controller keeps leading): at most 60 log lines in that minute, the
+/// controller keeps running, and once the server serves them again a rollout completes
+/// within the backoff cap (30 s after error statuses) plus 15 s. The minute is a bounded
+/// sleep by design (the outage).
+#[test]
+fn watches_failing_for_a_minute_are_quiet_and_resume() {
+    const OUTAGE: Duration = Duration::from_secs(60);
+    let c = Cluster::new();
+    let _sim = c.sim(3);
+    let mut ctl = c.patient_controller("ctl-a");
+    wait_until(DEADLINE, "ctl-a synced its caches", || {
+        c.log("ctl-a")
+            .contains("caches synced; reconciling rollouts")
+            .then_some(())
+    });
+    for path in [
+        "/api/v1/nodes",
+        "/apis/kubelet-pivot.io/v1alpha1/kubeletconfigrollouts",
+        "/api/v1/namespaces/kubelet-pivot/configmaps",
+    ] {
+        c.server.fail_next_matching(100_000, 503, "GET", path);
+    }
+    let from = c.log("ctl-a").len();
+    c.server.drop_watches();
+    std::thread::sleep(OUTAGE);
+    let log = c.log("ctl-a");
+    let lines: Vec<&str> = log[from..].lines().collect();
+    eprintln!(
+        "the controller's watches failing for {OUTAGE:?}: {} log lines (at most 60)",
+        lines.len()
+    );
+    assert!(lines.len() <= 60, "{}", lines.join("\n"));
+    for what in [
+        "the watch of Nodes: failed (try ",
+        "the watch of rollouts: failed (try ",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(what)),
+            "no `{what}`:\n{}",
+            lines.join("\n")
+        );
+    }
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("kube_client::client::builder")),
+        "{}",
+        lines.join("\n")
+    );
+    assert!(ctl.is_running(), "the controller exited:\n{log}");
+
+    c.server.clear_faults();
+    let back = std::time::Instant::now();
+    c.start("r1", "cfg-b", &["--canary", "1", "--batch", "100%"]);
+    wait_until(
+        Duration::from_secs(30 + 15),
+        "rollout r1 Completed after the watches resumed",
+        || {
+            let out = c.cli(&["status", "r1", "-o", "json"]);
+            let r: Value = serde_json::from_slice(&out.stdout).ok()?;
+            (r["status"]["phase"] == "Completed").then_some(())
+        },
+    );
+    eprintln!(
+        "the controller's watches back: a rollout started then Completed after {:?}",
+        back.elapsed()
+    );
+    wait_until(DEADLINE, "the line saying the Nodes' watch is back", || {
+        c.log("ctl-a")
+            .contains("the watch of Nodes: API server back after")
+            .then_some(())
+    });
+    ctl.signal(Signal::SIGTERM);
+    assert!(ctl.wait_exit(DEADLINE).success());
+}

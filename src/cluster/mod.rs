@@ -12,4 +12,5 @@ pub mod drain;
 pub mod events;
 pub mod lock_condition;
 pub mod nodeconfig;
+pub mod retry;
 pub mod sync;

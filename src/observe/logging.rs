@@ -57,10 +57,30 @@ where
     }
 }
 
+/// kube-client's own line per failed request (`ERROR kube_client...: failed
+/// with error ...`): with the API server down, one a try, beside the line of
+/// our own retry (cluster::retry), which goes quiet after a minute.
+const KUBE_CLIENT_REQUESTS: &str = "kube_client::client::builder";
+
+/// The log filter of `RUST_LOG` (default info). kube-client's per-request
+/// error lines are off unless `RUST_LOG` names kube_client itself.
+fn filter_directives(rust_log: Option<&str>) -> String {
+    let base = match rust_log.map(str::trim) {
+        Some(v) if !v.is_empty() => v,
+        _ => "info",
+    };
+    if base.contains("kube_client") {
+        base.to_string()
+    } else {
+        format!("{base},{KUBE_CLIENT_REQUESTS}=off")
+    }
+}
+
 /// Installs the global subscriber. `RUST_LOG` sets the filter (default info).
 pub fn init(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let rust_log = std::env::var(tracing_subscriber::EnvFilter::DEFAULT_ENV).ok();
+    let filter = tracing_subscriber::EnvFilter::try_new(filter_directives(rust_log.as_deref()))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter_directives(None)));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -92,6 +112,25 @@ mod tests {
         assert!(stderr_is_journal(Some(&me)));
         let other = format!("{}:{}", st.st_dev, st.st_ino + 1);
         assert!(!stderr_is_journal(Some(&other)));
+    }
+
+    #[test]
+    fn kube_client_request_errors_are_off_unless_named() {
+        assert_eq!(
+            filter_directives(None),
+            "info,kube_client::client::builder=off"
+        );
+        assert_eq!(
+            filter_directives(Some("debug")),
+            "debug,kube_client::client::builder=off"
+        );
+        assert_eq!(
+            filter_directives(Some("info,kube_client=debug")),
+            "info,kube_client=debug"
+        );
+        // Whatever the order, the more specific directive wins over a bare level.
+        let f = tracing_subscriber::EnvFilter::try_new(filter_directives(Some("trace")));
+        assert!(f.is_ok());
     }
 
     #[test]

@@ -9,11 +9,13 @@ use std::sync::Mutex;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
+
+use crate::cluster::retry::{self, Retry};
 
 /// Missing ConfigMaps watched at once; beyond it a rollout looks again every 30 s.
 pub const MAX_WATCHES: usize = 64;
@@ -56,13 +58,12 @@ impl ConfigWatches {
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
         let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
         let wake = self.wake.clone();
+        // Failures at debug level: the rollout says what it waits for.
+        let what = format!("the watch of missing ConfigMap {namespace}/{name}");
         let task = tokio::spawn(async move {
-            let mut events = watcher(api, cfg).default_backoff().boxed();
-            while let Some(event) = events.next().await {
-                match event {
-                    Ok(_) => wake.send_modify(|n| *n = n.wrapping_add(1)),
-                    Err(err) => debug!(%err, "the watch of a missing ConfigMap failed; retrying"),
-                }
+            let mut events = retry::watch_with(watcher(api, cfg), Retry::quiet(what.clone()), what);
+            while events.next().await.is_some() {
+                wake.send_modify(|n| *n = n.wrapping_add(1));
             }
         });
         running.insert(key, task);

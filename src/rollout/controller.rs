@@ -39,6 +39,7 @@ use super::recorder::{Note, Recorder, Severity};
 use super::serve;
 use super::types::{self, KubeletConfigRollout};
 use crate::cluster::nodeconfig::SOURCE_ANNOTATION;
+use crate::cluster::retry::{self, Outage, SharedBackoff};
 
 /// Least time between two status writes of one rollout that only update counts.
 const STATUS_MIN_INTERVAL: Duration = Duration::from_secs(1);
@@ -697,16 +698,23 @@ fn error_policy(obj: Arc<DynamicObject>, err: &ReconcileError, ctx: Arc<Context>
         Err(_) => 1,
     };
     let delay = retry_delay(failures);
-    warn!(rollout = %name, %err, failures, retry_in = ?delay, "reconcile failed; retrying");
+    // Every failure of the first minute (0.5 s doubling: 7 tries), then
+    // every other one (30 s apart: one line a minute).
+    if failures <= 7 || failures % 2 == 0 {
+        warn!(rollout = %name, %err, failures, retry_in = ?delay, "reconcile failed; retrying");
+    }
     Action::requeue(delay)
 }
 
 /// What the controller's stream yields besides successes: every error is
 /// logged and the stream goes on (the reconcile errors were logged by
 /// [`error_policy`] and are requeued; the watch of rollouts restarts with
-/// kube-runtime's backoff). Nothing an API server answers ends the process.
-fn log_controller_error<E: std::fmt::Display>(
-    err: &kube::runtime::controller::Error<ReconcileError, E>,
+/// cluster::retry's backoff, its failures logged by `outage`, the next try
+/// in `retry_in`). Nothing an API server answers ends the process.
+fn log_controller_error(
+    err: &kube::runtime::controller::Error<ReconcileError, watcher::Error>,
+    outage: &mut Outage,
+    retry_in: Duration,
 ) {
     use kube::runtime::controller::Error as E2;
     match err {
@@ -714,9 +722,7 @@ fn log_controller_error<E: std::fmt::Display>(
         E2::ObjectNotFound(obj) => {
             info!(rollout = %obj.name, "rollout deleted before it was reconciled")
         }
-        E2::QueueError(err) => {
-            warn!(%err, "watching rollouts failed; retrying with backoff")
-        }
+        E2::QueueError(err) => outage.failed(err, retry::Failure::of_watch(err), retry_in),
         E2::RunnerError(err) => warn!(%err, "the controller's scheduler failed"),
     }
 }
@@ -747,18 +753,26 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
     };
     metrics.set_leader(true);
     let (nodes, node_writer) = reflector::store();
-    let node_events = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
-        .default_backoff()
-        .modify(strip)
-        .reflect(node_writer);
+    // Every watch retries with cluster::retry's backoff (reset only by a
+    // success) and logs quietly: a line a try for a minute, then one a minute.
+    let node_events = retry::watch(
+        watcher(Api::<Node>::all(client.clone()), watcher::Config::default()),
+        "the watch of Nodes",
+    )
+    .map(Ok::<_, watcher::Error>)
+    .modify(strip)
+    .reflect(node_writer);
     let (stop, stop_writer) = reflector::store();
     let stop_cfg =
         watcher::Config::default().fields(&format!("metadata.name={}", opts.stop_configmap));
-    let stop_events = watcher(
-        Api::<ConfigMap>::namespaced(client.clone(), &opts.namespace),
-        stop_cfg,
+    let stop_events = retry::watch(
+        watcher(
+            Api::<ConfigMap>::namespaced(client.clone(), &opts.namespace),
+            stop_cfg,
+        ),
+        format!("the watch of ConfigMap {}", opts.stop_configmap),
     )
-    .default_backoff()
+    .map(Ok::<_, watcher::Error>)
     .reflect(stop_writer);
     // The reflectors run on their own; each change bumps a counter whose receiver
     // coalesces bursts (5,000 Nodes listed at start are one wake-up, not 5,000).
@@ -780,7 +794,9 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
     });
     let resource = ApiResource::erase::<KubeletConfigRollout>(&());
     let rollouts: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let controller = Controller::new_with(rollouts, watcher::Config::default(), resource.clone());
+    let rollouts_backoff = SharedBackoff::default();
+    let controller = Controller::new_with(rollouts, watcher::Config::default(), resource.clone())
+        .trigger_backoff(rollouts_backoff.clone());
     let ctx = Arc::new(Context {
         client: client.clone(),
         rollouts: controller.store(),
@@ -802,12 +818,17 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
         .with_config(ControllerConfig::default().debounce(opts.debounce))
         .reconcile_all_on(triggers)
         .run(reconcile, error_policy, ctx)
-        .for_each(|result| {
-            if let Err(err) = &result {
-                log_controller_error(err);
-            }
-            futures::future::ready(())
-        });
+        .scan(
+            Outage::new("the watch of rollouts"),
+            move |outage, result| {
+                match &result {
+                    Ok(_) => outage.ok(),
+                    Err(err) => log_controller_error(err, outage, rollouts_backoff.last_wait()),
+                }
+                futures::future::ready(Some(()))
+            },
+        )
+        .for_each(|()| futures::future::ready(()));
     let ready = async {
         let _ = nodes.wait_until_ready().await;
         let _ = stop.wait_until_ready().await;

@@ -15,6 +15,7 @@ use kube::api::{Api, PostParams};
 use tracing::{info, warn};
 
 use super::health::{Health, Role};
+use crate::cluster::retry::{Failure, Outage, Retry};
 
 /// Timings, as client-go names them.
 #[derive(Clone, Debug)]
@@ -212,16 +213,22 @@ impl Elector {
     /// Waits until we hold the Lease, then renews it in the background. The returned
     /// handle says whether we still lead; the receiver fires when leadership is lost.
     pub async fn lead(mut self) -> (Leadership, tokio::sync::oneshot::Receiver<()>) {
+        // A candidate retries every retry period, and with cluster::retry's
+        // backoff while the API server fails (quiet logs: a line a try for a
+        // minute, then one a minute).
+        let mut acquire = Retry::new(format!("taking the leader lease {}", self.name));
         loop {
             let attempt = Instant::now();
+            let mut wait = self.timings.retry_period;
             match self.attempt().await {
-                Ok(true) => break,
-                Ok(false) => {}
-                Err(err) => {
-                    warn!(%err, lease = %self.name, "cannot read or write the leader lease")
+                Ok(true) => {
+                    acquire.succeeded();
+                    break;
                 }
+                Ok(false) => acquire.succeeded(),
+                Err(err) => wait = wait.max(acquire.failed_call(&err)),
             }
-            tokio::time::sleep(self.timings.retry_period.saturating_sub(attempt.elapsed())).await;
+            tokio::time::sleep(wait.saturating_sub(attempt.elapsed())).await;
         }
         info!(identity = %self.identity, lease = %self.name, "became the rollout controller leader");
         if let Some(health) = &self.health {
@@ -234,16 +241,22 @@ impl Elector {
         let (lost_tx, lost_rx) = tokio::sync::oneshot::channel();
         let handle = leadership.clone();
         tokio::spawn(async move {
+            // Renewals keep their period (the lease is lost after the renew
+            // deadline otherwise); only their log is quiet.
+            let mut renew = Outage::new(format!("renewing the leader lease {}", self.name));
             loop {
                 tokio::time::sleep(self.timings.retry_period).await;
                 let attempt = Instant::now();
                 match self.attempt().await {
-                    Ok(true) => handle.renewed_at(attempt),
+                    Ok(true) => {
+                        renew.ok();
+                        handle.renewed_at(attempt);
+                    }
                     Ok(false) => {
                         warn!(lease = %self.name, "another replica holds the leader lease now");
                         break;
                     }
-                    Err(err) => warn!(%err, lease = %self.name, "cannot renew the leader lease"),
+                    Err(err) => renew.failed(&err, Failure::of(&err), self.timings.retry_period),
                 }
                 if !handle.is_valid() {
                     warn!(lease = %self.name, "could not renew the leader lease within the renew deadline");

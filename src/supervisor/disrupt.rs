@@ -15,6 +15,7 @@ use super::*;
 use crate::cluster::drain::{Drainer, Failure, Round};
 use crate::cluster::events::EventType;
 use crate::cluster::nodeconfig::{DisruptionReason, DisruptionReport};
+use crate::cluster::retry::Retry;
 use crate::config::disruption::{Action, Change, Policy};
 use crate::config::kubeconfig::HASH_ALGORITHM;
 use crate::config::running;
@@ -38,8 +39,6 @@ pub struct DisruptionOptions {
 const RETRY_DOUBLINGS: u32 = 5;
 /// healthz probes while gating.
 const GATE_POLL: Duration = Duration::from_millis(500);
-/// Wait after a failed uncordon before the next try.
-const UNCORDON_RETRY: Duration = Duration::from_secs(2);
 
 /// How a disruption task ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,10 +226,11 @@ impl Driver {
             }
             if record.cordoned_by_us {
                 if let Some(d) = &drainer {
-                    while let Err(err) = d.uncordon().await {
-                        warn!(%err, "cannot uncordon the node; trying again");
-                        tokio::time::sleep(UNCORDON_RETRY).await;
-                    }
+                    // Until it is done: 0.5 s doubling to 10 s (30 s on
+                    // error statuses), a log line a try for a minute, then one a minute.
+                    Retry::new("uncordoning the node")
+                        .until_ok(|| d.uncordon())
+                        .await;
                     d.event(EventType::Normal, "Uncordoned", &format!("kubelet healthy with the new config; uncordoned after the {} change ({})", record.class, record.fields.join(", "))).await;
                 }
             }

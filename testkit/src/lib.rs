@@ -415,6 +415,12 @@ impl ApiServer {
         });
     }
 
+    /// Drops the faults queued by [`ApiServer::fail_next`] and
+    /// [`ApiServer::fail_next_matching`] that were not served yet.
+    pub fn clear_faults(&self) {
+        self.lock().faults.clear();
+    }
+
     /// From now on, answers a random share of the requests whose User-Agent contains
     /// `faults.user_agent` (watches included) with one of `faults.codes`, reproducibly: the
     /// n-th such request's fate depends on the seed and n only (module `faults`). Queued

@@ -16,12 +16,12 @@ use futures::StreamExt;
 use kube::runtime::watcher::{self, Event, ListSemantic};
 use kube::Api;
 use tokio::time::Instant;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::answer::{self, Answer};
 use super::pods::{Ask, DrainPod, NodePods, PodKey};
 use super::{Drainer, Failure, Progress, Round};
-use crate::cluster::sync::backoff::WatchBackoff;
+use crate::cluster::retry::{self, Retry};
 use crate::config::store::{BlockReason, BlockedPods, DrainFailure};
 use crate::observe::disruption_metrics::EvictionResult;
 
@@ -62,7 +62,10 @@ struct LastRefusal {
 pub struct Session {
     drainer: Drainer,
     events: PodEvents,
-    backoff: WatchBackoff,
+    /// The backoff and quiet log of the list and watch of pods.
+    watch_retry: Retry,
+    /// The stream is not polled before this (after a failure).
+    watch_until: Option<Instant>,
     pods: NodePods,
     /// Pods to ask now (stale entries are skipped).
     ready: VecDeque<PodKey>,
@@ -82,7 +85,8 @@ impl Session {
         Session {
             events: pod_events(&drainer),
             drainer,
-            backoff: WatchBackoff::new(),
+            watch_retry: Retry::new("listing and watching the pods bound to this node"),
+            watch_until: None,
             pods: NodePods::default(),
             ready: VecDeque::new(),
             retries: BinaryHeap::new(),
@@ -114,8 +118,8 @@ impl Session {
                 .retries
                 .peek()
                 .map_or(report_at, |Reverse((at, _))| (*at).min(report_at));
-            let watching = self.backoff.until.is_none();
-            let resume = self.backoff.until.unwrap_or(report_at);
+            let watching = self.watch_until.is_none();
+            let resume = self.watch_until.unwrap_or(report_at);
             // Evictions wait for the list's end (kubectl lists first too):
             // evictions between pages would change what the next page's
             // snapshot must be rebuilt from, and may outrun the server's
@@ -131,7 +135,7 @@ impl Session {
                     }
                 }
                 () = tokio::time::sleep_until(resume), if !watching => {
-                    self.backoff.until = None;
+                    self.watch_until = None;
                 }
                 () = std::future::ready(()), if evict => {
                     if let Some(failure) = self.evict_next().await {
@@ -159,8 +163,11 @@ impl Session {
     fn on_event(&mut self, ev: Option<Result<Event<DrainPod>, watcher::Error>>) -> Option<Failure> {
         match ev {
             Some(Ok(event)) => {
-                self.backoff.ok();
-                self.list_error = None;
+                // `Init` starts a list try: it says nothing about the server.
+                if !matches!(event, Event::Init) {
+                    self.watch_retry.succeeded();
+                    self.list_error = None;
+                }
                 match event {
                     Event::Init => {
                         debug!("listing the pods bound to this node");
@@ -193,12 +200,14 @@ impl Session {
                         ),
                     });
                 }
-                let wait = self.backoff.failed(&err);
-                if wait.is_zero() {
+                let failure = retry::Failure::of_watch(&err);
+                // Logged by watch_retry: a line a try for a minute, then a summary a minute.
+                let wait = self.watch_retry.failed(&err, failure);
+                if failure == retry::Failure::Gone {
                     info!("the watch of the pods bound to this node expired (410 Gone); re-listing them");
                 } else {
-                    warn!(%err, retry_in = ?wait, "cannot list or watch the pods bound to this node; retrying with backoff");
                     self.list_error = Some(answer::cleaned(&err.to_string()));
+                    self.watch_until = Some(Instant::now() + wait);
                 }
                 None
             }

@@ -67,7 +67,7 @@ pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Option<Client>, Clie
     let mut config = config;
     config.default_retry = false;
     crate::cluster::agent::identify(&mut config, crate::cluster::agent::Component::Supervisor);
-    Client::try_from(config)
+    crate::cluster::retry::client(config)
         .map(Some)
         .map_err(ClientError::Client)
 }

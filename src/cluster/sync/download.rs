@@ -6,15 +6,15 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use futures::stream::BoxStream;
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::watcher::{self, Event};
 use kube::Api;
 use tracing::{debug, info, warn};
 
 use super::backoff::api_code;
-use super::{Syncer, DOWNLOAD_BACKOFF, DOWNLOAD_BACKOFF_MAX};
+use super::Syncer;
 use crate::cluster::nodeconfig::{Assignment, ConfigRef};
+use crate::cluster::retry;
 use crate::config::kubeconfig::{ConfigError, KubeletConfig};
 use crate::config::store::{ConfigSource, StoreError, MAX_PAYLOAD};
 
@@ -84,7 +84,7 @@ impl Syncer {
     pub(super) async fn reconcile(
         &mut self,
         assignment: Assignment,
-    ) -> Option<BoxStream<'static, Result<Event<ConfigMap>, watcher::Error>>> {
+    ) -> Option<BoxStream<'static, Event<ConfigMap>>> {
         self.acted_on = Some(assignment.clone());
         match assignment {
             Assignment::Local => {
@@ -121,9 +121,8 @@ impl Syncer {
             }
             Assignment::Remote(r) => {
                 let cms: Api<ConfigMap> = Api::namespaced(self.client.clone(), &r.namespace);
-                match cms.get(&r.name).await {
+                match self.download_retry.call(cms.get(&r.name)).await {
                     Ok(cm) => {
-                        self.retry_delay = DOWNLOAD_BACKOFF;
                         let immutable = cm.immutable == Some(true);
                         if !self.checkpoint(&r, &cm).await {
                             return None;
@@ -135,14 +134,16 @@ impl Syncer {
                             warn!(configmap = %r, "the assigned ConfigMap is mutable: it is watched and every change is a new checkpoint; prefer immutable ConfigMaps with a content hash in the name");
                             let cfg = watcher::Config::default()
                                 .fields(&format!("metadata.name={}", r.name));
-                            Some(watcher::watcher(cms, cfg).boxed())
+                            Some(retry::watch(
+                                watcher::watcher(cms, cfg),
+                                format!("the watch of the assigned ConfigMap {r}"),
+                            ))
                         }
                     }
-                    Err(err) => {
-                        warn!(configmap = %r, %err, retry_in = ?self.retry_delay, "failed to download the assigned config");
-                        self.sync_error = Some(download_error(&r, &err));
-                        self.retry_at = Some(tokio::time::Instant::now() + self.retry_delay);
-                        self.retry_delay = (self.retry_delay * 2).min(DOWNLOAD_BACKOFF_MAX);
+                    // Logged by download_retry (quiet after the first minute).
+                    Err(failed) => {
+                        self.sync_error = Some(download_error(&r, &failed.error));
+                        self.retry_at = Some(tokio::time::Instant::now() + failed.retry_in);
                         self.report().await;
                         None
                     }

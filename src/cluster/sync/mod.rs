@@ -18,7 +18,6 @@ mod report;
 pub use client::{client, node_name, ClientError};
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
@@ -30,15 +29,11 @@ use tracing::{info, warn};
 
 use crate::cluster::events::{self, EventType, NodeEvent};
 use crate::cluster::nodeconfig::{self, Assignment, ConfigReport};
+use crate::cluster::retry::{self, Retry};
 use crate::config::disruption::{Overrides, NODE_OVERRIDE_ANNOTATION};
 use crate::config::store::{ConfigSource, Store};
 use crate::observe::metrics::Metrics;
 use crate::pivot::role::now_rfc3339;
-use backoff::WatchBackoff;
-
-/// First retry delay of a failed download (doubles up to DOWNLOAD_BACKOFF_MAX).
-const DOWNLOAD_BACKOFF: Duration = Duration::from_secs(1);
-const DOWNLOAD_BACKOFF_MAX: Duration = Duration::from_secs(60);
 
 /// The syncer of one holder tenure.
 pub struct Syncer {
@@ -57,11 +52,12 @@ pub struct Syncer {
     last_node: Option<Node>,
     /// The UID of the Node last seen (kept while it is deleted).
     last_uid: Option<String>,
+    /// When a failed download is tried again.
     retry_at: Option<tokio::time::Instant>,
-    retry_delay: Duration,
+    download_retry: Retry,
     /// When a failed status report is tried again.
     report_retry_at: Option<tokio::time::Instant>,
-    report_retry_delay: Duration,
+    report_retry: Retry,
     metrics: Arc<Metrics>,
     /// The Node's override annotation as last copied (`Some(None)`: absent;
     /// `None`: not copied yet in this tenure).
@@ -87,9 +83,9 @@ impl Syncer {
             last_node: None,
             last_uid: None,
             retry_at: None,
-            retry_delay: DOWNLOAD_BACKOFF,
+            download_retry: Retry::new("downloading the assigned config"),
             report_retry_at: None,
-            report_retry_delay: DOWNLOAD_BACKOFF,
+            report_retry: Retry::new("reporting the config status on the Node"),
             metrics,
             overrides_seen: None,
         }
@@ -99,11 +95,13 @@ impl Syncer {
     pub async fn run(mut self) {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let cfg = watcher::Config::default().fields(&format!("metadata.name={}", self.node));
-        let mut node_events = watcher::watcher(nodes, cfg).boxed();
-        let mut node_backoff = WatchBackoff::new();
-        let mut cm_backoff = WatchBackoff::new();
-        let mut cm_events: Option<BoxStream<'static, Result<Event<ConfigMap>, watcher::Error>>> =
-            None;
+        // Each watch retries with its own backoff and logs quietly (cluster::retry);
+        // the kubelet keeps its current config meanwhile.
+        let mut node_events = retry::watch(
+            watcher::watcher(nodes, cfg),
+            "the watch of this node (the kubelet keeps its current config)",
+        );
+        let mut cm_events: Option<BoxStream<'static, Event<ConfigMap>>> = None;
         info!(node = %self.node, "watching this node's config assignment");
         // Nothing is reported before the Node has been read: a report compares
         // with what the Node shows (a restart with nothing changed patches
@@ -111,71 +109,45 @@ impl Syncer {
         // triggers the first report.
         loop {
             tokio::select! {
-                _ = sleep_until_opt(node_backoff.until), if node_backoff.until.is_some() => {
-                    node_backoff.until = None;
-                }
-                _ = sleep_until_opt(cm_backoff.until), if cm_backoff.until.is_some() => {
-                    cm_backoff.until = None;
-                }
-                ev = node_events.next(), if node_backoff.until.is_none() => match ev {
-                    Some(Ok(Event::Apply(node) | Event::InitApply(node))) => {
-                        node_backoff.ok();
+                ev = node_events.next() => match ev {
+                    Some(Event::Apply(node) | Event::InitApply(node)) => {
                         let assignment = nodeconfig::assignment_of(&node);
                         self.sync_overrides(&node).await;
                         self.observe_node(node);
                         if self.acted_on.as_ref() != Some(&assignment) {
                             cm_events = self.reconcile(assignment).await;
-                            cm_backoff.ok();
                         }
                         // Also puts back what someone removed, and reports on
                         // a re-created Node (new UID, no condition).
                         self.report().await;
                     }
-                    Some(Ok(Event::Delete(_))) => {
+                    Some(Event::Delete(_)) => {
                         warn!(node = %self.node, "this node's Node object was deleted; keeping the current config (the status is reported again when it is re-created)");
                         self.last_node = None;
                         self.report_retry_at = None;
                     }
                     // A fresh listing (first start, or after the API server
                     // came back): report if the Node does not show our state.
-                    // A download that failed (the server was away) is tried
-                    // again now rather than after its backoff.
-                    Some(Ok(Event::InitDone)) => {
-                        node_backoff.ok();
+                    // A download or a report that failed (the server was
+                    // away) is tried again now rather than after its backoff.
+                    Some(Event::InitDone) => {
                         if self.retry_at.is_some() {
                             self.retry_at = Some(tokio::time::Instant::now());
                         }
                         self.report().await;
                     }
-                    Some(Ok(Event::Init)) => node_backoff.ok(),
-                    Some(Err(err)) => {
-                        let wait = node_backoff.failed(&err);
-                        if wait.is_zero() {
-                            info!(%err, "the watch of this node expired (410 Gone); re-listing now");
-                        } else {
-                            warn!(%err, retry_in = ?wait, "watch of this node failed; retrying with backoff (the kubelet keeps its current config)");
-                        }
-                    }
+                    // The start of a list try: nothing succeeded yet.
+                    Some(Event::Init) => {}
                     None => return,
                 },
-                ev = next_opt(&mut cm_events), if cm_backoff.until.is_none() => match ev {
-                    Some(Ok(Event::Apply(cm) | Event::InitApply(cm))) => {
-                        cm_backoff.ok();
+                ev = next_opt(&mut cm_events) => match ev {
+                    Some(Event::Apply(cm) | Event::InitApply(cm)) => {
                         self.on_configmap_update(cm).await;
                     }
-                    Some(Ok(Event::Delete(cm))) => {
-                        cm_backoff.ok();
+                    Some(Event::Delete(cm)) => {
                         warn!(name = ?cm.metadata.name, "assigned ConfigMap was deleted; the node keeps its checkpoint");
                     }
-                    Some(Ok(_)) => cm_backoff.ok(),
-                    Some(Err(err)) => {
-                        let wait = cm_backoff.failed(&err);
-                        if wait.is_zero() {
-                            info!(%err, "the watch of the assigned ConfigMap expired (410 Gone); re-listing now");
-                        } else {
-                            warn!(%err, retry_in = ?wait, "watch of the assigned ConfigMap failed; retrying with backoff");
-                        }
-                    }
+                    Some(_) => {}
                     None => cm_events = None,
                 },
                 changed = self.reports.changed() => {
@@ -192,7 +164,6 @@ impl Syncer {
                     self.retry_at = None;
                     if let Some(a) = self.acted_on.take() {
                         cm_events = self.reconcile(a).await;
-                        cm_backoff.ok();
                     }
                 }
             }

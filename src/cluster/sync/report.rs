@@ -3,23 +3,18 @@
 //! Node does not show yet, retried with backoff), and the Event of a
 //! condition change.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
 use kube::Api;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::backoff::retry;
-use super::{Syncer, DOWNLOAD_BACKOFF};
+use super::Syncer;
 use crate::cluster::events::{self, EventType, NodeEvent};
 use crate::cluster::nodeconfig;
 use crate::pivot::role::now_rfc3339;
-
-/// Longest wait before a failed status report is tried again: a watch that
-/// resumes after an outage (no re-list) gives no event to report on, so the
-/// retry is what brings a status from the outage to the Node.
-const REPORT_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 impl Syncer {
     /// Keeps `node` as the freshest copy of the Node unless an older version
@@ -73,7 +68,7 @@ impl Syncer {
         let patch_status = !cond_shown || (!annotation_shown && keeps_config);
         if !patch_status && annotation_shown {
             self.metrics.synced(SystemTime::now());
-            self.report_retry_delay = DOWNLOAD_BACKOFF;
+            self.report_retry.succeeded();
             return;
         }
         let now = now_rfc3339();
@@ -107,12 +102,14 @@ impl Syncer {
         match failed {
             None => {
                 self.metrics.synced(SystemTime::now());
-                self.report_retry_delay = DOWNLOAD_BACKOFF;
+                self.report_retry.succeeded();
             }
+            // A watch that resumes after an outage (no re-list) gives no
+            // event to report on: this retry is what brings a status from
+            // the outage to the Node (at most a backoff cap later).
             Some(err) => {
-                warn!(%err, retry_in = ?self.report_retry_delay, "cannot report the config status on the Node; will try again");
-                self.report_retry_at = Some(tokio::time::Instant::now() + self.report_retry_delay);
-                self.report_retry_delay = (self.report_retry_delay * 2).min(REPORT_BACKOFF_MAX);
+                let wait = self.report_retry.failed_call(&err);
+                self.report_retry_at = Some(tokio::time::Instant::now() + wait);
             }
         }
         if post_event {

@@ -52,7 +52,7 @@ pub async fn client(args: &ClusterArgs, component: Component) -> Result<Client, 
     };
     config.default_retry = false;
     crate::cluster::agent::identify(&mut config, component);
-    Client::try_from(config).map_err(|e| format!("cannot build the API client: {e}"))
+    crate::cluster::retry::client(config).map_err(|e| format!("cannot build the API client: {e}"))
 }
 
 /// The rollouts, untyped: an object the types cannot read is still shown (see [`Read`]).
