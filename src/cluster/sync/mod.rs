@@ -5,17 +5,13 @@
 //! keeps running from its checkpoints.
 //!
 //! This module holds the [`Syncer`] and its event loop; the rest is split by
-//! job: the API client and node name (`client`), watch and patch backoff
+//! job (the API client itself is in [`crate::cluster::api`]): watch and patch backoff
 //! (`backoff`), downloading and checkpointing the assigned ConfigMap
 //! (`download`), and status reporting and Events (`report`).
 
 pub(crate) mod backoff;
-mod client;
-mod credentials;
 mod download;
 mod report;
-
-pub use client::{client, node_name, ClientError};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +24,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::cluster::api::{self, CredentialHint};
 use crate::cluster::events::{self, EventType, NodeEvent};
 use crate::cluster::nodeconfig::{self, Assignment, ConfigReport};
 use crate::config::disruption::{Overrides, NODE_OVERRIDE_ANNOTATION};
@@ -43,6 +40,8 @@ const DOWNLOAD_BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// The syncer of one holder tenure.
 pub struct Syncer {
     client: Client,
+    /// Told when the API server refuses our credentials.
+    hint: CredentialHint,
     node: String,
     store: Store,
     reports: watch::Receiver<Option<ConfigReport>>,
@@ -71,6 +70,7 @@ pub struct Syncer {
 impl Syncer {
     pub fn new(
         client: Client,
+        hint: CredentialHint,
         node: String,
         store: Store,
         reports: watch::Receiver<Option<ConfigReport>>,
@@ -78,6 +78,7 @@ impl Syncer {
     ) -> Self {
         Syncer {
             client,
+            hint,
             node,
             store,
             reports,
@@ -149,6 +150,9 @@ impl Syncer {
                     }
                     Some(Ok(Event::Init)) => node_backoff.ok(),
                     Some(Err(err)) => {
+                        if api::is_credential_failure(&err) {
+                            self.hint.rejected();
+                        }
                         let wait = node_backoff.failed(&err);
                         if wait.is_zero() {
                             info!(%err, "the watch of this node expired (410 Gone); re-listing now");
@@ -169,6 +173,9 @@ impl Syncer {
                     }
                     Some(Ok(_)) => cm_backoff.ok(),
                     Some(Err(err)) => {
+                        if api::is_credential_failure(&err) {
+                            self.hint.rejected();
+                        }
                         let wait = cm_backoff.failed(&err);
                         if wait.is_zero() {
                             info!(%err, "the watch of the assigned ConfigMap expired (410 Gone); re-listing now");
