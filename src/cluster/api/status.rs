@@ -73,7 +73,14 @@ impl ApiStatus {
     }
     /// `kept`: last good credentials are still in use.
     pub fn invalid(path: &Path, error: &str, kept: bool) -> Self {
-        let error: String = error.chars().take(MAX_MESSAGE_CHARS).collect();
+        // One line: a YAML error spans several (the caret diagram).
+        let error: String = error
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .chars()
+            .take(MAX_MESSAGE_CHARS)
+            .collect();
         let message = if kept {
             format!("{error}; keeping the last good credentials until it is fixed")
         } else {
