@@ -358,3 +358,138 @@ fn a_bad_rotated_file_keeps_the_old_credentials() {
         || node.follows(&uid_b).then_some(()),
     );
 }
+
+/// How long the first client certificate of test 3 is valid: long enough to start and
+/// follow a first assignment, short enough to expire during the test.
+const SHORT_VALIDITY: Duration = Duration::from_secs(6);
+
+/// Writes `cert` as `<pki>/name` (certificate then key, 0600) and points
+/// `<pki>/kubelet-client-current.pem` at it by renaming a new symlink over the old one, as
+/// the kubelet's certificate manager does.
+fn install_client_cert(pki: &Path, name: &str, cert: &testkit::ClientCert) {
+    let file = pki.join(name);
+    fs::write(&file, cert.combined_pem()).expect("write the client certificate");
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).expect("chmod");
+    let tmp = pki.join(".kubelet-client-current.pem.tmp");
+    let _ = fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(name, &tmp).expect("symlink");
+    fs::rename(&tmp, pki.join("kubelet-client-current.pem")).expect("rename");
+}
+
+/// Whether a client with `cert` completes a request against `server` (a TLS handshake
+/// with that certificate, then `/version`).
+fn cert_accepted(server: &ApiServer, ca: &Path, cert: &testkit::ClientCert) -> bool {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n",
+        server.url(),
+        ca.display(),
+        b64(&cert.cert_pem),
+        b64(&cert.key_pem),
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let kc = kube::config::Kubeconfig::from_yaml(&text).expect("kubeconfig");
+        let config =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .expect("config");
+        let client = kube::Client::try_from(config).expect("client");
+        client.apiserver_version().await.is_ok()
+    })
+}
+
+/// 3. HTTPS with x509 client certificates: the first certificate expires a few seconds after
+///    the start; it is rotated before (the `kubelet-client-current.pem` symlink re-pointed);
+///    after the expiry every connection is dropped: the node still follows a new assignment,
+///    and never shook hands with the expired certificate.
+#[test]
+fn a_rotated_client_certificate_is_used_after_the_old_one_expired() {
+    let scene = Scene::new();
+    let server = ApiServer::start_https();
+    server.create_node(NODE, std::iter::empty::<(&str, &str)>());
+    let pki = scene.path().join("var/lib/kubelet/pki");
+    fs::create_dir_all(&pki).expect("pki dir");
+    let ca = pki.join("ca.crt");
+    fs::write(&ca, server.ca_pem()).expect("CA");
+    let common_name = format!("system:node:{NODE}");
+    let first = server.issue_client_cert(&common_name, SHORT_VALIDITY);
+    install_client_cert(&pki, "kubelet-client-1.pem", &first);
+    let kubeconfig = scene.path().join("etc/kubernetes/kubelet.conf");
+    fs::create_dir_all(kubeconfig.parent().expect("parent")).expect("dir");
+    let current = pki.join("kubelet-client-current.pem");
+    fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n",
+            server.url(),
+            ca.display(),
+            current.display(),
+            current.display(),
+        ),
+    )
+    .expect("kubeconfig");
+    let node = Node {
+        scene,
+        server,
+        kubeconfig,
+    };
+    let uid_a = node.configmap("cfg-a", "eventBurst: 41\n");
+    let uid_b = node.configmap("cfg-b", "eventBurst: 42\n");
+    let _boot = node.bootstrap();
+    node.running_kubelet();
+    node.assign("cfg-a");
+    wait_until(DEADLINE, "the node to follow cfg-a", || {
+        node.follows(&uid_a).then_some(())
+    });
+    assert!(
+        std::time::SystemTime::now() < first.not_after,
+        "the first certificate expired before the rotation: the machine is too slow for {SHORT_VALIDITY:?}"
+    );
+
+    let second = node
+        .server
+        .issue_client_cert(&common_name, Duration::from_secs(3600));
+    install_client_cert(&pki, "kubelet-client-2.pem", &second);
+    wait_until(DEADLINE, "the rotated certificate in use", || {
+        node.scene
+            .output()
+            .contains("credentials changed")
+            .then_some(())
+    });
+
+    // Wait for the expiry (X.509 times are whole seconds: one more for the rounding).
+    poll_until(
+        SHORT_VALIDITY + DEADLINE,
+        Duration::from_millis(50),
+        "the first certificate to expire",
+        || (std::time::SystemTime::now() > first.not_after + Duration::from_secs(1)).then_some(()),
+    );
+    // The server is strict: the expired certificate fails its handshake now.
+    let refused_before = node.server.failed_handshakes();
+    assert!(
+        !cert_accepted(&node.server, &ca, &first),
+        "an expired certificate was accepted"
+    );
+    assert!(node.server.failed_handshakes() > refused_before);
+    assert!(cert_accepted(&node.server, &ca, &second));
+    let refused_before = node.server.failed_handshakes();
+
+    node.server.drop_connections();
+    let assigned = Instant::now();
+    node.assign("cfg-b");
+    let took = time_to_follow(&node, &uid_b, assigned);
+    println!(
+        "certificate rotated and expired, connections dropped: assignment followed in {took:?}"
+    );
+    assert_eq!(
+        node.server.failed_handshakes(),
+        refused_before,
+        "kubelet-pivot shook hands with the expired certificate\n{}",
+        node.scene.output()
+    );
+}

@@ -224,12 +224,14 @@ mod schema;
 mod selectors;
 mod server;
 mod store;
+mod tls;
 mod validation;
 mod watch;
 
 pub use faults::RandomFaults;
 pub use nodesim::{NodeSim, Script, SimOptions};
 pub use protocol::header;
+pub use tls::ClientCert;
 
 /// Watch events kept per resource (the watch cache); older resourceVersions get 410 Expired.
 pub const DEFAULT_HISTORY_LIMIT: usize = 1000;
@@ -323,6 +325,21 @@ impl ApiServer {
     /// Starts a server on `127.0.0.1:PORT` (0: a free port) with the default namespaces and no
     /// objects; `Err` if the port cannot be bound.
     pub fn start_on(port: u16) -> io::Result<ApiServer> {
+        Self::start_with(port, None)
+    }
+
+    /// Starts a server on `127.0.0.1:0` that speaks HTTPS only and authenticates clients by
+    /// x509 certificates its own CA issued ([`ApiServer::issue_client_cert`]; module `tls`):
+    /// a missing, foreign or expired client certificate fails the handshake
+    /// ([`ApiServer::failed_handshakes`]). Bearer tokens still work on top of a valid
+    /// certificate.
+    pub fn start_https() -> ApiServer {
+        let tls = tls::Tls::new().unwrap_or_else(|err| panic!("fake API server: {err}"));
+        Self::start_with(0, Some(Arc::new(tls)))
+            .unwrap_or_else(|err| panic!("fake API server: {err}"))
+    }
+
+    fn start_with(port: u16, tls: Option<Arc<tls::Tls>>) -> io::Result<ApiServer> {
         let listener = TcpListener::bind(("127.0.0.1", port)).map_err(|err| {
             io::Error::new(
                 err.kind(),
@@ -336,6 +353,8 @@ impl ApiServer {
             conns: Mutex::new(ConnRegistry::default()),
             next_conn: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            tls,
+            failed_handshakes: AtomicU64::new(0),
         });
         let acceptor = Acceptor::spawn(listener, Arc::clone(&shared));
         Ok(ApiServer {
@@ -346,9 +365,49 @@ impl ApiServer {
         })
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` for [`ApiServer::start_https`]).
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.shared.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The CA certificate (PEM) of an HTTPS server: it signed the server's certificate and
+    /// every client certificate. Panics for a plain HTTP server.
+    pub fn ca_pem(&self) -> String {
+        self.https().ca_pem()
+    }
+
+    /// A client certificate and key for `common_name` (`system:node:NODE` for a node's
+    /// credentials), valid from a minute ago until `valid_for` from now (X.509 times are
+    /// whole seconds). Panics for a plain HTTP server.
+    pub fn issue_client_cert(&self, common_name: &str, valid_for: Duration) -> ClientCert {
+        self.https()
+            .issue(common_name, valid_for)
+            .unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    /// TLS handshakes that failed so far (HTTPS).
+    pub fn failed_handshakes(&self) -> u64 {
+        self.shared.failed_handshakes.load(Ordering::SeqCst)
+    }
+
+    /// Closes every open connection (watches and idle keep-alive ones alike), as an API
+    /// server restart or a load balancer's idle timeout does: clients must connect (and, over
+    /// HTTPS, shake hands) anew.
+    pub fn drop_connections(&self) {
+        self.shared.lock_conns().cut_all();
+        self.shared.changed.notify_all();
+    }
+
+    fn https(&self) -> &tls::Tls {
+        self.shared
+            .tls
+            .as_deref()
+            .unwrap_or_else(|| panic!("fake API server: not started with start_https"))
     }
 
     pub fn port(&self) -> u16 {

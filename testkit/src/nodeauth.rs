@@ -83,8 +83,18 @@ pub(crate) fn node_user(node: &str) -> String {
 pub(crate) fn authenticate(
     state: &State,
     authorization: Option<&str>,
+    client_cn: Option<&str>,
 ) -> Result<Identity, ApiError> {
     let Some(value) = authorization else {
+        // A verified client certificate (HTTPS): its Common Name, as kube-apiserver's x509
+        // authenticator; `system:node:NAME` is the node NAME.
+        if let Some(cn) = client_cn {
+            return match cn.strip_prefix("system:node:") {
+                Some(node) => Ok(Identity::Node(node.to_string())),
+                None if cn == state.user => Ok(Identity::User(cn.to_string())),
+                None => Err(ApiError::unauthorized()),
+            };
+        }
         return Ok(if state.require_token {
             Identity::Anonymous
         } else {
