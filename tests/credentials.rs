@@ -364,16 +364,20 @@ fn a_bad_rotated_file_keeps_the_old_credentials() {
 const SHORT_VALIDITY: Duration = Duration::from_secs(6);
 
 /// Writes `cert` as `<pki>/name` (certificate then key, 0600) and points
-/// `<pki>/kubelet-client-current.pem` at it by renaming a new symlink over the old one, as
-/// the kubelet's certificate manager does.
+/// `<pki>/kubelet-client-current.pem` at it as the kubelet's certificate manager does
+/// (client-go `fileStore.updateSymlink`): a symlink `kubelet-client-updated.pem` to the
+/// absolute path, the current link removed, the new one renamed into its place.
 fn install_client_cert(pki: &Path, name: &str, cert: &testkit::ClientCert) {
     let file = pki.join(name);
     fs::write(&file, cert.combined_pem()).expect("write the client certificate");
     fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).expect("chmod");
-    let tmp = pki.join(".kubelet-client-current.pem.tmp");
-    let _ = fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(name, &tmp).expect("symlink");
-    fs::rename(&tmp, pki.join("kubelet-client-current.pem")).expect("rename");
+    let updated = pki.join("kubelet-client-updated.pem");
+    let current = pki.join("kubelet-client-current.pem");
+    std::os::unix::fs::symlink(&file, &updated).expect("symlink");
+    if fs::symlink_metadata(&current).is_ok() {
+        fs::remove_file(&current).expect("remove the current link");
+    }
+    fs::rename(&updated, &current).expect("rename");
 }
 
 /// Whether a client with `cert` completes a request against `server` (a TLS handshake
@@ -492,4 +496,30 @@ fn a_rotated_client_certificate_is_used_after_the_old_one_expired() {
         "kubelet-pivot shook hands with the expired certificate\n{}",
         node.scene.output()
     );
+}
+
+/// 1b. The kubelet writes kubelet.conf in place (client-go `clientcmd.WriteToFile`:
+///     `os.WriteFile`, the file created empty, then written): a file seen empty for a while
+///     is not an error, and the written one is followed.
+#[test]
+fn a_kubeconfig_written_in_place_is_not_an_error_while_empty() {
+    let node = Node::new();
+    let _boot = node.bootstrap();
+    let pid = node.running_kubelet();
+    fs::create_dir_all(node.kubeconfig.parent().expect("parent")).expect("dir");
+    let mut file = fs::File::create(&node.kubeconfig).expect("create the kubeconfig");
+    // Longer than the follower's debounce: it reads the empty file (on purpose).
+    std::thread::sleep(Duration::from_millis(300));
+    let row = node.api_row();
+    assert!(row.contains("waiting for"), "{row}");
+    use std::io::Write;
+    let text = kubeconfig_text(&node.server, &node.server.node_token(NODE));
+    file.write_all(text.as_bytes()).expect("write");
+    drop(file);
+    wait_until(DEADLINE, "the Node's KubeletConfigOK condition", || {
+        node.condition()
+    });
+    let logs = node.scene.output();
+    assert!(!logs.contains("refusing"), "{logs}");
+    node.assert_kubelet_untouched(pid, "the kubeconfig appeared");
 }

@@ -33,6 +33,8 @@ pub enum ClientError {
     },
     #[error("--kubeconfig {path} does not exist")]
     Missing { path: PathBuf },
+    #[error("--kubeconfig {path} is empty")]
+    Empty { path: PathBuf },
     #[error("refusing --kubeconfig {path}: {source}")]
     Credentials {
         path: PathBuf,
@@ -56,9 +58,13 @@ pub struct Loaded {
 }
 
 impl ClientError {
-    /// The kubeconfig file itself does not exist (yet).
-    pub fn is_missing(&self) -> bool {
-        matches!(self, ClientError::Missing { .. })
+    /// Not written yet: missing, or empty (the kubelet writes kubelet.conf in
+    /// place, `os.WriteFile`: created empty, then written).
+    pub fn is_unwritten(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Missing { .. } | ClientError::Empty { .. }
+        )
     }
 }
 
@@ -113,6 +119,11 @@ pub fn load_kubeconfig(path: &Path) -> Result<Loaded, ClientError> {
         .ok_or_else(|| ClientError::Missing {
             path: path.to_path_buf(),
         })?;
+    if bytes.is_empty() {
+        return Err(ClientError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
     // The same size and nesting bounds as a KubeletConfiguration.
     crate::config::kubeconfig::KubeletConfig::check_bounds(&bytes).map_err(|source| {
         ClientError::TooDeep {

@@ -220,7 +220,7 @@ impl Follower {
                     Err(err) => self.refused(&err),
                 }
             }
-            Err(err) if err.is_missing() && self.digest.is_none() => {
+            Err(err) if err.is_unwritten() && self.digest.is_none() => {
                 self.set_status(ApiStatus::waiting(&self.path));
             }
             Err(err) => self.refused(&err),

@@ -106,7 +106,7 @@ impl Api {
                 let client = client::build(path, loaded.kubeconfig).await?;
                 (Some((client, digest, named)), ApiStatus::following(path))
             }
-            Err(err) if err.is_missing() => {
+            Err(err) if err.is_unwritten() => {
                 info!(kubeconfig = %path.display(), "the kubeconfig does not exist yet (the kubelet writes it after its TLS bootstrap): starting the kubelet without following the node's assignment; following the path until it appears");
                 (None, ApiStatus::waiting(path))
             }
