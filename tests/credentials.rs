@@ -60,20 +60,22 @@ impl Node {
     }
 
     fn bootstrap(&self) -> Proc {
+        self.bootstrap_with(&[])
+    }
+
+    fn bootstrap_with(&self, extra: &[&str]) -> Proc {
         let kubeconfig = self.kubeconfig.to_str().expect("utf-8 temp path");
-        self.scene.spawn(self.scene.pivot(
-            &[
-                "bootstrap",
-                "--kubeconfig",
-                kubeconfig,
-                "--node-name",
-                NODE,
-                "--stop-timeout",
-                "2s",
-            ],
-            &[],
-            &[],
-        ))
+        let mut args = vec![
+            "bootstrap",
+            "--kubeconfig",
+            kubeconfig,
+            "--node-name",
+            NODE,
+            "--stop-timeout",
+            "2s",
+        ];
+        args.extend_from_slice(extra);
+        self.scene.spawn(self.scene.pivot(&args, &[], &[]))
     }
 
     fn configmap(&self, name: &str, extra: &str) -> String {
@@ -322,6 +324,32 @@ fn a_rotated_token_file_is_used() {
     node.assign("cfg-b");
     let took = time_to_follow(&node, &uid_b, assigned);
     println!("token rotated, watches dropped: assignment followed in {took:?}");
+}
+
+/// 4b. Without inotify (`--watch-mode poll`: a read every 10 s), a rotated token is found
+///     through the server's 401: the watch that reconnects is refused, the files are read
+///     again at once, and the node follows a new assignment well before the next poll.
+#[test]
+fn a_401_reads_the_credentials_again() {
+    let (node, tokens) = token_file_node();
+    let uid_b = node.configmap("cfg-b", "eventBurst: 42\n");
+    let _boot = node.bootstrap_with(&["--watch-mode", "poll"]);
+    node.running_kubelet();
+    wait_until(DEADLINE, "the Node's condition", || node.condition());
+
+    let new = node.server.rotate_node_token(NODE);
+    repoint(&tokens, "token-2", &new, 0o600);
+    node.server.drop_watches();
+    let assigned = Instant::now();
+    node.assign("cfg-b");
+    let took = time_to_follow(&node, &uid_b, assigned);
+    println!("token rotated, no inotify: assignment followed after the 401 in {took:?}");
+    assert!(
+        took < Duration::from_secs(5),
+        "took {took:?}: the poll, not the 401"
+    );
+    let logs = node.scene.output();
+    assert!(logs.contains("refused our credentials"), "{logs}");
 }
 
 /// 5. A bad rotated file (writable by others) keeps the old credentials, and the log and

@@ -315,13 +315,17 @@ pub fn report(lock: &Path, state: &StateDir, store_dir: &Path) -> Report {
     let mut lock = lock_view(lock, state);
     let (config, warnings) = ConfigView::from_store(store_dir);
     lock.warnings.extend(warnings);
-    let api = if lock.unreadable.is_empty() {
-        crate::cluster::api::ApiStatus::read(state).unwrap_or_else(|err| {
-            lock.warnings.push(err);
-            None
-        })
-    } else {
-        None
+    // Only the live holder's record: another supervisor's (an earlier
+    // holder's, or one of a build that writes none) says nothing about now.
+    let holder = lock.holder.as_ref().filter(|h| !h.stale).map(|h| h.pid);
+    let api = match holder {
+        Some(pid) if lock.unreadable.is_empty() => crate::cluster::api::ApiStatus::read(state)
+            .unwrap_or_else(|err| {
+                lock.warnings.push(err);
+                None
+            })
+            .filter(|a| a.pid == Some(pid)),
+        _ => None,
     };
     Report {
         lock,

@@ -151,6 +151,8 @@ impl Driver {
             info!(api = %now.message, "API access");
         }
         self.api_status_written = Some(now.clone());
+        let mut now = now;
+        now.pid = Some(self.me.pid);
         let state = self.state.clone();
         tokio::task::spawn_blocking(move || {
             if let Err(err) = now.write(&state) {

@@ -342,7 +342,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     // Everything that takes time happens before we announce ourselves: from
     // the claim on, a holder is waiting for us to block in flock.
     let store = Store::open(&opts.store_dir)?;
-    let api = Api::start(opts.kubeconfig.as_ref()).await?;
+    let api = Api::start(opts.kubeconfig.as_ref(), opts.force_poll).await?;
     match api.as_ref().map(Api::current) {
         Some(Some(_)) => {
             info!(node = %opts.node_name, "API server configured: the node's config assignment is followed")

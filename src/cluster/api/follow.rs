@@ -57,6 +57,8 @@ pub(super) struct Follower {
     last_forced: Option<Instant>,
     /// The last error logged (each distinct one is logged once).
     last_error: Option<String>,
+    /// Poll on purpose (`--watch-mode poll`).
+    force_poll: bool,
 }
 
 /// inotify, or nothing (polling).
@@ -74,6 +76,7 @@ impl Follower {
         clients: watch::Sender<Option<Published>>,
         status: watch::Sender<ApiStatus>,
         rejected: Arc<Notify>,
+        force_poll: bool,
     ) -> Self {
         let (digest, named) = match initial {
             Some((d, n)) => (Some(d), n),
@@ -89,11 +92,13 @@ impl Follower {
             rejected,
             last_forced: None,
             last_error: None,
+            force_poll,
         }
     }
 
     pub(super) async fn run(mut self) {
         let mut events = match Events::new() {
+            Ok(_) if self.force_poll => None,
             Ok(e) => Some(e),
             Err(err) => {
                 warn!(%err, kubeconfig = %self.path.display(), interval = ?POLL_INTERVAL, "inotify unavailable: reading the kubeconfig and its files by polling");

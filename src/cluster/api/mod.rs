@@ -75,7 +75,13 @@ impl Api {
     /// environment provides it, else `None` (local-only mode). A kubeconfig
     /// that does not exist yet is waited for (one log line); one that exists
     /// and is refused is an error, as before a kubelet ran.
-    pub async fn start(kubeconfig: Option<&PathBuf>) -> Result<Option<Api>, ClientError> {
+    ///
+    /// `force_poll` (`--watch-mode poll`): no inotify, a read every 10 s (and
+    /// after a refusal).
+    pub async fn start(
+        kubeconfig: Option<&PathBuf>,
+        force_poll: bool,
+    ) -> Result<Option<Api>, ClientError> {
         let Some(path) = kubeconfig else {
             return Ok(client::in_cluster()?.map(|client| {
                 let (_, clients) = watch::channel(Some(Published {
@@ -125,6 +131,7 @@ impl Api {
             clients_tx,
             status_tx,
             hint.0.clone(),
+            force_poll,
         );
         let task = tokio::spawn(follower.run());
         Ok(Some(Api {

@@ -43,6 +43,10 @@ pub struct ApiStatus {
     /// One line for `status`'s `API` row.
     pub message: String,
     pub since: String,
+    /// The supervisor that wrote the record (`status` shows only the live
+    /// holder's).
+    #[serde(default)]
+    pub pid: Option<i32>,
 }
 
 impl ApiStatus {
@@ -52,6 +56,7 @@ impl ApiStatus {
             kubeconfig: kubeconfig.map(Path::to_path_buf),
             message,
             since: now_rfc3339(),
+            pid: None,
         }
     }
     pub fn waiting(path: &Path) -> Self {
