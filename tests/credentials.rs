@@ -136,6 +136,31 @@ impl Node {
             .to_string()
     }
 
+    /// Starts the bootstrap, assigns a ConfigMap `cfg-a` and waits until the node follows it;
+    /// creates `cfg-b` for the next assignment and returns its uid.
+    fn follow_a_first(&self) -> (Proc, String) {
+        let uid_a = self.configmap("cfg-a", "eventBurst: 41\n");
+        let uid_b = self.configmap("cfg-b", "eventBurst: 42\n");
+        let boot = self.bootstrap();
+        self.running_kubelet();
+        self.assign("cfg-a");
+        wait_until(DEADLINE, "the node to follow cfg-a", || {
+            self.follows(&uid_a).then_some(())
+        });
+        (boot, uid_b)
+    }
+
+    /// Waits for the supervisor's log line containing `needle`.
+    fn log_line(&self, needle: &str) -> String {
+        wait_until(DEADLINE, &format!("a log line with {needle:?}"), || {
+            self.scene
+                .output()
+                .lines()
+                .find(|l| l.contains(needle))
+                .map(str::to_string)
+        })
+    }
+
     /// Asserts for [`QUIET_WINDOW`] that `pid` stays the only running kubelet.
     fn assert_kubelet_untouched(&self, pid: i32, why: &str) {
         let until = Instant::now() + QUIET_WINDOW;
@@ -247,13 +272,7 @@ fn an_invalid_kubeconfig_is_refused_and_the_fixed_one_picked_up() {
         "apiVersion: v1\nkind: Config\nclusters: {not: [a list\n",
         0o600,
     );
-    let line = wait_until(DEADLINE, "the refusal in the log", || {
-        node.scene
-            .output()
-            .lines()
-            .find(|l| l.contains("refusing the kubeconfig"))
-            .map(str::to_string)
-    });
+    let line = node.log_line("refusing the kubeconfig");
     assert!(
         line.contains(&node.kubeconfig.display().to_string())
             && line.contains("kubelet keeps running"),
@@ -320,23 +339,11 @@ fn repoint(tokens: &Path, name: &str, token: &str, mode: u32) {
 #[test]
 fn a_rotated_token_file_is_used() {
     let (node, tokens) = token_file_node();
-    let uid_a = node.configmap("cfg-a", "eventBurst: 41\n");
-    let uid_b = node.configmap("cfg-b", "eventBurst: 42\n");
-    let _boot = node.bootstrap();
-    node.running_kubelet();
-    node.assign("cfg-a");
-    wait_until(DEADLINE, "the node to follow cfg-a", || {
-        node.follows(&uid_a).then_some(())
-    });
+    let (_boot, uid_b) = node.follow_a_first();
 
     let new = node.server.rotate_node_token(NODE);
     repoint(&tokens, "token-2", &new, 0o600);
-    wait_until(DEADLINE, "the new credentials in use", || {
-        node.scene
-            .output()
-            .contains("credentials changed")
-            .then_some(())
-    });
+    node.log_line("credentials changed");
     node.server.drop_watches();
     let assigned = Instant::now();
     node.assign("cfg-b");
@@ -381,13 +388,7 @@ fn a_bad_rotated_file_keeps_the_old_credentials() {
     wait_until(DEADLINE, "the Node's condition", || node.condition());
 
     repoint(&tokens, "token-bad", "not-a-token", 0o666);
-    let line = wait_until(DEADLINE, "the refusal in the log", || {
-        node.scene
-            .output()
-            .lines()
-            .find(|l| l.contains("refusing the changed credentials"))
-            .map(str::to_string)
-    });
+    let line = node.log_line("refusing the changed credentials");
     assert!(
         line.contains("token file") && line.contains("writable") && line.contains("token-bad"),
         "{line}"
@@ -488,14 +489,7 @@ fn a_rotated_client_certificate_is_used_after_the_old_one_expired() {
         server,
         kubeconfig,
     };
-    let uid_a = node.configmap("cfg-a", "eventBurst: 41\n");
-    let uid_b = node.configmap("cfg-b", "eventBurst: 42\n");
-    let _boot = node.bootstrap();
-    node.running_kubelet();
-    node.assign("cfg-a");
-    wait_until(DEADLINE, "the node to follow cfg-a", || {
-        node.follows(&uid_a).then_some(())
-    });
+    let (_boot, uid_b) = node.follow_a_first();
     assert!(
         std::time::SystemTime::now() < first.not_after,
         "the first certificate expired before the rotation: the machine is too slow for {SHORT_VALIDITY:?}"
@@ -505,12 +499,7 @@ fn a_rotated_client_certificate_is_used_after_the_old_one_expired() {
         .server
         .issue_client_cert(&common_name, Duration::from_secs(3600));
     install_client_cert(&pki, "kubelet-client-2.pem", &second);
-    wait_until(DEADLINE, "the rotated certificate in use", || {
-        node.scene
-            .output()
-            .contains("credentials changed")
-            .then_some(())
-    });
+    node.log_line("credentials changed");
 
     // Wait for the expiry (X.509 times are whole seconds: one more for the rounding).
     poll_until(

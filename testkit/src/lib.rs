@@ -427,13 +427,19 @@ impl ApiServer {
 
     /// A kubeconfig like [`ApiServer::write_kubeconfig`]'s, with another bearer token.
     fn write_kubeconfig_with(&self, path: &Path, token: &str) {
+        self.write_kubeconfig_for_user(path, &format!("token: {token}"));
+    }
+
+    /// A kubeconfig like [`ApiServer::write_kubeconfig`]'s whose user stanza is `user` (one
+    /// line, such as `token: T` or `tokenFile: F`).
+    pub(crate) fn write_kubeconfig_for_user(&self, path: &Path, user: &str) {
         let text = format!(
             "apiVersion: v1\n\
              kind: Config\n\
              clusters:\n\
              - name: fake\n  cluster:\n    server: {url}\n    insecure-skip-tls-verify: true\n\
              users:\n\
-             - name: fake\n  user:\n    token: {token}\n\
+             - name: fake\n  user:\n    {user}\n\
              contexts:\n\
              - name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\n\
              current-context: fake\n",

@@ -855,34 +855,14 @@ impl ApiServer {
     /// Rotates `node`'s bearer token: the old one is refused (401) from now on, and the new
     /// one (returned) authenticates as the node.
     pub fn rotate_node_token(&self, node: &str) -> String {
-        let mut state = self.lock();
-        state.node_tokens.retain(|_, n| n != node);
-        let random: String = (0..16)
-            .map(|_| format!("{:x}", rand::random::<u8>() & 15))
-            .collect();
-        let token = format!("kubelet-pivot-node-token.{random}");
-        state.node_tokens.insert(token.clone(), node.to_string());
-        token
+        self.lock().node_tokens.retain(|_, n| n != node);
+        self.node_token(node)
     }
 
     /// Writes a kubeconfig for this server whose user reads its bearer token from
     /// `token_file` (`tokenFile`), as a kubelet's credentials written by a provisioner are.
     pub fn write_token_file_kubeconfig(&self, path: &Path, token_file: &Path) {
-        let text = format!(
-            "apiVersion: v1\n\
-             kind: Config\n\
-             clusters:\n\
-             - name: fake\n  cluster:\n    server: {url}\n    insecure-skip-tls-verify: true\n\
-             users:\n\
-             - name: fake\n  user:\n    tokenFile: {file}\n\
-             contexts:\n\
-             - name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\n\
-             current-context: fake\n",
-            url = self.url(),
-            file = token_file.display(),
-        );
-        std::fs::write(path, text)
-            .unwrap_or_else(|err| panic!("failed to write kubeconfig {}: {err}", path.display()));
+        self.write_kubeconfig_for_user(path, &format!("tokenFile: {}", token_file.display()));
     }
 
     /// Writes a kubeconfig with `node`'s credentials ([`ApiServer::node_token`]) to `path`, in

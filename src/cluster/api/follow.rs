@@ -59,6 +59,8 @@ pub(super) struct Follower {
     last_error: Option<String>,
     /// Poll on purpose (`--watch-mode poll`).
     force_poll: bool,
+    /// A refusal was logged since the last new credentials.
+    rejection_said: bool,
 }
 
 /// inotify, or nothing (polling).
@@ -93,6 +95,7 @@ impl Follower {
             last_forced: None,
             last_error: None,
             force_poll,
+            rejection_said: false,
         }
     }
 
@@ -142,7 +145,12 @@ impl Follower {
                 _ = sleep_opt(forced_due) => {
                     forced_due = None;
                     self.last_forced = Some(Instant::now());
-                    info!(kubeconfig = %self.path.display(), "the API server refused our credentials (401 or a failed TLS handshake): reading them again");
+                    // Said once until new credentials are in use: a node whose
+                    // credentials stay refused reads them every 5 s, quietly.
+                    if !self.rejection_said {
+                        info!(kubeconfig = %self.path.display(), "the API server refused our credentials (401 or a failed TLS handshake): reading them again (at most every 5 s while refused)");
+                        self.rejection_said = true;
+                    }
                     self.reread().await;
                 }
             }
@@ -207,6 +215,7 @@ impl Follower {
                 match client::build(&self.path, loaded.kubeconfig).await {
                     Ok(client) => {
                         self.generation += 1;
+                        self.rejection_said = false;
                         let first = self.digest.is_none();
                         self.digest = Some(digest);
                         self.named = named;
