@@ -111,6 +111,12 @@
 //!   condition), with [`Script`]ed failures (crash-loop rollback, never Ready, deleted,
 //!   drain first, stuck); its writes go straight into the state (watch events and new
 //!   resourceVersions, but no [`ApiServer::requests`] entries);
+//! - HTTPS with x509 client certificates ([`ApiServer::start_https`], module `tls`): a CA
+//!   minted at start, client certificates it issues ([`ApiServer::issue_client_cert`], short
+//!   validity for rotation tests); a missing, foreign or expired certificate fails the
+//!   handshake ([`ApiServer::failed_handshakes`]), a valid one authenticates as its Common
+//!   Name (`system:node:NODE` is the node, as below); [`ApiServer::drop_connections`] closes
+//!   every connection, so that clients shake hands anew;
 //! - bearer-token authentication: a wrong token is 401; a request without credentials is the
 //!   old insecure port's `system:unsecured` (client-go never sends credentials over plain HTTP,
 //!   so kubectl could not work otherwise), or with [`ApiServer::require_token`] the anonymous
@@ -162,7 +168,8 @@
 //! [`ApiServer::inject_random_faults`] (seeded, for one client by its User-Agent),
 //! [`ApiServer::begin_outage`] / [`ApiServer::end_outage`], [`ApiServer::set_delay`],
 //! [`ApiServer::drop_watches`], [`ApiServer::stop`], [`ApiServer::restart_on_same_port`],
-//! [`ApiServer::deny`], [`ApiServer::compact_history`], [`ApiServer::requests`],
+//! [`ApiServer::deny`], [`ApiServer::compact_history`], [`ApiServer::drop_connections`],
+//! [`ApiServer::rotate_node_token`], [`ApiServer::requests`],
 //! [`ApiServer::list_requests`], [`ApiServer::open_watches`].
 //!
 //! Layout: this file holds [`ApiServer`]'s public surface; the machinery is in `server`

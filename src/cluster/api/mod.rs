@@ -191,3 +191,27 @@ pub fn is_credential_failure(err: &(dyn std::error::Error + 'static)) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(
+            kube::core::Status::failure("refused", "Unauthorized").with_code(code),
+        ))
+    }
+
+    #[test]
+    fn a_401_and_a_failed_handshake_are_credential_failures_others_are_not() {
+        assert!(is_credential_failure(&api_error(401)));
+        assert!(!is_credential_failure(&api_error(403)));
+        assert!(!is_credential_failure(&api_error(500)));
+        let tls = std::io::Error::other(
+            "received fatal alert: CertificateExpired during the TLS handshake",
+        );
+        assert!(is_credential_failure(&tls));
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(!is_credential_failure(&refused));
+    }
+}
