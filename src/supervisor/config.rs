@@ -136,10 +136,11 @@ impl Driver {
             self.api_status_written = None;
             return;
         }
-        let now = self
-            .api
-            .as_ref()
-            .map_or_else(ApiStatus::local_only, Api::status);
+        // Local-only mode writes nothing (no new work on its path): `status`
+        // shows an `API` row only for the live holder's own record.
+        let Some(now) = self.api.as_ref().map(Api::status) else {
+            return;
+        };
         if self
             .api_status_written
             .as_ref()
@@ -147,9 +148,7 @@ impl Driver {
         {
             return;
         }
-        if now.phase != crate::cluster::api::ApiPhase::LocalOnly {
-            info!(api = %now.message, "API access");
-        }
+        info!(api = %now.message, "API access");
         self.api_status_written = Some(now.clone());
         let mut now = now;
         now.pid = Some(self.me.pid);

@@ -31,8 +31,6 @@ pub enum ApiPhase {
     Invalid,
     /// In-cluster service account.
     InCluster,
-    /// No API server configured.
-    LocalOnly,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,13 +96,6 @@ impl ApiStatus {
             ApiPhase::InCluster,
             None,
             "following the node's assignment with the in-cluster service account".to_string(),
-        )
-    }
-    pub fn local_only() -> Self {
-        Self::new(
-            ApiPhase::LocalOnly,
-            None,
-            "none configured (local-only mode)".to_string(),
         )
     }
     /// Same state, whatever the time.
