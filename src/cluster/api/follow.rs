@@ -108,7 +108,7 @@ impl Follower {
                 None
             }
         };
-        self.arm(&mut events);
+        self.arm(&mut events).await;
         // What changed between the first read and the watches.
         self.reread().await;
         let mut poll = tokio::time::interval(POLL_INTERVAL);
@@ -132,7 +132,7 @@ impl Follower {
                 _ = sleep_opt(due) => {
                     due = None;
                     burst_start = None;
-                    self.arm(&mut events);
+                    self.arm(&mut events).await;
                     self.reread().await;
                 }
                 () = self.rejected.notified(), if forced_due.is_none() => {
@@ -158,40 +158,25 @@ impl Follower {
     }
 
     /// (Re)places the watches: every file of interest's directory, or its
-    /// nearest existing ancestor; a symlink's target directory too.
-    fn arm(&mut self, events: &mut Option<Events>) {
+    /// nearest existing ancestor; a symlink's target directory too. The path
+    /// lookups run off the event loop.
+    async fn arm(&mut self, events: &mut Option<Events>) {
         let Some(ev) = events.as_mut() else { return };
         let mut files = vec![self.path.clone()];
         files.extend(self.named.iter().cloned());
-        let mut interest: HashMap<WatchDescriptor, HashSet<OsString>> = HashMap::new();
-        let mut failed = None;
-        for file in &files {
-            let mut targets = vec![file.clone()];
-            if let Ok(link) = std::fs::read_link(file) {
-                let parent = file.parent().unwrap_or(Path::new("/"));
-                targets.push(parent.join(link));
+        let watches = ev.watches.clone();
+        let old: Vec<WatchDescriptor> = ev.interest.keys().cloned().collect();
+        let placed = tokio::task::spawn_blocking(move || place_watches(watches, &files, old)).await;
+        match placed {
+            Ok((interest, None)) => ev.interest = interest,
+            Ok((_, Some((dir, err)))) => {
+                warn!(%err, dir = %dir.display(), interval = ?POLL_INTERVAL, "cannot watch a directory of the kubeconfig's files: reading them by polling");
+                *events = None;
             }
-            for target in targets {
-                match watch_point(&target) {
-                    Some((dir, name)) => match ev.watches.add(&dir, dir_mask()) {
-                        Ok(wd) => {
-                            interest.entry(wd).or_default().insert(name);
-                        }
-                        Err(err) => failed = Some((dir, err)),
-                    },
-                    None => continue,
-                }
+            Err(err) => {
+                warn!(%err, interval = ?POLL_INTERVAL, "the watch task failed: reading the kubeconfig's files by polling");
+                *events = None;
             }
-        }
-        for wd in ev.interest.keys() {
-            if !interest.contains_key(wd) {
-                let _ = ev.watches.remove(wd.clone());
-            }
-        }
-        ev.interest = interest;
-        if let Some((dir, err)) = failed {
-            warn!(%err, dir = %dir.display(), interval = ?POLL_INTERVAL, "cannot watch a directory of the kubeconfig's files: reading them by polling");
-            *events = None;
         }
     }
 
@@ -307,6 +292,43 @@ async fn next_event(events: &mut Option<Events>) -> bool {
             true
         }
     }
+}
+
+/// Watches the directory of each of `files` (or its nearest existing
+/// ancestor; a symlink's target directory too) and removes the watches of
+/// `old` no longer needed. Returns the names of interest per watch, and the
+/// first directory that could not be watched. Blocking.
+fn place_watches(
+    mut watches: Watches,
+    files: &[PathBuf],
+    old: Vec<WatchDescriptor>,
+) -> (
+    HashMap<WatchDescriptor, HashSet<OsString>>,
+    Option<(PathBuf, std::io::Error)>,
+) {
+    let mut interest: HashMap<WatchDescriptor, HashSet<OsString>> = HashMap::new();
+    let mut failed = None;
+    for file in files {
+        let mut targets = vec![file.clone()];
+        if let Ok(link) = std::fs::read_link(file) {
+            let parent = file.parent().unwrap_or(Path::new("/"));
+            targets.push(parent.join(link));
+        }
+        for (dir, name) in targets.iter().filter_map(|t| watch_point(t)) {
+            match watches.add(&dir, dir_mask()) {
+                Ok(wd) => {
+                    interest.entry(wd).or_default().insert(name);
+                }
+                Err(err) => failed = Some((dir, err)),
+            }
+        }
+    }
+    for wd in old {
+        if !interest.contains_key(&wd) {
+            let _ = watches.remove(wd);
+        }
+    }
+    (interest, failed)
 }
 
 /// Where to watch for `file`: its directory and name, or (while the
