@@ -63,12 +63,14 @@ pub(super) struct Follower {
     rejection_said: bool,
 }
 
+/// Per watched directory, the names whose events matter.
+type Interest = HashMap<WatchDescriptor, HashSet<OsString>>;
+
 /// inotify, or nothing (polling).
 struct Events {
     stream: EventStream<Vec<u8>>,
     watches: Watches,
-    /// Per watched directory, the names whose events matter.
-    interest: HashMap<WatchDescriptor, HashSet<OsString>>,
+    interest: Interest,
 }
 
 impl Follower {
@@ -302,11 +304,8 @@ fn place_watches(
     mut watches: Watches,
     files: &[PathBuf],
     old: Vec<WatchDescriptor>,
-) -> (
-    HashMap<WatchDescriptor, HashSet<OsString>>,
-    Option<(PathBuf, std::io::Error)>,
-) {
-    let mut interest: HashMap<WatchDescriptor, HashSet<OsString>> = HashMap::new();
+) -> (Interest, Option<(PathBuf, std::io::Error)>) {
+    let mut interest = Interest::new();
     let mut failed = None;
     for file in files {
         let mut targets = vec![file.clone()];
