@@ -148,7 +148,8 @@ impl Driver {
         {
             return;
         }
-        info!(api = %now.message, "API access");
+        // The follower logs each change itself (one line each).
+        debug!(api = %now.message, "recording the API access for status");
         self.api_status_written = Some(now.clone());
         let mut now = now;
         now.pid = Some(self.me.pid);
