@@ -52,7 +52,7 @@ fn options(rank: Rank, common: CommonArgs, terminate: TerminateFlag) -> Result<O
     Ok(Options {
         state_dir,
         kubeconfig: common.kubeconfig,
-        node_name: kubelet_pivot::cluster::sync::node_name(common.node_name),
+        node_name: kubelet_pivot::cluster::api::node_name(common.node_name),
         store_dir: common.dynamic_config_dir,
         local,
         rank,

@@ -236,3 +236,31 @@ fn a_drop_in_in_a_new_subdirectory_of_config_dir_is_applied() {
     restarted_with(&scene, first, "\"maxPods\":33");
     scene.assert_no_overlap();
 }
+
+/// Issue 29: a holder waiting for its `--kubeconfig` to appear (a joining node) follows the
+/// path with inotify only: no reads, no timers while nothing happens.
+#[test]
+fn an_idle_holder_waiting_for_its_kubeconfig_does_no_periodic_work() {
+    let scene = Scene::new();
+    let kubeconfig = scene.path().join("etc/kubernetes/kubelet.conf");
+    let text = kubeconfig.display().to_string();
+    let holder = bootstrap(&scene, &[("KUBELET_PIVOT_KUBECONFIG", &text)]);
+    wait_until(SETTLE, "the holder's kubelet", || {
+        let kubelet = scene.kubelet_of(holder.pid())?;
+        let record = holder_record(&scene.state_dir())?;
+        (record["kubeletPid"] == kubelet).then_some(())
+    });
+    let mut windows = Vec::new();
+    let quiet = (0..3).any(|_| {
+        let calls = calls_during_window(holder.pid());
+        let work = periodic_work(&calls).len();
+        windows.push((calls.len(), work));
+        work == 0
+    });
+    eprintln!("idle holder waiting for {text}, windows of {WINDOW:?} as (system calls, periodic work): {windows:?}");
+    assert!(
+        quiet,
+        "the holder worked without an event in every window\n{}",
+        scene.output()
+    );
+}

@@ -1,4 +1,5 @@
-//! Everything that talks to the Kubernetes API server: follow the own
+//! Everything that talks to the Kubernetes API server: the client, kept
+//! current as credentials appear and rotate ([`api`]); follow the own
 //! Node's assignment, download and checkpoint ConfigMaps, report status
 //! ([`sync`]), drain the node for a disruptive change ([`drain`]), post
 //! Events ([`events`]), the lock file condition ([`lock_condition`]), and the pure Node ↔ config translations
@@ -8,6 +9,7 @@
 //! supervisor holds the lock; never touches the lock or the kubelet.
 
 pub mod agent;
+pub mod api;
 pub mod drain;
 pub mod events;
 pub mod lock_condition;

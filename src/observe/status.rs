@@ -226,6 +226,9 @@ impl ConfigView {
 pub struct Report {
     pub lock: LockView,
     pub config: ConfigView,
+    /// What the holder's API access does (`STATE/api.json`); `null` when
+    /// no holder recorded it.
+    pub api: Option<crate::cluster::api::ApiStatus>,
     /// The build of this `status` command.
     pub build: BuildInfo,
 }
@@ -363,9 +366,22 @@ pub fn report(lock: &Path, state: &StateDir, store_dir: &Path) -> Report {
     let mut lock = lock_view(lock, state);
     let (config, warnings) = ConfigView::from_store(store_dir);
     lock.warnings.extend(warnings);
+    // Only the live holder's record: another supervisor's (an earlier
+    // holder's, or one of a build that writes none) says nothing about now.
+    let holder = lock.holder.as_ref().filter(|h| !h.stale).map(|h| h.pid);
+    let api = match holder {
+        Some(pid) if lock.unreadable.is_empty() => crate::cluster::api::ApiStatus::read(state)
+            .unwrap_or_else(|err| {
+                lock.warnings.push(err);
+                None
+            })
+            .filter(|a| a.pid == Some(pid)),
+        _ => None,
+    };
     Report {
         lock,
         config,
+        api,
         build: BuildInfo::current(),
     }
 }
@@ -458,6 +474,9 @@ pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     }
     for w in &r.lock.warnings {
         writeln!(out, "WARNING          {w}")?;
+    }
+    if let Some(api) = &r.api {
+        writeln!(out, "API              {}", api.message)?;
     }
     let active = match &r.config.active {
         Some(v) => describe_active(v),
@@ -770,6 +789,9 @@ mod tests {
                     )]),
                 }),
             },
+            api: Some(crate::cluster::api::ApiStatus::waiting(Path::new(
+                "/etc/kubernetes/kubelet.conf",
+            ))),
             build: BuildInfo::current(),
         };
         let mut out = Vec::new();
@@ -783,6 +805,7 @@ mod tests {
             "STATUS BUILD     ",
             "WARNING          holder record is corrupt",
             "LOCK MISMATCH    at T6: self-hosted gen 3 was given lock file /host/typo/kubelet.lock",
+            "API              waiting for /etc/kubernetes/kubelet.conf (the kubelet writes it after its TLS bootstrap)",
             "CONFIG ACTIVE    last-known-good: ConfigMap kubelet-config/cfg-a (UID: u-1, ResourceVersion: 7), hash 0123456789ab, since T1",
             "ASSIGNED  ConfigMap kubelet-config/cfg-b (UID: u-2, ResourceVersion: 9)",
             "ERROR     failed to validate config",

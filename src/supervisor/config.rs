@@ -91,10 +91,26 @@ impl Driver {
                 self.pivot.state,
                 State::Exited(_) | State::Holding(Run::Clearing)
             );
-        match (&self.client, holding, &self.sync_task) {
-            (Some(client), true, None) => {
+        let current = self.api.as_ref().and_then(Api::current);
+        // A new client (the kubeconfig appeared, credentials rotated): the
+        // syncer of the old one stops and one with the new starts.
+        if let (Some(task), Some(p)) = (&self.sync_task, &current) {
+            if p.generation != self.sync_generation {
+                info!(
+                    generation = p.generation,
+                    "new API credentials: restarting the sync with them"
+                );
+                task.abort();
+                self.sync_task = None;
+            }
+        }
+        match (current, holding, &self.sync_task) {
+            (Some(published), true, None) => {
+                self.sync_generation = published.generation;
+                let hint = self.api.as_ref().map(Api::hint).unwrap_or_default();
                 let syncer = Syncer::new(
-                    client.clone(),
+                    published.client,
+                    hint,
                     self.opts.node_name.clone(),
                     self.store.clone(),
                     self.reports.subscribe(),
@@ -108,6 +124,41 @@ impl Driver {
             }
             _ => {}
         }
+    }
+    /// The newest API client, if any.
+    pub(super) fn client(&self) -> Option<kube::Client> {
+        self.api.as_ref().and_then(Api::current).map(|p| p.client)
+    }
+    /// While holding: records what the API access does in `STATE/api.json`
+    /// for `status` (on every change; off the loop).
+    pub(super) fn tend_api_status(&mut self) {
+        if !self.pivot.holds_lock() || matches!(self.pivot.state, State::Exited(_)) {
+            self.api_status_written = None;
+            return;
+        }
+        // Local-only mode writes nothing (no new work on its path): `status`
+        // shows an `API` row only for the live holder's own record.
+        let Some(now) = self.api.as_ref().map(Api::status) else {
+            return;
+        };
+        if self
+            .api_status_written
+            .as_ref()
+            .is_some_and(|w| w.same_as(&now))
+        {
+            return;
+        }
+        // The follower logs each change itself (one line each).
+        debug!(api = %now.message, "recording the API access for status");
+        self.api_status_written = Some(now.clone());
+        let mut now = now;
+        now.pid = Some(self.me.pid);
+        let state = self.state.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(err) = now.write(&state) {
+                warn!(%err, "cannot write the API status record; `status` may show an old API row");
+            }
+        });
     }
     /// Stops the syncer before the lock is released, and waits for any
     /// store write it has in flight (writes hold the store's writer lock), so
@@ -277,7 +328,7 @@ impl Driver {
         let store = self.store.clone();
         let local = self.opts.local.clone();
         let base = self.opts.disruption.policy.clone();
-        let api = self.client.is_some();
+        let api = self.api.is_some();
         self.preparing = Some(tokio::task::spawn_blocking(move || {
             let policy = running::node_policy(&base, &store);
             Prepared::prepare(&store, &local, &policy, api)
@@ -320,7 +371,7 @@ impl Driver {
         let store = self.store.clone();
         let local = self.opts.local.clone();
         let base = self.opts.disruption.policy.clone();
-        let api = self.client.is_some();
+        let api = self.api.is_some();
         let root_dir = self.opts.disruption.kubelet_root_dir.clone();
         let crashing = self.crashes_in_a_row >= PINNED_CRASH_LIMIT;
         let result = blocking_unless_terminated(&self.opts.terminate, move || {

@@ -147,9 +147,8 @@ fn new_record(
 impl Driver {
     /// The API side of a drain (also posts Events), if an API server is configured.
     pub(super) fn drainer(&self) -> Option<Drainer> {
-        self.client
-            .as_ref()
-            .map(|c| Drainer::new(c.clone(), self.opts.node_name.clone(), self.metrics.clone()))
+        self.client()
+            .map(|c| Drainer::new(c, self.opts.node_name.clone(), self.metrics.clone()))
     }
 
     /// Aborts a running drain or gate task (before the lock is released,
@@ -259,7 +258,7 @@ impl Driver {
             return vec![Input::Reload];
         };
         let mut action = policy.action(class);
-        if action == Action::Drain && self.client.is_none() {
+        if action == Action::Drain && self.client().is_none() {
             action = Action::Restart;
         }
         let same_target = record

@@ -33,9 +33,10 @@ use signal_hook_tokio::Signals;
 use tokio::sync::oneshot;
 use tracing::{debug, error, info, warn};
 
+use crate::cluster::api::{Api, ApiStatus, ClientError};
 use crate::cluster::lock_condition::LockCondition;
 use crate::cluster::nodeconfig::ConfigReport;
-use crate::cluster::sync::{self, ClientError, Syncer};
+use crate::cluster::sync::Syncer;
 use crate::config::lifecycle::{self, Access, LocalConfig, Resolved};
 use crate::config::prepared::Prepared;
 use crate::config::store::{Store, StoreError};
@@ -189,6 +190,8 @@ enum Wake {
     ConfigDue,
     /// The next kubelet start may be prepared (anew).
     PrepareDue,
+    /// A new API client (credentials appeared or rotated) or API status.
+    ApiChanged,
 }
 
 struct Driver {
@@ -228,8 +231,12 @@ struct Driver {
     /// The config the running (or next) kubelet was started with.
     applied: Option<Resolved>,
     holder_since_time: std::time::SystemTime,
-    /// API client (None = local-only mode).
-    client: Option<kube::Client>,
+    /// API access, its client kept current (None = local-only mode).
+    api: Option<Api>,
+    /// The generation of the client the running syncer uses.
+    sync_generation: u64,
+    /// The API status last written to `STATE/api.json` (while holding).
+    api_status_written: Option<ApiStatus>,
     /// The syncer of the current holder tenure.
     sync_task: Option<tokio::task::JoinHandle<()>>,
     reports: tokio::sync::watch::Sender<Option<ConfigReport>>,
@@ -299,6 +306,26 @@ async fn sleep_opt(at: Option<Instant>) {
     }
 }
 
+/// A change of the API client or status (never, without an API).
+async fn api_changed(
+    rx: &mut Option<(
+        tokio::sync::watch::Receiver<Option<crate::cluster::api::Published>>,
+        tokio::sync::watch::Receiver<ApiStatus>,
+    )>,
+) {
+    let Some((clients, status)) = rx.as_mut() else {
+        return std::future::pending().await;
+    };
+    let changed = tokio::select! {
+        r = clients.changed() => r,
+        r = status.changed() => r,
+    };
+    if changed.is_err() {
+        // The follower is gone: nothing more changes.
+        *rx = None;
+    }
+}
+
 async fn tick_opt(iv: &mut Option<tokio::time::Interval>) {
     match iv.as_mut() {
         Some(i) => {
@@ -322,13 +349,16 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     // Everything that takes time happens before we announce ourselves: from
     // the claim on, a holder is waiting for us to block in flock.
     let store = Store::open(&opts.store_dir)?;
-    let client = sync::client(opts.kubeconfig.as_ref()).await?;
-    match &client {
-        Some(_) => {
+    let api = Api::start(opts.kubeconfig.as_ref(), opts.force_poll).await?;
+    match api.as_ref().map(Api::current) {
+        Some(Some(_)) => {
             info!(node = %opts.node_name, "API server configured: the node's config assignment is followed")
         }
+        // Said by `Api::start` (waiting for the kubeconfig).
+        Some(None) => {}
         None => info!("no API server configured: local-only mode"),
     }
+    let mut api_changes = api.as_ref().map(|a| (a.subscribe(), a.status_changes()));
     let metrics = Arc::new(Metrics::new(
         opts.rank,
         state.clone(),
@@ -356,6 +386,9 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     // One lock file per node: decided under the takeover lock, which is
     // held until our claim (naming our lock file) is on disk.
     let (checked, takeover_guard) = lock_check::check(&opts, &state, &takeover, me).await?;
+    // The condition is reported with the credentials at hand (none while
+    // the kubeconfig is still to be written).
+    let client = api.as_ref().and_then(Api::current).map(|p| p.client);
     let our_lock = match checked {
         lock_check::Checked::Go(lock) => lock,
         lock_check::Checked::Refused(message) => {
@@ -429,7 +462,9 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         store,
         applied: None,
         holder_since_time: std::time::SystemTime::now(),
-        client,
+        api,
+        sync_generation: 0,
+        api_status_written: None,
         sync_task: None,
         reports: tokio::sync::watch::channel(None).0,
         metrics,
@@ -463,6 +498,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     loop {
         d.feed_all(inputs).await?;
         d.tend_syncer();
+        d.tend_api_status();
         if let State::Exited(code) = d.pivot.state {
             signals.handle().close();
             return Ok(code);
@@ -506,6 +542,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
             _ = holder_watch::exited_opt(&d.holder_watch) => Wake::HolderExited,
             _ = sleep_opt(d.config_due) => Wake::ConfigDue,
             _ = sleep_opt(d.prepare_at) => Wake::PrepareDue,
+            _ = api_changed(&mut api_changes) => Wake::ApiChanged,
         };
         inputs = d.wake(wake).await?;
     }
@@ -607,6 +644,9 @@ impl Driver {
                 self.prepare_at = None;
                 vec![]
             }
+            // The loop's tending restarts the syncer with the new client
+            // and records the status.
+            Wake::ApiChanged => vec![],
         })
     }
 

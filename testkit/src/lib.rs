@@ -111,6 +111,12 @@
 //!   condition), with [`Script`]ed failures (crash-loop rollback, never Ready, deleted,
 //!   drain first, stuck); its writes go straight into the state (watch events and new
 //!   resourceVersions, but no [`ApiServer::requests`] entries);
+//! - HTTPS with x509 client certificates ([`ApiServer::start_https`], module `tls`): a CA
+//!   minted at start, client certificates it issues ([`ApiServer::issue_client_cert`], short
+//!   validity for rotation tests); a missing, foreign or expired certificate fails the
+//!   handshake ([`ApiServer::failed_handshakes`]), a valid one authenticates as its Common
+//!   Name (`system:node:NODE` is the node, as below); [`ApiServer::drop_connections`] closes
+//!   every connection, so that clients shake hands anew;
 //! - bearer-token authentication: a wrong token is 401; a request without credentials is the
 //!   old insecure port's `system:unsecured` (client-go never sends credentials over plain HTTP,
 //!   so kubectl could not work otherwise), or with [`ApiServer::require_token`] the anonymous
@@ -162,7 +168,8 @@
 //! [`ApiServer::inject_random_faults`] (seeded, for one client by its User-Agent),
 //! [`ApiServer::begin_outage`] / [`ApiServer::end_outage`], [`ApiServer::set_delay`],
 //! [`ApiServer::drop_watches`], [`ApiServer::stop`], [`ApiServer::restart_on_same_port`],
-//! [`ApiServer::deny`], [`ApiServer::compact_history`], [`ApiServer::requests`],
+//! [`ApiServer::deny`], [`ApiServer::compact_history`], [`ApiServer::drop_connections`],
+//! [`ApiServer::rotate_node_token`], [`ApiServer::requests`],
 //! [`ApiServer::list_requests`], [`ApiServer::open_watches`].
 //!
 //! Layout: this file holds [`ApiServer`]'s public surface; the machinery is in `server`
@@ -224,12 +231,14 @@ mod schema;
 mod selectors;
 mod server;
 mod store;
+mod tls;
 mod validation;
 mod watch;
 
 pub use faults::RandomFaults;
 pub use nodesim::{NodeSim, Script, SimOptions};
 pub use protocol::header;
+pub use tls::ClientCert;
 
 /// Watch events kept per resource (the watch cache); older resourceVersions get 410 Expired.
 pub const DEFAULT_HISTORY_LIMIT: usize = 1000;
@@ -323,6 +332,21 @@ impl ApiServer {
     /// Starts a server on `127.0.0.1:PORT` (0: a free port) with the default namespaces and no
     /// objects; `Err` if the port cannot be bound.
     pub fn start_on(port: u16) -> io::Result<ApiServer> {
+        Self::start_with(port, None)
+    }
+
+    /// Starts a server on `127.0.0.1:0` that speaks HTTPS only and authenticates clients by
+    /// x509 certificates its own CA issued ([`ApiServer::issue_client_cert`]; module `tls`):
+    /// a missing, foreign or expired client certificate fails the handshake
+    /// ([`ApiServer::failed_handshakes`]). Bearer tokens still work on top of a valid
+    /// certificate.
+    pub fn start_https() -> ApiServer {
+        let tls = tls::Tls::new().unwrap_or_else(|err| panic!("fake API server: {err}"));
+        Self::start_with(0, Some(Arc::new(tls)))
+            .unwrap_or_else(|err| panic!("fake API server: {err}"))
+    }
+
+    fn start_with(port: u16, tls: Option<Arc<tls::Tls>>) -> io::Result<ApiServer> {
         let listener = TcpListener::bind(("127.0.0.1", port)).map_err(|err| {
             io::Error::new(
                 err.kind(),
@@ -336,6 +360,8 @@ impl ApiServer {
             conns: Mutex::new(ConnRegistry::default()),
             next_conn: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            tls,
+            failed_handshakes: AtomicU64::new(0),
         });
         let acceptor = Acceptor::spawn(listener, Arc::clone(&shared));
         Ok(ApiServer {
@@ -346,9 +372,49 @@ impl ApiServer {
         })
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` for [`ApiServer::start_https`]).
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.shared.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The CA certificate (PEM) of an HTTPS server: it signed the server's certificate and
+    /// every client certificate. Panics for a plain HTTP server.
+    pub fn ca_pem(&self) -> String {
+        self.https().ca_pem()
+    }
+
+    /// A client certificate and key for `common_name` (`system:node:NODE` for a node's
+    /// credentials), valid from a minute ago until `valid_for` from now (X.509 times are
+    /// whole seconds). Panics for a plain HTTP server.
+    pub fn issue_client_cert(&self, common_name: &str, valid_for: Duration) -> ClientCert {
+        self.https()
+            .issue(common_name, valid_for)
+            .unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    /// TLS handshakes that failed so far (HTTPS).
+    pub fn failed_handshakes(&self) -> u64 {
+        self.shared.failed_handshakes.load(Ordering::SeqCst)
+    }
+
+    /// Closes every open connection (watches and idle keep-alive ones alike), as an API
+    /// server restart or a load balancer's idle timeout does: clients must connect (and, over
+    /// HTTPS, shake hands) anew.
+    pub fn drop_connections(&self) {
+        self.shared.lock_conns().cut_all();
+        self.shared.changed.notify_all();
+    }
+
+    fn https(&self) -> &tls::Tls {
+        self.shared
+            .tls
+            .as_deref()
+            .unwrap_or_else(|| panic!("fake API server: not started with start_https"))
     }
 
     pub fn port(&self) -> u16 {
@@ -368,13 +434,19 @@ impl ApiServer {
 
     /// A kubeconfig like [`ApiServer::write_kubeconfig`]'s, with another bearer token.
     fn write_kubeconfig_with(&self, path: &Path, token: &str) {
+        self.write_kubeconfig_for_user(path, &format!("token: {token}"));
+    }
+
+    /// A kubeconfig like [`ApiServer::write_kubeconfig`]'s whose user stanza is `user` (one
+    /// line, such as `token: T` or `tokenFile: F`).
+    pub(crate) fn write_kubeconfig_for_user(&self, path: &Path, user: &str) {
         let text = format!(
             "apiVersion: v1\n\
              kind: Config\n\
              clusters:\n\
              - name: fake\n  cluster:\n    server: {url}\n    insecure-skip-tls-verify: true\n\
              users:\n\
-             - name: fake\n  user:\n    token: {token}\n\
+             - name: fake\n  user:\n    {user}\n\
              contexts:\n\
              - name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\n\
              current-context: fake\n",

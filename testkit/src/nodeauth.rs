@@ -83,8 +83,18 @@ pub(crate) fn node_user(node: &str) -> String {
 pub(crate) fn authenticate(
     state: &State,
     authorization: Option<&str>,
+    client_cn: Option<&str>,
 ) -> Result<Identity, ApiError> {
     let Some(value) = authorization else {
+        // A verified client certificate (HTTPS): its Common Name, as kube-apiserver's x509
+        // authenticator; `system:node:NAME` is the node NAME.
+        if let Some(cn) = client_cn {
+            return match cn.strip_prefix("system:node:") {
+                Some(node) => Ok(Identity::Node(node.to_string())),
+                None if cn == state.user => Ok(Identity::User(cn.to_string())),
+                None => Err(ApiError::unauthorized()),
+            };
+        }
         return Ok(if state.require_token {
             Identity::Anonymous
         } else {
@@ -840,6 +850,19 @@ impl ApiServer {
         let token = format!("kubelet-pivot-node-token.{random}");
         state.node_tokens.insert(token.clone(), node.to_string());
         token
+    }
+
+    /// Rotates `node`'s bearer token: the old one is refused (401) from now on, and the new
+    /// one (returned) authenticates as the node.
+    pub fn rotate_node_token(&self, node: &str) -> String {
+        self.lock().node_tokens.retain(|_, n| n != node);
+        self.node_token(node)
+    }
+
+    /// Writes a kubeconfig for this server whose user reads its bearer token from
+    /// `token_file` (`tokenFile`), as a kubelet's credentials written by a provisioner are.
+    pub fn write_token_file_kubeconfig(&self, path: &Path, token_file: &Path) {
+        self.write_kubeconfig_for_user(path, &format!("tokenFile: {}", token_file.display()));
     }
 
     /// Writes a kubeconfig with `node`'s credentials ([`ApiServer::node_token`]) to `path`, in

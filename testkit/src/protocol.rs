@@ -18,6 +18,8 @@ pub(crate) struct HttpRequest {
     pub(crate) query: String,
     headers: Vec<(String, String)>,
     pub(crate) body: Vec<u8>,
+    /// The Common Name of the connection's verified client certificate (HTTPS only).
+    pub(crate) client_cn: Option<String>,
 }
 
 /// The value of the first header called `name` (case-insensitive) in `(name, value)` pairs.
@@ -100,6 +102,7 @@ pub(crate) fn read_request(reader: &mut impl BufRead) -> io::Result<Option<HttpR
         query,
         headers,
         body: Vec::new(),
+        client_cn: None,
     };
     let chunked = request
         .header("transfer-encoding")

@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::net::TcpStream;
 use std::sync::Arc;
 use std::thread;
 
@@ -56,7 +55,7 @@ impl Routed {
 pub(crate) fn handle(
     shared: &Arc<Shared>,
     request: HttpRequest,
-    writer: &mut TcpStream,
+    writer: &mut impl Write,
 ) -> io::Result<bool> {
     let keep_alive = request.keep_alive();
     let query = parse_query(&request.query);
@@ -154,7 +153,11 @@ fn route_inner(
     // Authentication: a wrong token is 401; no credentials is the insecure port's user
     // (client-go sends no credentials over plain HTTP) or, with `require_token`, anonymous;
     // a node token is the node's identity (system:node:NAME).
-    let identity = nodeauth::authenticate(state, request.header("authorization"))?;
+    let identity = nodeauth::authenticate(
+        state,
+        request.header("authorization"),
+        request.client_cn.as_deref(),
+    )?;
     let user = identity.user();
     let path = match request.path.trim_end_matches('/') {
         "" => "/",
@@ -305,10 +308,14 @@ fn inject_fault(
         }
     };
     state.injected += 1;
-    let user = nodeauth::authenticate(state, request.header("authorization"))
-        .ok()
-        .and_then(|identity| identity.user())
-        .unwrap_or_else(|| ANONYMOUS_USER.to_string());
+    let user = nodeauth::authenticate(
+        state,
+        request.header("authorization"),
+        request.client_cn.as_deref(),
+    )
+    .ok()
+    .and_then(|identity| identity.user())
+    .unwrap_or_else(|| ANONYMOUS_USER.to_string());
     Err(ApiError::injected(
         code,
         &user,

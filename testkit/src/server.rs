@@ -2,7 +2,7 @@
 //! connection, and `stop`'s shutdown of both.
 
 use std::collections::HashMap;
-use std::io::BufReader;
+use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,6 +14,7 @@ use crate::errors::ApiError;
 use crate::protocol::{read_request, write_json};
 use crate::router::handle;
 use crate::store::State;
+use crate::tls::{Half, Tls};
 
 pub(crate) struct Shared {
     pub(crate) state: Mutex<State>,
@@ -23,6 +24,10 @@ pub(crate) struct Shared {
     pub(crate) next_conn: AtomicU64,
     /// Set when the ApiServer is dropped (ends the pod termination thread).
     pub(crate) closed: AtomicBool,
+    /// HTTPS with client certificates ([`crate::ApiServer::start_https`]), or plain HTTP.
+    pub(crate) tls: Option<Arc<Tls>>,
+    /// TLS handshakes that failed (a client certificate refused, expired, ...).
+    pub(crate) failed_handshakes: AtomicU64,
 }
 
 impl Shared {
@@ -132,27 +137,56 @@ fn serve_connection(shared: Arc<Shared>, stream: TcpStream, epoch: u64) {
     }
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     let _ = stream.set_nodelay(true);
-    if let Ok(read_half) = stream.try_clone() {
-        let mut reader = BufReader::new(read_half);
-        let mut writer = stream;
-        loop {
-            let request = match read_request(&mut reader) {
-                Ok(Some(request)) => request,
-                Ok(None) => break,
-                Err(err) => {
-                    let status = ApiError::bad_request(format!("malformed HTTP request: {err}"));
-                    let _ = write_json(&mut writer, status.code, &[], &status.status(), false);
-                    break;
-                }
-            };
-            match handle(&shared, request, &mut writer) {
-                Ok(true) => {}
-                Ok(false) | Err(_) => break,
+    match shared.tls.clone() {
+        None => {
+            if let Ok(read_half) = stream.try_clone() {
+                serve(&shared, BufReader::new(read_half), stream, None);
             }
         }
-        let _ = writer.shutdown(Shutdown::Both);
+        Some(tls) => {
+            let mut stream = stream;
+            match tls.accept(&mut stream) {
+                Ok((conn, client)) => {
+                    let half = Half(Arc::new(Mutex::new(rustls::StreamOwned::new(conn, stream))));
+                    serve(&shared, BufReader::new(half.clone()), half, client);
+                }
+                Err(_) => {
+                    shared.failed_handshakes.fetch_add(1, Ordering::SeqCst);
+                    let _ = stream.shutdown(Shutdown::Both);
+                }
+            }
+        }
     }
-    shared.lock_conns().streams.remove(&id);
+    if let Some(stream) = shared.lock_conns().streams.remove(&id) {
+        let _ = stream.shutdown(Shutdown::Both);
+    }
+}
+
+/// Serves requests on one connection until it closes; `client`: the Common Name of its
+/// verified client certificate.
+fn serve(
+    shared: &Arc<Shared>,
+    mut reader: impl BufRead,
+    mut writer: impl Write,
+    client: Option<String>,
+) {
+    loop {
+        let mut request = match read_request(&mut reader) {
+            Ok(Some(request)) => request,
+            Ok(None) => break,
+            Err(err) => {
+                let status = ApiError::bad_request(format!("malformed HTTP request: {err}"));
+                let _ = write_json(&mut writer, status.code, &[], &status.status(), false);
+                break;
+            }
+        };
+        request.client_cn.clone_from(&client);
+        match handle(shared, request, &mut writer) {
+            Ok(true) => {}
+            Ok(false) | Err(_) => break,
+        }
+    }
+    let _ = writer.flush();
 }
 
 /// A client that does not read its responses for this long is disconnected.

@@ -2,8 +2,7 @@
 //! each change, bookmarks, `sendInitialEvents`, timeouts and 410 Expired.
 
 use std::collections::{HashMap, VecDeque};
-use std::io;
-use std::net::TcpStream;
+use std::io::{self, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -189,7 +188,7 @@ pub(crate) fn run_watch(
     shared: &Arc<Shared>,
     spec: WatchSpec,
     mut record: RequestRecord,
-    writer: &mut TcpStream,
+    writer: &mut impl Write,
 ) -> io::Result<()> {
     let resource = spec.target.resource;
     let mut state = shared.lock();
@@ -265,7 +264,7 @@ pub(crate) fn run_watch(
 fn stream_watch(
     shared: &Arc<Shared>,
     spec: &WatchSpec,
-    writer: &mut TcpStream,
+    writer: &mut impl Write,
     initial: Vec<Value>,
     expired: bool,
     mut cursor: u64,

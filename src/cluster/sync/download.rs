@@ -135,7 +135,7 @@ impl Syncer {
                             let cfg = watcher::Config::default()
                                 .fields(&format!("metadata.name={}", r.name));
                             Some(retry::watch(
-                                watcher::watcher(cms, cfg),
+                                super::hinted(watcher::watcher(cms, cfg), self.hint.clone()),
                                 format!("the watch of the assigned ConfigMap {r}"),
                             ))
                         }

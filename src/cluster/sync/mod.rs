@@ -5,17 +5,13 @@
 //! keeps running from its checkpoints.
 //!
 //! This module holds the [`Syncer`] and its event loop; the rest is split by
-//! job: the API client and node name (`client`), watch and patch backoff
+//! job (the API client itself is in [`crate::cluster::api`]): watch and patch backoff
 //! (`backoff`), downloading and checkpointing the assigned ConfigMap
 //! (`download`), and status reporting and Events (`report`).
 
 pub(crate) mod backoff;
-mod client;
-mod credentials;
 mod download;
 mod report;
-
-pub use client::{client, node_name, ClientError};
 
 use std::sync::Arc;
 
@@ -27,6 +23,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::cluster::api::{self, CredentialHint};
 use crate::cluster::events::{self, EventType, NodeEvent};
 use crate::cluster::nodeconfig::{self, Assignment, ConfigReport};
 use crate::cluster::retry::{self, Retry};
@@ -38,6 +35,8 @@ use crate::pivot::role::now_rfc3339;
 /// The syncer of one holder tenure.
 pub struct Syncer {
     client: Client,
+    /// Told when the API server refuses our credentials.
+    hint: CredentialHint,
     node: String,
     store: Store,
     reports: watch::Receiver<Option<ConfigReport>>,
@@ -67,6 +66,7 @@ pub struct Syncer {
 impl Syncer {
     pub fn new(
         client: Client,
+        hint: CredentialHint,
         node: String,
         store: Store,
         reports: watch::Receiver<Option<ConfigReport>>,
@@ -74,6 +74,7 @@ impl Syncer {
     ) -> Self {
         Syncer {
             client,
+            hint,
             node,
             store,
             reports,
@@ -98,7 +99,7 @@ impl Syncer {
         // Each watch retries with its own backoff and logs quietly (cluster::retry);
         // the kubelet keeps its current config meanwhile.
         let mut node_events = retry::watch(
-            watcher::watcher(nodes, cfg),
+            hinted(watcher::watcher(nodes, cfg), self.hint.clone()),
             "the watch of this node (the kubelet keeps its current config)",
         );
         let mut cm_events: Option<BoxStream<'static, Event<ConfigMap>>> = None;
@@ -239,4 +240,23 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
         Some(t) => tokio::time::sleep_until(t).await,
         None => std::future::pending().await,
     }
+}
+
+/// A watch whose credential failures (a 401, a failed TLS handshake) wake the
+/// credential follower, which reads the kubeconfig's files again.
+pub(super) fn hinted<T, S>(
+    stream: S,
+    hint: CredentialHint,
+) -> impl futures::Stream<Item = Result<T, watcher::Error>> + Send + 'static
+where
+    T: Send + 'static,
+    S: futures::Stream<Item = Result<T, watcher::Error>> + Send + 'static,
+{
+    stream.inspect(move |item| {
+        if let Err(err) = item {
+            if api::is_credential_failure(err) {
+                hint.rejected();
+            }
+        }
+    })
 }

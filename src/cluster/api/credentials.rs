@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use kube::config::Kubeconfig;
+use sha2::{Digest, Sha256};
 
 use crate::safefs::fsutil::{self, Owner, ReadError, ReadPolicy};
 
@@ -37,11 +38,26 @@ pub enum CredentialError {
 /// checks and inlines it (a path beside inline data is dropped, as the client would
 /// ignore it), and checks the token file (which the client
 /// re-reads on its own schedule, as projected tokens rotate).
-pub fn inline_files(kc: &mut Kubeconfig, dir: &Path) -> Result<(), CredentialError> {
+///
+/// Returns the files named (absolute, before their symlinks), to follow for
+/// changes; every byte read goes into `digest`.
+pub fn inline_files(
+    kc: &mut Kubeconfig,
+    dir: &Path,
+    digest: &mut Sha256,
+) -> Result<Vec<PathBuf>, CredentialError> {
+    let mut named = Vec::new();
+    let mut read = |what: &'static str, path: PathBuf| -> Result<Vec<u8>, CredentialError> {
+        let bytes = read(what, &path)?;
+        digest.update(path.as_os_str().as_encoded_bytes());
+        digest.update(&bytes);
+        named.push(path);
+        Ok(bytes)
+    };
     for cluster in kc.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
         if let Some(path) = cluster.certificate_authority.take() {
             if cluster.certificate_authority_data.is_none() {
-                let bytes = read("certificate authority", &absolute(dir, &path))?;
+                let bytes = read("certificate authority", absolute(dir, &path))?;
                 cluster.certificate_authority_data = Some(encode(&bytes));
             }
         }
@@ -53,24 +69,24 @@ pub fn inline_files(kc: &mut Kubeconfig, dir: &Path) -> Result<(), CredentialErr
     {
         if let Some(path) = auth.client_certificate.take() {
             if auth.client_certificate_data.is_none() {
-                let bytes = read("client certificate", &absolute(dir, &path))?;
+                let bytes = read("client certificate", absolute(dir, &path))?;
                 auth.client_certificate_data = Some(encode(&bytes));
             }
         }
         if let Some(path) = auth.client_key.take() {
             if auth.client_key_data.is_none() {
-                let bytes = read("client key", &absolute(dir, &path))?;
+                let bytes = read("client key", absolute(dir, &path))?;
                 auth.client_key_data = Some(encode(&bytes).into());
             }
         }
         if let Some(path) = auth.token_file.as_mut() {
             let abs = absolute(dir, path);
             let target = resolve("token file", &abs)?;
-            read("token file", &target)?;
+            read("token file", abs)?;
             *path = target.to_string_lossy().into_owned();
         }
     }
-    Ok(())
+    Ok(named)
 }
 
 fn absolute(dir: &Path, path: &str) -> PathBuf {
@@ -144,7 +160,7 @@ mod tests {
         )
         .unwrap();
         let mut kc = kubeconfig("client-current.pem", "client-current.pem", "ca.pem");
-        inline_files(&mut kc, d.path()).unwrap();
+        inline_files(&mut kc, d.path(), &mut Sha256::new()).unwrap();
         let cluster = kc.clusters[0].cluster.as_ref().unwrap();
         assert_eq!(cluster.certificate_authority, None);
         assert_eq!(cluster.certificate_authority_data.as_deref(), Some("Q0E="));
@@ -164,7 +180,9 @@ mod tests {
         write(&d.path().join("cert.pem"), "CERT", 0o644);
         write(&d.path().join("key.pem"), "KEY", 0o666);
         let mut kc = kubeconfig("cert.pem", "key.pem", "ca.pem");
-        let err = inline_files(&mut kc, d.path()).unwrap_err().to_string();
+        let err = inline_files(&mut kc, d.path(), &mut Sha256::new())
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("client key") && err.contains("key.pem") && err.contains("writable"),
             "{err}"
@@ -182,11 +200,15 @@ mod tests {
         )
         .unwrap();
         let mut kc = kubeconfig("cert.pem", "key.pem", "ca.pem");
-        let err = inline_files(&mut kc, d.path()).unwrap_err().to_string();
+        let err = inline_files(&mut kc, d.path(), &mut Sha256::new())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("fifo"), "{err}");
 
         let mut kc = kubeconfig("cert.pem", "nokey.pem", "cert.pem");
-        let err = inline_files(&mut kc, d.path()).unwrap_err().to_string();
+        let err = inline_files(&mut kc, d.path(), &mut Sha256::new())
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("client key") && err.contains("does not exist"),
             "{err}"
@@ -195,7 +217,9 @@ mod tests {
         let big = "x".repeat(MAX_CREDENTIAL_BYTES as usize + 1);
         write(&d.path().join("big.pem"), &big, 0o644);
         let mut kc = kubeconfig("big.pem", "key.pem", "cert.pem");
-        let err = inline_files(&mut kc, d.path()).unwrap_err().to_string();
+        let err = inline_files(&mut kc, d.path(), &mut Sha256::new())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("too large"), "{err}");
     }
 }
