@@ -55,6 +55,11 @@ impl Node {
 
     /// The bootstrap supervisor with node credentials, the local config `extra` and `flags`.
     fn supervisor(&self, extra: &str, flags: &[&str]) -> Proc {
+        self.supervisor_with(extra, flags, &[])
+    }
+
+    /// [`Node::supervisor`] with the stand-in's `env`.
+    fn supervisor_with(&self, extra: &str, flags: &[&str], env: &[(&str, &str)]) -> Proc {
         let init = self.scene.path().join("init.yaml");
         std::fs::write(&init, kubelet_config(extra)).expect("write the init config");
         let kubeconfig = self.kubeconfig.to_str().expect("utf-8 path");
@@ -75,7 +80,7 @@ impl Node {
         ];
         args.extend_from_slice(flags);
         self.scene
-            .spawn(self.scene.pivot(&args, &["--root-dir", root], &[]))
+            .spawn(self.scene.pivot(&args, &["--root-dir", root], env))
     }
 
     /// ConfigMap `name` with the config `extra`; returns its uid.
@@ -280,4 +285,150 @@ fn drain_retry_zero_is_refused_with_a_clear_error() {
         );
         assert!(n.scene.running_kubelets().is_empty(), "no kubelet started");
     }
+}
+
+/// A crashed kubelet is started again when its backoff ends (100 ms, doubling), with nothing
+/// else happening: the restart comes from the backoff timer alone.
+#[test]
+fn a_crashed_kubelet_is_restarted_when_its_backoff_ends() {
+    let scene = Scene::new();
+    let _p = scene.spawn(scene.pivot(&["bootstrap"], &[], &[("STANDIN_CRASH_AFTER_MS", "150")]));
+    let delays = [100u64, 200, 400, 800, 1600];
+    let log = wait_until(DEADLINE, "six kubelet starts", || {
+        let starts = scene.starts();
+        (starts.len() > delays.len()).then(|| scene.read_log())
+    });
+    let mut crash_at = None;
+    let mut restarts = 0;
+    for line in &log {
+        match line.event.as_str() {
+            "crash" => crash_at = Some(line.t_ns),
+            "start" => {
+                if let Some(crashed) = crash_at.take() {
+                    let delay = Duration::from_millis(delays[restarts]);
+                    let gap = support::ns_between(crashed, line.t_ns);
+                    let late = gap.checked_sub(delay).unwrap_or_else(|| {
+                        panic!(
+                            "restart {} came {gap:?} after the crash, before its backoff {delay:?}",
+                            restarts + 1
+                        )
+                    });
+                    assert!(
+                        late <= LATE,
+                        "restart {} came {late:?} after its backoff {delay:?}",
+                        restarts + 1
+                    );
+                    eprintln!("TIMER backoff {delay:?}: {late:?} after its moment");
+                    restarts += 1;
+                    if restarts == delays.len() {
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(restarts, delays.len(), "{log:#?}");
+}
+
+/// A kubelet that ignores SIGTERM is killed when `--stop-timeout` ends, with nothing else
+/// happening.
+#[test]
+fn a_kubelet_that_ignores_sigterm_is_killed_at_the_stop_timeout() {
+    let scene = Scene::new();
+    let mut p = scene.spawn(scene.pivot(
+        &["bootstrap", "--stop-timeout", "1s"],
+        &[],
+        &[("STANDIN_IGNORE_TERM", "1")],
+    ));
+    let kubelet = wait_until(DEADLINE, "a running kubelet", || {
+        scene.running_kubelets().first().copied()
+    });
+    assert!(p.signal(nix::sys::signal::Signal::SIGTERM));
+    let term = wait_until(DEADLINE, "the kubelet to see SIGTERM", || {
+        scene.events("term").into_iter().find(|l| l.pid == kubelet)
+    });
+    let gone = poll_until(DEADLINE, LOOK, "the kubelet to be killed", || {
+        (!support::pid_alive(kubelet)).then(support::now_ns)
+    });
+    let stop_timeout = Duration::from_secs(1);
+    let took = support::ns_between(term.t_ns, gone);
+    let late = took
+        .checked_sub(stop_timeout)
+        .unwrap_or_else(|| panic!("killed {took:?} after SIGTERM, before --stop-timeout 1s"));
+    // SIGTERM was sent a moment before the kubelet logged it.
+    assert!(late <= LATE, "killed {late:?} after --stop-timeout");
+    eprintln!("TIMER stop timeout 1s: {late:?} after its moment");
+    p.wait_exit(DEADLINE);
+}
+
+/// The settle check a second after each start clears the kubelet's crash count: a config
+/// kept running while a drain waits survives kubelet exits that each came after its settle
+/// check (no other event in between), and is given up after three in a row before it.
+#[test]
+fn the_settle_check_keeps_a_pinned_config_through_spaced_crashes() {
+    let n = Node::new();
+    let trial = "configTrialDuration: 1s\n";
+    let a = n.configmap("cfg-a", &format!("maxPods: 100\n{trial}"));
+    n.assign("cfg-a");
+    let _p = n.supervisor(
+        &format!("maxPods: 100\n{trial}"),
+        &["--drain-timeout", "1s", "--drain-retry", "1h"],
+    );
+    // cfg-a is last-known-good (its crashes count against no trial).
+    wait_until(DEADLINE, "cfg-a to become last-known-good", || {
+        std::fs::read_to_string(n.scene.config_dir().join("meta/last-known-good"))
+            .ok()
+            .filter(|s| s.contains(&a))
+    });
+    n.server.create_pod(
+        APP_NS,
+        "web-1",
+        NODE,
+        json!({"app": "web"}),
+        Some("ReplicaSet"),
+        json!({}),
+    );
+    n.server.create_pdb(APP_NS, "web", json!({"app": "web"}), 0);
+    n.configmap("cfg-b", &format!("maxPods: 90\n{trial}"));
+    n.assign("cfg-b");
+    wait_until(DEADLINE, "the drain to back off", || {
+        n.store_json("v1/disruption.json")
+            .filter(|r| r["phase"] == "backing-off")
+    });
+    // Kills the next kubelet (not `old`) `min_run` after its start; returns its pid.
+    let kill_after = |old: i32, min_run: Duration| -> i32 {
+        let pid = wait_until(DEADLINE, "a new kubelet with maxPods 100", || {
+            let (pid, content) = n.running()?;
+            (pid != old && content.contains("\"maxPods\":100")).then_some(pid)
+        });
+        let start = n.scene.start_of(pid).expect("start line");
+        poll_until(DEADLINE, LOOK, "the kubelet to run long enough", || {
+            (support::ns_between(start.t_ns, support::now_ns()) >= min_run).then_some(())
+        });
+        assert!(support::signal_pid(pid, nix::sys::signal::Signal::SIGKILL));
+        pid
+    };
+    // Three exits, each 1.5 s after its start: the settle check came before each.
+    let mut last = 0;
+    for _ in 0..3 {
+        last = kill_after(last, Duration::from_millis(1500));
+    }
+    let after = wait_until(DEADLINE, "a kubelet after the third exit", || {
+        let (pid, content) = n.running()?;
+        (pid != last).then_some(content)
+    });
+    assert!(
+        after.contains("\"maxPods\":100"),
+        "the pinned config was given up though every kubelet ran past its settle check"
+    );
+    // The third exit counts (no check since); two more right after their starts make three
+    // in a row with no settle check in between: the pinned config is given up.
+    for _ in 0..2 {
+        last = kill_after(last, Duration::ZERO);
+    }
+    wait_until(DEADLINE, "the new config after three quick exits", || {
+        let (pid, content) = n.running()?;
+        (pid != last && content.contains("\"maxPods\":90")).then_some(())
+    });
 }
