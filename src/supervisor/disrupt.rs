@@ -74,7 +74,7 @@ fn retry_delay(base: Duration, attempts: u32) -> Duration {
     base * 2u32.pow(attempts.saturating_sub(1).min(RETRY_DOUBLINGS))
 }
 
-/// RFC 3339 with milliseconds. Builds before 0.6 wrote whole seconds; both
+/// RFC 3339 with milliseconds. Earlier builds wrote whole seconds; both
 /// read either form ([`parse_retry_at`], humantime's weak parser).
 fn time_after(d: Duration) -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now() + d).to_string()
@@ -525,5 +525,27 @@ impl Driver {
     /// The Node's view of the current record, if any.
     pub(super) fn disruption_report(&self) -> Option<DisruptionReport> {
         self.disruption.as_ref().map(report_of)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_at_is_read_in_whole_seconds_and_in_milliseconds() {
+        let older = parse_retry_at("2026-11-29T03:38:13Z").expect("whole seconds (earlier builds)");
+        let newer = parse_retry_at("2026-11-29T03:38:13.609Z").expect("milliseconds");
+        assert_eq!(
+            newer.duration_since(older).expect("later"),
+            Duration::from_millis(609)
+        );
+        // What this build writes, it reads back to the millisecond.
+        let stamp = time_after(Duration::from_secs(2));
+        assert!(stamp.contains('.'), "{stamp}");
+        assert!(parse_retry_at(&stamp).is_some());
+        assert!(!due(Some(&stamp)));
+        assert!(due(Some("2026-01-01T00:00:00Z")));
+        assert!(due(None));
     }
 }
