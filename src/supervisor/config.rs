@@ -46,12 +46,18 @@ pub(super) async fn blocking_unless_terminated<T: Send + 'static>(
 /// due (and arm the same moment again).
 const DUE_MARGIN: Duration = Duration::from_millis(5);
 
+/// A moment the check that computed it found past already: that check did
+/// what was due (a promotion, a drain started) and the store still names
+/// it (a failed write, a retry nothing started): looked at again after this
+/// long, not in a loop.
+const OVERDUE_LOOK: Duration = Duration::from_secs(1);
+
 /// The moment `at` (wall clock) on the monotonic clock, plus [`DUE_MARGIN`].
 fn instant_of(at: std::time::SystemTime) -> Instant {
-    let wait = at
-        .duration_since(std::time::SystemTime::now())
-        .unwrap_or_default();
-    Instant::now() + wait + DUE_MARGIN
+    match at.duration_since(std::time::SystemTime::now()) {
+        Ok(wait) => Instant::now() + wait + DUE_MARGIN,
+        Err(_) => Instant::now() + OVERDUE_LOOK,
+    }
 }
 
 /// When a drain that backs off is tried again, if `record` is one.
