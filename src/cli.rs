@@ -154,8 +154,8 @@ pub struct CommonArgs {
     /// How long a drain waits for the pods bound to the node to leave (PodDisruptionBudgets may hold them) before it gives up, uncordons and tries again later. Nothing is ever forced.
     #[arg(long, env = "KUBELET_PIVOT_DRAIN_TIMEOUT", default_value = "10m", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
-    /// First wait after a drain timed out before the next try (doubles per failed try, up to 32 times this).
-    #[arg(long, env = "KUBELET_PIVOT_DRAIN_RETRY", default_value = "1m", value_parser = humantime::parse_duration)]
+    /// First wait after a drain timed out before the next try (doubles per failed try, up to 32 times this). At least 1s: a drain refused at once (a forbidden cordon, several budgets) would otherwise be tried again in a loop.
+    #[arg(long, env = "KUBELET_PIVOT_DRAIN_RETRY", default_value = "1m", value_parser = drain_retry)]
     pub drain_retry: Duration,
     /// The kubelet's root directory (its --root-dir), where cpu_manager_state and memory_manager_state live.
     #[arg(
@@ -170,6 +170,22 @@ pub struct CommonArgs {
 }
 
 /// `--state-dir`, or its default inside the checkpoint directory.
+/// `--drain-retry`: a duration of at least [`MIN_DRAIN_RETRY`].
+fn drain_retry(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d < MIN_DRAIN_RETRY {
+        return Err(format!(
+            "{} is too short: a drain that gave up is tried again after at least {} (a drain refused at once would otherwise loop against the API server); the default is 1m",
+            humantime::format_duration(d),
+            humantime::format_duration(MIN_DRAIN_RETRY)
+        ));
+    }
+    Ok(d)
+}
+
+/// The shortest `--drain-retry`.
+pub const MIN_DRAIN_RETRY: Duration = Duration::from_secs(1);
+
 pub fn state_dir(flag: &Option<PathBuf>, dynamic_config_dir: &std::path::Path) -> PathBuf {
     flag.clone()
         .unwrap_or_else(|| crate::pivot::state::StateDir::default_for(dynamic_config_dir))

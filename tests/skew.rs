@@ -575,6 +575,11 @@ impl Cluster {
 
     /// `<build> <role..> --kubeconfig .. --node-name NODE ..`, its kubelet serving healthz.
     fn supervisor(&self, build: Build, role: &[&str], init: &str) -> Proc {
+        self.supervisor_with(build, role, init, &["--drain-retry", "1h"])
+    }
+
+    /// [`Cluster::supervisor`] with the drain flags `drain`.
+    fn supervisor_with(&self, build: Build, role: &[&str], init: &str, drain: &[&str]) -> Proc {
         let kubeconfig = self.kubeconfig.to_str().expect("utf-8 path");
         let root = self.root_dir.to_str().expect("utf-8 path");
         let mut args = role.to_vec();
@@ -587,11 +592,10 @@ impl Cluster {
             "2s",
             "--kubelet-root-dir",
             root,
-            "--drain-retry",
-            "1h",
             "--init-config",
             init,
         ]);
+        args.extend_from_slice(drain);
         self.scene.spawn(self.scene.pivot_of(
             &build.bin(),
             &args,
@@ -789,4 +793,81 @@ fn new_bootstrap_drain_resumed_by_old_self_hosted_and_node_status_left_alone() {
 #[test]
 fn control_same_build_drain_resumed_and_node_status_left_alone() {
     drain_and_node_status_across_builds(New, New);
+}
+
+/// `first` (host bootstrap) gives a drain up (`--drain-timeout 1s`) and writes `retryAt` in
+/// its format (whole seconds before issue 29, milliseconds since); `second` (self-hosted gen 1)
+/// takes over before that moment and, with nothing else happening, tries the drain again at
+/// it: not before, and within its timer's margin (1 s in the earlier build) plus a bound.
+fn backing_off_drain_retried_across_builds(first: Build, second: Build) {
+    let c = Cluster::new();
+    let drain = ["--drain-timeout", "1s", "--drain-retry", "4s"];
+    let uid_a = c.configmap("cfg-a", "maxPods: 100\n");
+    c.assign("cfg-a");
+    let init_path = c.scene.path().join("init.yaml");
+    fs::write(&init_path, c.config("maxPods: 100\n")).expect("write the init config");
+    let init = init_path.to_str().expect("utf-8 path");
+    let _host = c.supervisor_with(first, &["bootstrap"], init, &drain);
+    c.wait_settled(&uid_a);
+    c.server.create_pod(
+        APP_NS,
+        "web-1",
+        NODE,
+        json!({"app": "web"}),
+        Some("ReplicaSet"),
+        json!({}),
+    );
+    c.server.create_pdb(APP_NS, "web", json!({"app": "web"}), 0);
+    c.configmap("cfg-b", "maxPods: 90\n");
+    c.assign("cfg-b");
+    let record = wait_until(DEADLINE, "the drain to back off", || {
+        let path = c.scene.config_dir().join("v1/disruption.json");
+        let r: Value = serde_json::from_str(&fs::read_to_string(path).ok()?).ok()?;
+        (r["phase"] == "backing-off").then_some(r)
+    });
+    let stamp = record["retryAt"].as_str().expect("retryAt").to_string();
+    let retry_at = humantime::parse_rfc3339_weak(&stamp).expect("retryAt in RFC 3339");
+    let pod = c.supervisor_with(second, &["self-hosted", "--generation", "1"], init, &drain);
+    wait_kubelet(&c.scene, &pod, "\"maxPods\":100", &[]);
+    assert!(
+        std::time::SystemTime::now() < retry_at,
+        "the handoff came after retryAt {stamp}: nothing left to test"
+    );
+    let seen = support::poll_until(
+        Duration::from_secs(20),
+        Duration::from_millis(5),
+        "the new holder to cordon again at retryAt",
+        || {
+            c.server
+                .requests()
+                .iter()
+                .any(|r| {
+                    r.method == "PATCH"
+                        && second.sent(r)
+                        && r.body.contains("\"unschedulable\":true")
+                })
+                .then(std::time::SystemTime::now)
+        },
+    );
+    let late = seen.duration_since(retry_at).unwrap_or_else(|e| {
+        panic!(
+            "{second:?} retried {:?} before retryAt {stamp}",
+            e.duration()
+        )
+    });
+    eprintln!("{first:?} -> {second:?}: retryAt {stamp}, retried {late:?} after it");
+    assert!(
+        late <= Duration::from_millis(2500),
+        "{second:?} retried {late:?} after retryAt {stamp}"
+    );
+}
+
+#[test]
+fn old_bootstrap_retry_at_is_kept_by_new_self_hosted() {
+    backing_off_drain_retried_across_builds(Old, New);
+}
+
+#[test]
+fn new_bootstrap_retry_at_is_kept_by_old_self_hosted() {
+    backing_off_drain_retried_across_builds(New, Old);
 }

@@ -41,25 +41,49 @@ pub(super) async fn blocking_unless_terminated<T: Send + 'static>(
     }
 }
 
+/// How long after a timer's moment the look runs: stamps and the clock
+/// agree to the millisecond, and a look a moment early would find nothing
+/// due (and arm the same moment again).
+const DUE_MARGIN: Duration = Duration::from_millis(5);
+
+/// A moment the check that computed it found past already: that check did
+/// what was due (a promotion, a drain started) and the store still names
+/// it (a failed write, a retry nothing started): looked at again after this
+/// long, not in a loop.
+const OVERDUE_LOOK: Duration = Duration::from_secs(1);
+
+/// The moment `at` (wall clock) on the monotonic clock, plus [`DUE_MARGIN`].
+fn instant_of(at: std::time::SystemTime) -> Instant {
+    match at.duration_since(std::time::SystemTime::now()) {
+        Ok(wait) => Instant::now() + wait + DUE_MARGIN,
+        Err(_) => Instant::now() + OVERDUE_LOOK,
+    }
+}
+
+/// When a drain that backs off is tried again, if `record` is one.
+pub(super) fn retry_due(
+    record: Option<&crate::config::store::DisruptionRecord>,
+) -> Option<Instant> {
+    record
+        .filter(|r| r.phase == crate::config::store::DrainPhase::BackingOff)
+        .and_then(|r| r.retry_at.as_deref())
+        .and_then(super::disrupt::parse_retry_at)
+        .map(instant_of)
+}
+
 /// When the holder must look at its config again without an event: a trial
 /// ends (promotion to last-known-good), or a drain that backs off is due
-/// again. Nothing else changes the decision but an event (inotify on the
-/// store and the drop-ins, a kubelet exit, a signal).
+/// again (not while a drain task runs: it writes the record anew). Nothing
+/// else changes the decision but an event (inotify on the store and the
+/// drop-ins, a kubelet exit, a signal).
 fn next_due(
     trial_ends: Option<std::time::SystemTime>,
     record: Option<&crate::config::store::DisruptionRecord>,
 ) -> Option<Instant> {
-    let retry = record
-        .filter(|r| r.phase == crate::config::store::DrainPhase::BackingOff)
-        .and_then(|r| r.retry_at.as_deref())
-        .and_then(|t| humantime::parse_rfc3339_weak(t).ok());
-    let at = [trial_ends, retry].into_iter().flatten().min()?;
-    // A second after the moment: RFC 3339 stamps are whole seconds, and a
-    // look a moment early would find nothing due and set no new timer.
-    let wait = at
-        .duration_since(std::time::SystemTime::now())
-        .unwrap_or_default();
-    Some(Instant::now() + wait + Duration::from_secs(1))
+    [trial_ends.map(instant_of), retry_due(record)]
+        .into_iter()
+        .flatten()
+        .min()
 }
 
 /// The result of a blocking task, if one runs.
@@ -263,7 +287,20 @@ impl Driver {
         else {
             return vec![];
         };
-        self.config_due = next_due(trial_ends, pending.record.as_ref());
+        let retry_record = pending.record.clone();
+        let inputs = self.apply_checked(resolved, pending, promoted).await;
+        let retry_record = retry_record.filter(|_| self.disrupt_task.is_none());
+        self.config_due = next_due(trial_ends, retry_record.as_ref());
+        inputs
+    }
+
+    /// The second half of [`Driver::check_config`]: act on what it read.
+    async fn apply_checked(
+        &mut self,
+        resolved: Resolved,
+        pending: Pending,
+        promoted: Result<(), StoreError>,
+    ) -> Vec<Input> {
         if let Err(err) = promoted {
             error!(%err, "cannot update the config state (promotion or effective record) in the store");
         }

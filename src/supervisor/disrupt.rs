@@ -73,13 +73,20 @@ fn retry_delay(base: Duration, attempts: u32) -> Duration {
     base * 2u32.pow(attempts.saturating_sub(1).min(RETRY_DOUBLINGS))
 }
 
+/// RFC 3339 with milliseconds. Earlier builds wrote whole seconds; both
+/// read either form ([`parse_retry_at`], humantime's weak parser).
 fn time_after(d: Duration) -> String {
-    humantime::format_rfc3339_seconds(std::time::SystemTime::now() + d).to_string()
+    humantime::format_rfc3339_millis(std::time::SystemTime::now() + d).to_string()
+}
+
+/// A record's `retryAt`, whole seconds or fractional.
+pub(super) fn parse_retry_at(t: &str) -> Option<std::time::SystemTime> {
+    humantime::parse_rfc3339_weak(t).ok()
 }
 
 fn due(retry_at: Option<&str>) -> bool {
     retry_at
-        .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+        .and_then(parse_retry_at)
         .is_none_or(|t| t <= std::time::SystemTime::now())
 }
 
@@ -471,6 +478,12 @@ impl Driver {
         self.disruption = blocking(move || store.disruption().ok().flatten())
             .await
             .flatten();
+        // A drain that gave up is tried again at the time its record names:
+        // nothing else wakes the loop then (the record is not watched).
+        if let Some(at) = super::config::retry_due(self.disruption.as_ref()) {
+            debug!(retry_at = ?self.disruption.as_ref().and_then(|r| r.retry_at.as_deref()), "drain retry timer armed");
+            self.config_due = Some(self.config_due.map_or(at, |due| due.min(at)));
+        }
         if let Some(a) = self.applied.clone() {
             self.publish_report(&a);
         }
@@ -511,5 +524,27 @@ impl Driver {
     /// The Node's view of the current record, if any.
     pub(super) fn disruption_report(&self) -> Option<DisruptionReport> {
         self.disruption.as_ref().map(report_of)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_at_is_read_in_whole_seconds_and_in_milliseconds() {
+        let older = parse_retry_at("2026-11-29T03:38:13Z").expect("whole seconds (earlier builds)");
+        let newer = parse_retry_at("2026-11-29T03:38:13.609Z").expect("milliseconds");
+        assert_eq!(
+            newer.duration_since(older).expect("later"),
+            Duration::from_millis(609)
+        );
+        // What this build writes, it reads back to the millisecond.
+        let stamp = time_after(Duration::from_secs(2));
+        assert!(stamp.contains('.'), "{stamp}");
+        assert!(parse_retry_at(&stamp).is_some());
+        assert!(!due(Some(&stamp)));
+        assert!(due(Some("2026-01-01T00:00:00Z")));
+        assert!(due(None));
     }
 }

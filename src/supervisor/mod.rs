@@ -185,9 +185,10 @@ enum Wake {
     Watchdog,
     /// The recorded holder's supervisor or kubelet exited (pidfd).
     HolderExited,
-    /// A pending config step is due: the settle check after a start, a
-    /// trial's end, a drain's retry.
+    /// A pending config step is due: a trial's end, a drain's retry.
     ConfigDue,
+    /// The config check `SETTLE_CHECK` after a kubelet start.
+    SettleDue,
     /// The next kubelet start may be prepared (anew).
     PrepareDue,
     /// A new API client (credentials appeared or rotated) or API status.
@@ -261,8 +262,12 @@ struct Driver {
     prepare_due: bool,
     /// When the next preparation may run (`PREPARE_INTERVAL` after the last).
     prepare_at: Option<Instant>,
-    /// The next config check a pending step needs (see `SETTLE_CHECK`).
+    /// The next config check a pending step needs (a trial's end, a
+    /// drain's retry).
     config_due: Option<Instant>,
+    /// The config check after a kubelet start (see `SETTLE_CHECK`): kept
+    /// apart from `config_due`, which each check sets anew.
+    settle_at: Option<Instant>,
     /// The kubelet the settle check was scheduled for.
     settle_for: Option<i32>,
     /// While waiting: the exits of the recorded holder and its kubelet.
@@ -479,6 +484,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         prepare_due: true,
         prepare_at: None,
         config_due: None,
+        settle_at: None,
         settle_for: None,
         holder_watch: None,
         disrupt_task: None,
@@ -541,6 +547,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
             _ = tick_opt(&mut watchdog) => Wake::Watchdog,
             _ = holder_watch::exited_opt(&d.holder_watch) => Wake::HolderExited,
             _ = sleep_opt(d.config_due) => Wake::ConfigDue,
+            _ = sleep_opt(d.settle_at) => Wake::SettleDue,
             _ = sleep_opt(d.prepare_at) => Wake::PrepareDue,
             _ = api_changed(&mut api_changes) => Wake::ApiChanged,
         };
@@ -640,6 +647,10 @@ impl Driver {
                 self.config_due = None;
                 self.check_config().await
             }
+            Wake::SettleDue => {
+                self.settle_at = None;
+                self.check_config().await
+            }
             Wake::PrepareDue => {
                 self.prepare_at = None;
                 vec![]
@@ -667,8 +678,9 @@ impl Driver {
             _ => None,
         };
         if running.is_some() && running != self.settle_for {
-            let at = Instant::now() + SETTLE_CHECK;
-            self.config_due = Some(self.config_due.map_or(at, |due| due.min(at)));
+            self.settle_at = Some(Instant::now() + SETTLE_CHECK);
+        } else if running.is_none() {
+            self.settle_at = None;
         }
         self.settle_for = running;
     }
