@@ -56,6 +56,17 @@ fn supervisor_with_lock(scene: &Scene, args: &[&str], lock: &Path) -> Command {
             None => fixed.env_remove(k),
         };
     }
+    // Its output goes beside the scene's (run_to_exit pipes it instead).
+    let out = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(scene.path().join("with-lock.out"))
+        .expect("open the output file");
+    let err = out.try_clone().expect("dup the output file");
+    fixed
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err);
     fixed
 }
 
@@ -284,6 +295,33 @@ fn a_pod_without_the_host_paths_refuses_instead_of_running_a_private_kubelet() {
     );
     assert!(!scene.config_dir().exists(), "the store was created");
     assert!(scene.running_kubelets().is_empty());
+
+    // Where an API server is configured (the host's kubeconfig is mounted), the Node says so.
+    let server = ApiServer::start();
+    server.create_node(NODE, std::iter::empty::<(&str, &str)>());
+    let kubeconfig = server.node_kubeconfig_in(scene.path(), NODE);
+    let kubeconfig = kubeconfig.to_str().expect("utf-8");
+    let out = run_to_exit(scene.pivot(
+        &[
+            "self-hosted",
+            "--generation",
+            "1",
+            "--kubeconfig",
+            kubeconfig,
+            "--node-name",
+            NODE,
+        ],
+        &[],
+        &[],
+    ));
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let cond = condition(&server.node(NODE)).expect("the KubeletLockFile condition");
+    assert_eq!(cond["status"], "False", "{cond}");
+    let message = cond["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("checkpoint store") && message.contains("mounted"),
+        "{cond}"
+    );
 }
 
 /// Rewrites `bootId` in a JSON record of the state directory: what a reboot leaves.

@@ -346,8 +346,17 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     if let Err(err) = nix::sys::prctl::set_child_subreaper(true) {
         warn!(%err, "cannot become a child subreaper; orphaned kubelet helpers go to init");
     }
-    lock_check::host_paths(&opts)?;
-    lock::check_dir(&opts.lock_path, lock_check::missing_dir(&opts))?;
+    if let Err(err) = lock_check::host_paths(&opts).and_then(|()| {
+        lock::check_dir(&opts.lock_path, lock_check::missing_dir(&opts)).map_err(Into::into)
+    }) {
+        // Said on the Node too, where the credentials are at hand.
+        if let Ok(Some(api)) = Api::start(opts.kubeconfig.as_ref(), true).await {
+            let client = api.current().map(|p| p.client);
+            let message = format!("{} refuses to start: {err}", opts.rank);
+            lock_check::report(client, &opts.node_name, LockCondition::Mismatch, &message).await;
+        }
+        return Err(err);
+    }
     lock::prepare(&opts.lock_path)?;
     let state = StateDir::open(&opts.state_dir).map_err(SupervisorError::State)?;
     let takeover = TakeoverLock::open(&state).map_err(SupervisorError::Takeover)?;
