@@ -229,7 +229,15 @@ impl Driver {
         };
         let store = self.store.clone();
         let since = self.holder_since_time;
-        match blocking(move || lifecycle::on_crash(&store, &applied, since)).await {
+        // A durable write (fsync) that can take 100 ms and more on a busy
+        // disk: a SIGTERM meanwhile is acted on at once (the write finishes
+        // or dies with the process; it is atomic either way).
+        let terminate = &self.opts.terminate;
+        match blocking_unless_terminated(terminate, move || {
+            lifecycle::on_crash(&store, &applied, since)
+        })
+        .await
+        {
             Some(Ok(Some(reason))) => {
                 warn!(%reason, "config crash-looped in its trial period; rolling back to last-known-good");
                 // The next start runs last-known-good: start it promptly.
