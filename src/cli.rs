@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-pub const DEFAULT_LOCK_FILE: &str = "/var/run/lock/kubelet.lock";
+pub use kp_node::pivot::lock::DEFAULT_LOCK_FILE;
+pub use kp_runtime::logging::LogFormat;
 pub const DEFAULT_DYNAMIC_CONFIG_DIR: &str = "/var/lib/kubelet-pivot";
 
 #[derive(Debug, Parser)]
-#[command(name = "kubelet-pivot", version = crate::version::LONG_VERSION, about = "Decides which kubelet runs on this node: the host bootstrap or a self-hosted one from a DaemonSet", long_about = None)]
+#[command(name = "kubelet-pivot", version = kp_node::version::LONG_VERSION, about = "Decides which kubelet runs on this node: the host bootstrap or a self-hosted one from a DaemonSet", long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -35,9 +36,9 @@ pub enum Command {
     /// Print the man page (roff) to stdout (e.g. `kubelet-pivot man | man -l -`), or write all pages with --out-dir.
     Man(ManArgs),
     /// Staged rollouts of a kubelet config across the fleet (also `kubectl pivot rollout ...`).
-    Rollout(crate::rollout::cli::RolloutArgs),
+    Rollout(kp_rollout::cli::RolloutArgs),
     /// Run the KubeletConfigRollout controller (a Deployment; leader election through a Lease).
-    RolloutController(crate::rollout::cli::ControllerArgs),
+    RolloutController(kp_rollout::cli::ControllerArgs),
 }
 
 #[derive(Debug, Args)]
@@ -88,6 +89,35 @@ pub enum CheckpointAction {
         /// UID of the bad config, or the id (at least its first 12 hex digits) of a bad --config-dir drop-in set.
         uid: String,
     },
+}
+
+impl From<CheckpointAction> for kp_node::config::operator::CheckpointAction {
+    fn from(action: CheckpointAction) -> Self {
+        use kp_node::config::operator::{CheckpointAction as Op, LocalAssign};
+        match action {
+            CheckpointAction::List => Op::List,
+            CheckpointAction::Show { uid } => Op::Show { uid },
+            CheckpointAction::Assign {
+                path,
+                key,
+                name,
+                namespace,
+                uid,
+                resource_version,
+                force,
+            } => Op::Assign(LocalAssign {
+                path,
+                key,
+                name,
+                namespace,
+                uid,
+                resource_version,
+                force,
+            }),
+            CheckpointAction::Reset => Op::Reset,
+            CheckpointAction::ForgetBad { uid } => Op::ForgetBad { uid },
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -150,7 +180,7 @@ pub struct CommonArgs {
         value_name = "CLASS=ACTION,...",
         default_value = ""
     )]
-    pub disruption_action: crate::config::disruption::Overrides,
+    pub disruption_action: kp_kubelet_config::disruption::Overrides,
     /// How long a drain waits for the pods bound to the node to leave (PodDisruptionBudgets may hold them) before it gives up, uncordons and tries again later. Nothing is ever forced.
     #[arg(long, env = "KUBELET_PIVOT_DRAIN_TIMEOUT", default_value = "10m", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
@@ -188,15 +218,7 @@ pub const MIN_DRAIN_RETRY: Duration = Duration::from_secs(1);
 
 pub fn state_dir(flag: &Option<PathBuf>, dynamic_config_dir: &std::path::Path) -> PathBuf {
     flag.clone()
-        .unwrap_or_else(|| crate::pivot::state::StateDir::default_for(dynamic_config_dir))
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Plain lines without colours (journald-friendly).
-    Plain,
-    /// One JSON object per line.
-    Json,
+        .unwrap_or_else(|| kp_node::pivot::state::StateDir::default_for(dynamic_config_dir))
 }
 
 #[derive(Debug, Args)]

@@ -4,18 +4,20 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kubelet_pivot::cli::{self, Cli, Command, CommonArgs, OutputFormat, WatchModeArg};
-use kubelet_pivot::config::lifecycle::LocalConfig;
-use kubelet_pivot::config::operator;
-use kubelet_pivot::kubelet::child::KubeletCommand;
-use kubelet_pivot::kubelet::flags;
-use kubelet_pivot::observe::status::{self, EXIT_NO_HOLDER};
-use kubelet_pivot::pivot::lock;
-use kubelet_pivot::pivot::role::Rank;
-use kubelet_pivot::pivot::state::StateDir;
-use kubelet_pivot::rollout;
-use kubelet_pivot::signals::{self, TerminateFlag};
-use kubelet_pivot::supervisor::{self, Options};
+mod cli;
+mod manpage;
+
+use cli::{Cli, Command, CommonArgs, OutputFormat, WatchModeArg};
+use kp_node::config::lifecycle::LocalConfig;
+use kp_node::config::operator;
+use kp_node::kubelet::child::KubeletCommand;
+use kp_node::kubelet::flags;
+use kp_node::observe::status::{self, EXIT_NO_HOLDER};
+use kp_node::pivot::lock;
+use kp_node::pivot::role::Rank;
+use kp_node::pivot::state::StateDir;
+use kp_node::signals::{self, TerminateFlag};
+use kp_node::supervisor::{self, Options};
 
 /// Exit code for a configuration or usage error found before start.
 const EXIT_USAGE: u8 = 2;
@@ -52,7 +54,7 @@ fn options(rank: Rank, common: CommonArgs, terminate: TerminateFlag) -> Result<O
     Ok(Options {
         state_dir,
         kubeconfig: common.kubeconfig,
-        node_name: kubelet_pivot::cluster::api::node_name(common.node_name),
+        node_name: kp_node::cluster::api::node_name(common.node_name),
         store_dir: common.dynamic_config_dir,
         local,
         rank,
@@ -63,8 +65,8 @@ fn options(rank: Rank, common: CommonArgs, terminate: TerminateFlag) -> Result<O
         force_poll: common.watch_mode == WatchModeArg::Poll,
         kubelet,
         metrics_address: common.metrics_address,
-        disruption: kubelet_pivot::supervisor::DisruptionOptions {
-            policy: kubelet_pivot::config::disruption::Policy::defaults()
+        disruption: kp_node::supervisor::DisruptionOptions {
+            policy: kp_kubelet_config::disruption::Policy::defaults()
                 .with(&common.disruption_action),
             drain_timeout: common.drain_timeout,
             drain_retry: common.drain_retry,
@@ -91,7 +93,7 @@ fn supervise(rank: Rank, common: CommonArgs, early: Option<TerminateFlag>) -> Ex
         Ok(o) => o,
         Err(msg) => return fail(EXIT_USAGE, msg),
     };
-    kubelet_pivot::observe::logging::init(log_format);
+    kp_runtime::logging::init(log_format);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -181,12 +183,12 @@ fn cluster_command(command: Command) -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match command {
-            Command::Rollout(a) => rollout::cli::run(a, &mut std::io::stdout()).await,
+            Command::Rollout(a) => kp_rollout::cli::run(a, &mut std::io::stdout()).await,
             Command::RolloutController(a) => {
-                kubelet_pivot::observe::logging::init(a.log_format);
-                let client = rollout::cli::client(
+                kp_runtime::logging::init(a.log_format);
+                let client = kp_rollout::cli::client(
                     &a.cluster,
-                    kubelet_pivot::cluster::agent::Component::RolloutController,
+                    kp_runtime::agent::Component::RolloutController,
                 )
                 .await?;
                 let identity = a.identity.clone().unwrap_or_else(|| {
@@ -195,11 +197,11 @@ fn cluster_command(command: Command) -> ExitCode {
                         .unwrap_or_else(|_| "controller".into());
                     format!("{host}-{}", std::process::id())
                 });
-                let opts = rollout::controller::ControllerOptions {
+                let opts = kp_rollout::controller::ControllerOptions {
                     namespace: a.namespace,
                     lease_name: a.lease_name,
                     identity,
-                    timings: rollout::lease::LeaseTimings {
+                    timings: kp_rollout::lease::LeaseTimings {
                         lease_duration: a.lease_duration,
                         renew_deadline: a.renew_deadline,
                         retry_period: a.retry_period,
@@ -208,7 +210,7 @@ fn cluster_command(command: Command) -> ExitCode {
                     debounce: a.debounce,
                     metrics_address: a.metrics_address,
                 };
-                rollout::controller::run(client, opts).await.map(|()| 0)
+                kp_rollout::controller::run(client, opts).await.map(|()| 0)
             }
             _ => Err("internal error: not a cluster command".to_string()),
         }
@@ -229,23 +231,27 @@ fn other_command(command: Command) -> ExitCode {
         ),
         command @ (Command::Rollout(_) | Command::RolloutController(_)) => cluster_command(command),
         Command::Checkpoint(a) => {
-            match operator::run(&a.dynamic_config_dir, a.action, &mut std::io::stdout()) {
+            match operator::run(
+                &a.dynamic_config_dir,
+                a.action.into(),
+                &mut std::io::stdout(),
+            ) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => fail(EXIT_FAILURE, err),
             }
         }
         Command::Completions { shell } => {
-            kubelet_pivot::observe::manpage::completions(shell, &mut std::io::stdout());
+            crate::manpage::completions(shell, &mut std::io::stdout());
             ExitCode::SUCCESS
         }
         Command::Man(a) => {
             let written = match a.out_dir {
-                Some(dir) => kubelet_pivot::observe::manpage::write_all(&dir).map(|files| {
+                Some(dir) => crate::manpage::write_all(&dir).map(|files| {
                     for f in files {
                         println!("{}", f.display());
                     }
                 }),
-                None => kubelet_pivot::observe::manpage::render_main(&mut std::io::stdout()),
+                None => crate::manpage::render_main(&mut std::io::stdout()),
             };
             match written {
                 Ok(()) => ExitCode::SUCCESS,

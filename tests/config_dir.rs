@@ -508,16 +508,16 @@ fn the_shipped_daemonset_passes_no_config_flags() {
         .map(Into::into)
         .collect();
     assert!(!args.is_empty(), "no kubelet arguments found");
-    kubelet_pivot::kubelet::flags::check(&args).expect("the DaemonSet's kubelet flags");
+    kp_node::kubelet::flags::check(&args).expect("the DaemonSet's kubelet flags");
 }
 
 #[test]
 fn readme_lists_the_allowed_kubelet_flags_from_the_code() {
     let readme =
         fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md");
-    let table = kubelet_pivot::kubelet::flags::allowed_flags_markdown();
+    let table = kp_node::kubelet::flags::allowed_flags_markdown();
     assert!(
         readme.contains(table.trim()),
-        "README.md must embed the allowed kubelet flags of src/kubelet/flags.rs (regenerate it):\n{table}"
+        "README.md must embed the allowed kubelet flags of crates/node/src/kubelet/flags.rs (regenerate it):\n{table}"
     );
 }

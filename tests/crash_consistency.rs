@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kubelet_pivot::config::store::Store;
+use kp_node::config::store::Store;
 use rand::{Rng, SeedableRng};
 
 fn payload(i: usize) -> String {
@@ -100,7 +100,7 @@ fn store_survives_sigkill_at_any_point() {
         }
         // Every complete checkpoint on disk is intact too.
         for (u, rv) in store.list_checkpoints() {
-            let src = kubelet_pivot::config::store::ConfigSource {
+            let src = kp_node::config::store::ConfigSource {
                 namespace: "local".into(),
                 name: "local".into(),
                 uid: u.clone(),

@@ -1022,9 +1022,9 @@ fn as_an_older_build_left_it(n: &Node) {
             .expect("json");
     let config = std::fs::read(n.scene.config_dir().join("effective/kubelet-config.json"))
         .expect("effective file");
-    let parsed = kubelet_pivot::config::kubeconfig::KubeletConfig::parse(&config).expect("parses");
+    let parsed = kp_kubelet_config::KubeletConfig::parse(&config).expect("parses");
     record["hashAlgorithm"] = json!("sha256-canonical-json-v1");
-    record["hash"] = json!(parsed.hash_with(kubelet_pivot::config::kubeconfig::HashAlgorithm::V1));
+    record["hash"] = json!(parsed.hash_with(kp_kubelet_config::HashAlgorithm::V1));
     let map = record.as_object_mut().expect("object");
     map.remove("classHashes");
     map.remove("inputSha256");
@@ -1153,9 +1153,9 @@ fn metrics_count_drains_evictions_and_held_changes() {
 fn readme_embeds_the_class_table_from_the_code() {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
         .expect("README.md");
-    let table = kubelet_pivot::config::disruption::markdown_table();
+    let table = kp_kubelet_config::disruption::markdown_table();
     assert!(
         readme.contains(table.trim()),
-        "README.md must embed the class table of src/config/disruption (regenerate it):\n{table}"
+        "README.md must embed the class table of crates/kubelet-config/src/disruption (regenerate it):\n{table}"
     );
 }

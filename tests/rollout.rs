@@ -1743,7 +1743,7 @@ fn the_schema_refuses_what_the_controller_cannot_read() {
         assert_eq!(stored_rollout(&c, name)["spec"][field], default, "{name}");
     }
     // A percentage out of 1%..100%: refused by the pattern on a server that checks
-    // patterns (the unit tests of src/rollout/types.rs check the pattern itself); this
+    // patterns (the unit tests of crates/contract/src/rollout.rs check the pattern itself); this
     // test server checks none, and the object stays readable: the controller reports it
     // as InvalidSpec (a_rollout_the_controller_cannot_read_...).
     let out = apply("batch-percent", "  batch: 150%\n");

@@ -15,7 +15,7 @@
 
 #![no_main]
 
-use kubelet_pivot::config::kubeconfig::{ConfigError, KubeletConfig, MAX_NESTING_DEPTH};
+use kp_kubelet_config::{ConfigError, KubeletConfig, MAX_NESTING_DEPTH};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 

@@ -1,5 +1,5 @@
 //! Fuzzes the KubeletConfiguration parser and validator
-//! (`kubelet_pivot::config::kubeconfig`) with arbitrary bytes.
+//! (`kp_kubelet_config`) with arbitrary bytes.
 //!
 //! Run, from the repository root (needs a nightly toolchain and
 //! `cargo install cargo-fuzz`):
@@ -18,7 +18,7 @@
 
 #![no_main]
 
-use kubelet_pivot::config::kubeconfig::{KubeletConfig, MAX_CONFIG_BYTES};
+use kp_kubelet_config::{KubeletConfig, MAX_CONFIG_BYTES};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,0 +1,394 @@
+//! One drain's eviction loop: the pods bound to the node are listed in
+//! pages of [`PAGE_SIZE`] (`limit` + `continue`, `fieldSelector
+//! spec.nodeName=NODE` as the Node authorizer requires) and then followed
+//! by a watch from the list's resourceVersion (re-listed after a 410, with
+//! backoff after other errors); once a list is complete, each pod that
+//! must leave is asked to, one request at a time between watch events, and
+//! asked again with backoff while the server refuses. Memory is the [`NodePods`] set (a few hundred bytes per pod)
+//! plus one page.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use kube::runtime::watcher::{self, Event, ListSemantic};
+use kube::Api;
+use tokio::time::Instant;
+use tracing::{debug, info};
+
+use super::answer::{self, Answer};
+use super::pods::{Ask, DrainPod, NodePods, PodKey};
+use super::{Drainer, Failure, Progress, Round};
+use crate::config::store::{BlockReason, BlockedPods, DrainFailure};
+use crate::observe::disruption_metrics::EvictionResult;
+use kp_runtime::retry::{self, Retry};
+
+/// Pods per list page.
+pub const PAGE_SIZE: u32 = 500;
+/// How often [`Session::step`] reports progress while pods remain.
+pub const REPORT_EVERY: Duration = Duration::from_millis(500);
+/// Backoff of a pod whose eviction was refused: 0.5 s doubling to 8 s.
+const EVICT_BACKOFF: Duration = Duration::from_millis(500);
+const EVICT_BACKOFF_MAX: Duration = Duration::from_secs(8);
+/// Pods named in a log line or a timeout message.
+const EXAMPLES: usize = 5;
+/// Evictions accepted whose effect the watch has not shown yet, at most:
+/// the evictions never outrun the watch by more than this, so a watch that
+/// falls behind (the server drops a watcher that cannot keep up with its
+/// history) does not make the drain re-list all pods again and again.
+const MAX_UNOBSERVED: usize = 64;
+
+type PodEvents = BoxStream<'static, Result<Event<DrainPod>, watcher::Error>>;
+
+/// The delay before the `attempts`-th retry.
+fn backoff(attempts: u8, retry_after: Option<Duration>) -> Duration {
+    let doubled = EVICT_BACKOFF.saturating_mul(1 << u32::from(attempts.min(8)).saturating_sub(1));
+    doubled
+        .min(EVICT_BACKOFF_MAX)
+        .max(retry_after.unwrap_or_default())
+}
+
+/// The last refusal of one kind: which pod, and the server's words.
+#[derive(Debug, Clone)]
+struct LastRefusal {
+    pod: String,
+    code: u16,
+    message: String,
+}
+
+/// A drain in progress: see the module doc.
+pub struct Session {
+    drainer: Drainer,
+    events: PodEvents,
+    /// The backoff and quiet log of the list and watch of pods.
+    watch_retry: Retry,
+    /// The stream is not polled before this (after a failure).
+    watch_until: Option<Instant>,
+    pods: NodePods,
+    /// Pods to ask now (stale entries are skipped).
+    ready: VecDeque<PodKey>,
+    /// Pods to ask again, by when.
+    retries: BinaryHeap<Reverse<(Instant, PodKey)>>,
+    evicted: usize,
+    last: BTreeMap<BlockReason, LastRefusal>,
+    /// Why the list or watch fails, while it does.
+    list_error: Option<String>,
+    /// Whether the pods the drain evicts unlike `kubectl drain`'s defaults
+    /// were logged (once per drain).
+    noted: bool,
+}
+
+impl Session {
+    pub(super) fn new(drainer: Drainer) -> Session {
+        Session {
+            events: pod_events(&drainer),
+            drainer,
+            watch_retry: Retry::new("listing and watching the pods bound to this node"),
+            watch_until: None,
+            pods: NodePods::default(),
+            ready: VecDeque::new(),
+            retries: BinaryHeap::new(),
+            evicted: 0,
+            last: BTreeMap::new(),
+            list_error: None,
+            noted: false,
+        }
+    }
+
+    /// Works until every pod that must leave has left ([`Round::Drained`]),
+    /// the server refuses for good ([`Round::Failed`]), or [`REPORT_EVERY`]
+    /// has passed ([`Round::Pending`]). Cancel-safe between requests: the
+    /// caller may drop it at its deadline.
+    pub async fn step(&mut self) -> Round {
+        let report_at = Instant::now() + REPORT_EVERY;
+        loop {
+            if self.pods.drained() {
+                return Round::Drained {
+                    evicted: self.evicted,
+                };
+            }
+            let now = Instant::now();
+            self.requeue(now);
+            if now >= report_at {
+                return Round::Pending(self.progress());
+            }
+            let wake = self
+                .retries
+                .peek()
+                .map_or(report_at, |Reverse((at, _))| (*at).min(report_at));
+            let watching = self.watch_until.is_none();
+            let resume = self.watch_until.unwrap_or(report_at);
+            // Evictions wait for the list's end (kubectl lists first too):
+            // evictions between pages would change what the next page's
+            // snapshot must be rebuilt from, and may outrun the server's
+            // history (410 on `continue`, a re-list from the start).
+            let evict = self.pods.current()
+                && !self.ready.is_empty()
+                && self.pods.unobserved() < MAX_UNOBSERVED;
+            tokio::select! {
+                biased;
+                ev = self.events.next(), if watching => {
+                    if let Some(failure) = self.on_event(ev) {
+                        return Round::Failed(failure);
+                    }
+                }
+                () = tokio::time::sleep_until(resume), if !watching => {
+                    self.watch_until = None;
+                }
+                () = std::future::ready(()), if evict => {
+                    if let Some(failure) = self.evict_next().await {
+                        return Round::Failed(failure);
+                    }
+                }
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// Moves the pods whose backoff ended to the queue.
+    fn requeue(&mut self, now: Instant) {
+        while let Some(Reverse((at, _))) = self.retries.peek() {
+            if *at > now {
+                break;
+            }
+            if let Some(Reverse((_, key))) = self.retries.pop() {
+                self.ready.push_back(key);
+            }
+        }
+    }
+
+    /// Applies one item of the list-and-watch stream.
+    fn on_event(&mut self, ev: Option<Result<Event<DrainPod>, watcher::Error>>) -> Option<Failure> {
+        match ev {
+            Some(Ok(event)) => {
+                // `Init` starts a list try: it says nothing about the server.
+                if !matches!(event, Event::Init) {
+                    self.watch_retry.succeeded();
+                    self.list_error = None;
+                }
+                match event {
+                    Event::Init => {
+                        debug!("listing the pods bound to this node");
+                        self.pods.begin_list();
+                    }
+                    Event::InitApply(pod) | Event::Apply(pod) => {
+                        if let Some(key) = self.pods.apply(&pod) {
+                            self.ready.push_back(key);
+                        }
+                    }
+                    Event::Delete(pod) => self.pods.remove(&pod),
+                    Event::InitDone => {
+                        self.pods.end_list();
+                        debug!(
+                            pods = self.pods.remaining(),
+                            "listed the pods bound to this node; watching them"
+                        );
+                        self.note_unlike_kubectl();
+                    }
+                }
+                None
+            }
+            Some(Err(err)) => {
+                if let Some(status) = forbidden(&err) {
+                    return Some(Failure {
+                        kind: DrainFailure::Forbidden,
+                        message: format!(
+                            "the node's credentials may not list or watch its pods: {}",
+                            answer::cleaned(&status)
+                        ),
+                    });
+                }
+                let failure = retry::Failure::of_watch(&err);
+                // Logged by watch_retry: a line a try for a minute, then a summary a minute.
+                let wait = self.watch_retry.failed(&err, failure);
+                if failure == retry::Failure::Gone {
+                    info!("the watch of the pods bound to this node expired (410 Gone); re-listing them");
+                } else {
+                    self.list_error = Some(answer::cleaned(&err.to_string()));
+                    self.watch_until = Some(Instant::now() + wait);
+                }
+                None
+            }
+            // The watcher never ends; if it did, start it again.
+            None => {
+                self.events = pod_events(&self.drainer);
+                None
+            }
+        }
+    }
+
+    /// Asks for the eviction of the next queued pod.
+    async fn evict_next(&mut self) -> Option<Failure> {
+        let key = self.ready.pop_front()?;
+        let (namespace, name) = match self.pods.get(&key) {
+            Some(t) if !t.facts.deleting && t.ask != Ask::Asked => {
+                (t.namespace.clone(), t.name.clone())
+            }
+            _ => return None,
+        };
+        let uid = key.uid();
+        let result = self.drainer.evict(&namespace, &name, uid.as_deref()).await;
+        let answer = answer::of_result(result);
+        let metric = match &answer {
+            Answer::Evicted => EvictionResult::Evicted,
+            Answer::Gone => EvictionResult::Gone,
+            Answer::Refused {
+                reason: BlockReason::DisruptionBudget,
+                ..
+            } => EvictionResult::Blocked,
+            Answer::Refused { .. } | Answer::Fatal { .. } => EvictionResult::Failed,
+        };
+        self.drainer.metrics.disruption.eviction(metric);
+        let pod = format!("{namespace}/{name}");
+        let previous = self.pods.get(&key)?.ask;
+        match answer {
+            Answer::Evicted => {
+                debug!(%pod, "evicted");
+                self.pods.set_ask(&key, Ask::Asked);
+                self.evicted += 1;
+            }
+            Answer::Gone => self.pods.set_ask(&key, Ask::Asked),
+            Answer::Refused {
+                reason,
+                code,
+                message,
+                retry_after,
+            } => {
+                let attempts = match previous {
+                    Ask::Refused { attempts, .. } => attempts.saturating_add(1),
+                    _ => 1,
+                };
+                self.pods.set_ask(&key, Ask::Refused { attempts, reason });
+                let delay = backoff(attempts, retry_after);
+                debug!(%pod, code, %message, reason = reason.describe(), retry_in = ?delay, "eviction refused; asking again later");
+                self.retries.push(Reverse((Instant::now() + delay, key)));
+                self.last.insert(reason, LastRefusal { pod, code, message });
+            }
+            Answer::Fatal { failure, message } => {
+                return Some(Failure {
+                    kind: failure,
+                    message: format!("cannot evict pod {pod}: {message}"),
+                })
+            }
+        }
+        None
+    }
+
+    /// Logs, once, the pods this drain evicts that `kubectl drain` would
+    /// refuse without `--force` or `--delete-emptydir-data`.
+    fn note_unlike_kubectl(&mut self) {
+        if self.noted {
+            return;
+        }
+        self.noted = true;
+        let pick = |f: fn(&super::pods::PodFacts) -> bool| {
+            let mut n = 0usize;
+            let mut names = Vec::new();
+            for t in self
+                .pods
+                .iter()
+                .filter(|t| f(&t.facts) && !t.facts.terminal)
+            {
+                n += 1;
+                if names.len() < EXAMPLES {
+                    names.push(t.key());
+                }
+            }
+            (n, names.join(", "))
+        };
+        let (bare, bare_names) = pick(|f| f.bare);
+        if bare > 0 {
+            info!(pods = bare, examples = %bare_names, "evicting pods that declare no controller: nothing re-creates them (kubectl drain needs --force for these)");
+        }
+        let (local, local_names) = pick(|f| f.local_storage);
+        if local > 0 {
+            info!(pods = local, examples = %local_names, "evicting pods with emptyDir volumes: their data is deleted (kubectl drain needs --delete-emptydir-data for these)");
+        }
+    }
+
+    /// Where the drain stands.
+    pub fn progress(&self) -> Progress {
+        let mut counts: BTreeMap<BlockReason, usize> = BTreeMap::new();
+        for t in self.pods.iter() {
+            if let Ask::Refused { reason, .. } = t.ask {
+                if !t.facts.deleting {
+                    *counts.entry(reason).or_default() += 1;
+                }
+            }
+        }
+        let blocked = counts
+            .into_iter()
+            .map(|(reason, pods)| {
+                let last = self.last.get(&reason);
+                BlockedPods {
+                    reason,
+                    pods,
+                    example: last.map(|l| l.pod.clone()).unwrap_or_default(),
+                    code: last.map_or(0, |l| l.code),
+                    message: last.map(|l| l.message.clone()).unwrap_or_default(),
+                }
+            })
+            .collect();
+        Progress {
+            remaining: self.pods.remaining(),
+            evicted: self.evicted,
+            blocked,
+            list_error: self.list_error.clone(),
+        }
+    }
+
+    /// A few of the pods still on the node (`namespace/name`).
+    pub fn examples(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.pods.iter().take(EXAMPLES).map(|t| t.key()).collect();
+        names.sort();
+        names
+    }
+}
+
+/// The list-and-watch of the pods bound to the drained node.
+fn pod_events(drainer: &Drainer) -> PodEvents {
+    let api: Api<DrainPod> = Api::all(drainer.client.clone());
+    let config = watcher::Config::default()
+        .fields(&format!("spec.nodeName={}", drainer.node))
+        .page_size(PAGE_SIZE)
+        // resourceVersion=0 is served from the watch cache, which may
+        // ignore `limit`: list the most recent state, in pages.
+        .list_semantic(ListSemantic::MostRecent);
+    watcher::watcher(api, config).boxed()
+}
+
+/// The server's message when it answered the list or watch with 403.
+fn forbidden(err: &watcher::Error) -> Option<String> {
+    match err {
+        watcher::Error::WatchError(status) if status.code == 403 => Some(status.message.clone()),
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status))
+            if status.code == 403 =>
+        {
+            Some(status.message.clone())
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eviction_backoff_doubles_to_its_cap_and_honours_retry_after() {
+        let delays: Vec<Duration> = (1..=7).map(|a| backoff(a, None)).collect();
+        assert_eq!(
+            delays,
+            [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0].map(Duration::from_secs_f64)
+        );
+        assert_eq!(backoff(u8::MAX, None), EVICT_BACKOFF_MAX);
+        assert_eq!(
+            backoff(1, Some(Duration::from_secs(10))),
+            Duration::from_secs(10)
+        );
+    }
+}

@@ -1,0 +1,444 @@
+//! The local config lifecycle of the Dynamic Kubelet Configuration proposal:
+//! which config runs (assigned, last-known-good or local), the trial period,
+//! crash-loop detection and promotion to last-known-good.
+//!
+//! Only the lock holder calls the mutating functions; `status` resolves in
+//! read-only mode. Which config runs is decided here (`resolve`); its trial,
+//! crash loops and promotion are in `trial`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use tracing::error;
+
+use crate::config::dropin::{self, AppliedDropIns, DropInError, DropInOrigin, DropInProblem};
+use crate::config::store::{ConfigSource, DropInRecord, Store};
+use crate::safefs::fsutil::{self, Owner, ReadError, ReadPolicy};
+use kp_contract::time::now_rfc3339;
+use kp_kubelet_config::{ConfigError, KubeletConfig, MAX_CONFIG_BYTES};
+
+#[cfg(test)]
+mod tests;
+mod trial;
+
+pub use trial::{maybe_promote, on_applied, on_crash, trial_ends};
+
+pub use kp_contract::node_config::Origin;
+
+/// The error texts of the v1.11 Dynamic Kubelet Configuration docs; the
+/// details go to the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigStatusError {
+    LoadFailed,
+    ValidateFailed,
+    /// The assigned config is in bad-configs (crash loop or earlier failure).
+    KnownBad {
+        reason: String,
+    },
+    Internal,
+    /// A `--config-dir` drop-in cannot be read or parsed (the set that ran
+    /// last, or last-known-good, runs instead).
+    DropInLoadFailed,
+    /// The drop-ins merged into the config do not validate.
+    DropInValidateFailed,
+    /// The directory's drop-in set crash-looped in its trial.
+    DropInKnownBad {
+        reason: String,
+    },
+}
+
+impl From<&DropInProblem> for ConfigStatusError {
+    fn from(problem: &DropInProblem) -> Self {
+        match problem {
+            DropInProblem::Load(_) => ConfigStatusError::DropInLoadFailed,
+            DropInProblem::Validate(_) => ConfigStatusError::DropInValidateFailed,
+            DropInProblem::KnownBad(reason) => ConfigStatusError::DropInKnownBad {
+                reason: reason.clone(),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigStatusError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigStatusError::LoadFailed => {
+                f.write_str("failed to load config, see Kubelet log for details")
+            }
+            ConfigStatusError::ValidateFailed => {
+                f.write_str("failed to validate config, see Kubelet log for details")
+            }
+            // A config recorded bad for failing to load or validate keeps
+            // reporting that cause's v1.11 text.
+            ConfigStatusError::KnownBad { reason } if reason.starts_with(BAD_LOAD) => {
+                ConfigStatusError::LoadFailed.fmt(f)
+            }
+            ConfigStatusError::KnownBad { reason } if reason.starts_with(BAD_VALIDATE) => {
+                ConfigStatusError::ValidateFailed.fmt(f)
+            }
+            ConfigStatusError::KnownBad { reason } => {
+                write!(
+                    f,
+                    "assigned config is known bad ({reason}), see Kubelet log for details"
+                )
+            }
+            ConfigStatusError::Internal => {
+                f.write_str("internal failure, see Kubelet log for details")
+            }
+            ConfigStatusError::DropInLoadFailed => {
+                f.write_str("failed to load --config-dir drop-ins, see Kubelet log for details")
+            }
+            ConfigStatusError::DropInValidateFailed => f.write_str(
+                "failed to validate config with --config-dir drop-ins, see Kubelet log for details",
+            ),
+            ConfigStatusError::DropInKnownBad { reason } => write!(
+                f,
+                "--config-dir drop-ins are known bad ({reason}), see Kubelet log for details"
+            ),
+        }
+    }
+}
+
+/// Prefixes of the reasons recorded in bad-configs.
+const BAD_LOAD: &str = "failed to load";
+const BAD_VALIDATE: &str = "failed to validate";
+
+/// The node's own config inputs: the init file (or built-in defaults), the
+/// base when no config is assigned, and the kubelet's `--config-dir`,
+/// whose drop-ins are merged over whichever config runs.
+#[derive(Debug, Clone)]
+pub struct LocalConfig {
+    pub path: Option<PathBuf>,
+    pub config: KubeletConfig,
+    /// The kubelet's `--config-dir` (taken from its arguments).
+    pub config_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LocalConfigError {
+    #[error("cannot read --init-config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not a regular file (a FIFO, a device), or larger than a config may be.
+    #[error("{0}; pass a KubeletConfiguration file of at most {MAX_CONFIG_BYTES} bytes")]
+    Unsafe(ReadError),
+    #[error("--init-config {path} is invalid: {source}; fix it, or remove --init-config to run with built-in defaults")]
+    Invalid {
+        path: PathBuf,
+        #[source]
+        source: ConfigError,
+    },
+    #[error("{0} (and the checkpoint store holds no earlier drop-ins to run instead)")]
+    DropIns(DropInError),
+    #[error("the --config-dir drop-ins merged into --init-config do not validate: {0}; fix the drop-ins (and the checkpoint store holds no earlier ones to run instead)")]
+    DropInsInvalid(ConfigError),
+}
+
+impl LocalConfig {
+    /// Loads and validates the init config (every start), or the defaults.
+    pub fn load(init: Option<&Path>) -> Result<LocalConfig, LocalConfigError> {
+        let Some(path) = init else {
+            return Ok(LocalConfig {
+                path: None,
+                config: KubeletConfig::defaults(),
+                config_dir: None,
+            });
+        };
+        let bytes = read_init_config(path)?;
+        let config =
+            KubeletConfig::parse_and_validate(&bytes).map_err(|e| LocalConfigError::Invalid {
+                path: path.to_path_buf(),
+                source: e,
+            })?;
+        Ok(LocalConfig {
+            path: Some(path.to_path_buf()),
+            config,
+            config_dir: None,
+        })
+    }
+
+    /// Adds the kubelet's `--config-dir`, checked at start as the init
+    /// config is: its drop-ins must load and, merged into the local config,
+    /// validate. A checkpoint store that holds a drop-in set that ran
+    /// before (or a last-known-good one) lets the supervisor start anyway:
+    /// that set runs, and the problem is reported (nothing is lost by
+    /// restarting kubelet-pivot while a drop-in is broken).
+    pub fn with_config_dir(
+        mut self,
+        dir: Option<&Path>,
+        store_dir: &Path,
+    ) -> Result<LocalConfig, LocalConfigError> {
+        let Some(dir) = dir else {
+            return Ok(self);
+        };
+        let checked = dropin::load(dir)
+            .map_err(LocalConfigError::DropIns)
+            .and_then(|set| {
+                let layer = kp_kubelet_config::DropInLayer::from_map(set.snapshot.layer)
+                    .map_err(LocalConfigError::DropInsInvalid)?;
+                let merged = self
+                    .config
+                    .with_drop_ins(&layer)
+                    .map_err(LocalConfigError::DropInsInvalid)?;
+                merged.validate().map_err(LocalConfigError::DropInsInvalid)
+            });
+        if let Err(err) = checked {
+            let record = Store::open_read_only(store_dir)
+                .drop_in_record()
+                .unwrap_or_default();
+            if record.applied.is_none() && record.last_known_good.is_none() {
+                return Err(err);
+            }
+        }
+        self.config_dir = Some(dir.to_path_buf());
+        Ok(self)
+    }
+}
+
+/// Reads `--init-config`: the path the operator gives may be a symlink (it
+/// is resolved once); the file must be a regular file (a FIFO or a device
+/// is refused at once, never read) of at most [`MAX_CONFIG_BYTES`].
+fn read_init_config(path: &Path) -> Result<Vec<u8>, LocalConfigError> {
+    let read_error = |source| LocalConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let resolved = fs::canonicalize(path).map_err(read_error)?;
+    let policy = ReadPolicy {
+        what: "--init-config file",
+        max_len: MAX_CONFIG_BYTES as u64,
+        owner: Owner::Any,
+        private: false,
+    };
+    match fsutil::read_bounded(&resolved, &policy) {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err(read_error(std::io::ErrorKind::NotFound.into())),
+        Err(e) => Err(LocalConfigError::Unsafe(e)),
+    }
+}
+
+/// The outcome of resolving which config to run.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub origin: Origin,
+    /// The remote source running (None for local).
+    pub source: Option<ConfigSource>,
+    pub config: KubeletConfig,
+    pub error: Option<ConfigStatusError>,
+    pub assigned: Option<ConfigSource>,
+    pub last_known_good: Option<ConfigSource>,
+    /// The `--config-dir` drop-ins merged into `config` (None: no
+    /// `--config-dir`, or no usable drop-in set).
+    pub drop_ins: Option<AppliedDropIns>,
+}
+
+impl Resolved {
+    pub fn hash(&self) -> String {
+        self.config.hash()
+    }
+
+    /// An assigned config that is not yet last-known-good is on trial.
+    pub fn on_trial(&self) -> Option<&ConfigSource> {
+        match (&self.origin, &self.source) {
+            (Origin::Assigned, Some(src)) if self.last_known_good.as_ref() != Some(src) => {
+                Some(src)
+            }
+            _ => None,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        let base = match (&self.origin, &self.source) {
+            (Origin::Assigned, Some(s)) => format!("using current ({s})"),
+            (Origin::LastKnownGood, Some(s)) => format!("using last-known-good ({s})"),
+            _ => "using local config".to_string(),
+        };
+        match &self.drop_ins {
+            Some(d) => format!("{base} with {}", d.describe()),
+            None => base,
+        }
+    }
+
+    /// The drop-in set on trial: one that runs from the directory (or ran
+    /// last) and is not last-known-good.
+    fn drop_ins_on_trial<'a>(&'a self, record: &DropInRecord) -> Option<&'a AppliedDropIns> {
+        self.drop_ins.as_ref().filter(|d| {
+            d.origin != DropInOrigin::LastKnownGood
+                && record.last_known_good.as_ref().map(|l| &l.id) != Some(&d.set.snapshot.id)
+        })
+    }
+}
+
+/// Whether `resolve` may write (mark bad) — only the lock holder may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Holder,
+    ReadOnly,
+}
+
+enum SourceError {
+    Load(String),
+    Validate(String),
+}
+
+fn load_source(store: &Store, src: &ConfigSource) -> Result<KubeletConfig, SourceError> {
+    let files = store
+        .load_checkpoint(src)
+        .map_err(|e| SourceError::Load(e.to_string()))?;
+    let Some(bytes) = files.get(&src.kubelet_config_key) else {
+        return Err(SourceError::Load(format!(
+            "checkpoint has no key {:?} (keys: {:?})",
+            src.kubelet_config_key,
+            files.keys().collect::<Vec<_>>()
+        )));
+    };
+    let config = KubeletConfig::parse(bytes).map_err(|e| SourceError::Load(e.to_string()))?;
+    config
+        .validate()
+        .map_err(|e| SourceError::Validate(e.to_string()))?;
+    Ok(config)
+}
+
+/// Decides which config runs: the assigned config, last-known-good or the
+/// local config, with the `--config-dir` drop-ins merged in. In holder mode
+/// an assigned config that fails to load or validate is recorded in
+/// bad-configs with the reason.
+pub fn resolve(store: &Store, local: &LocalConfig, access: Access) -> Resolved {
+    let base = resolve_base(store, local, access);
+    match &local.config_dir {
+        Some(dir) => merge_drop_ins(store, dir, base),
+        None => base,
+    }
+}
+
+/// Merges the drop-in set that runs (see [`dropin::merge`]) into the
+/// resolved base config. A drop-in problem is the status error unless the
+/// base has one of its own.
+fn merge_drop_ins(store: &Store, dir: &Path, mut base: Resolved) -> Resolved {
+    let record = store.drop_in_record().unwrap_or_else(|err| {
+        error!(%err, "cannot read the --config-dir drop-in record; no earlier drop-ins to fall back on");
+        DropInRecord::default()
+    });
+    let merged = dropin::merge(&base.config, dropin::load(dir), &record);
+    dropin::report(&merged);
+    if base.error.is_none() {
+        base.error = merged.problem.as_ref().map(ConfigStatusError::from);
+    }
+    base.config = merged.config;
+    base.drop_ins = merged.applied;
+    base
+}
+
+fn resolve_base(store: &Store, local: &LocalConfig, access: Access) -> Resolved {
+    let local_result = |assigned, last_known_good, error| Resolved {
+        origin: Origin::Local,
+        source: None,
+        config: local.config.clone(),
+        error,
+        assigned,
+        last_known_good,
+        drop_ins: None,
+    };
+    let assigned = match store.assigned() {
+        Ok(a) => a,
+        Err(err) => {
+            error!(%err, "cannot read the assigned config source; running the local config");
+            return local_result(None, None, Some(ConfigStatusError::LoadFailed));
+        }
+    };
+    let lkg = match store.last_known_good() {
+        Ok(l) => l,
+        Err(err) => {
+            error!(%err, "cannot read the last-known-good config source; ignoring it");
+            None
+        }
+    };
+    let mut status_error = None;
+    if let Some(src) = &assigned {
+        match store.bad_entry(src) {
+            Ok(Some(entry)) => {
+                status_error = Some(ConfigStatusError::KnownBad {
+                    reason: entry.reason.clone(),
+                });
+            }
+            Ok(None) => match load_source(store, src) {
+                Ok(config) => {
+                    return Resolved {
+                        origin: Origin::Assigned,
+                        source: Some(src.clone()),
+                        config,
+                        error: None,
+                        assigned: assigned.clone(),
+                        last_known_good: lkg,
+                        drop_ins: None,
+                    }
+                }
+                Err(SourceError::Load(detail)) => {
+                    error!(source = %src, %detail, "failed to load the assigned config; falling back to last-known-good");
+                    status_error = Some(ConfigStatusError::LoadFailed);
+                    mark_bad(store, access, src, &format!("{BAD_LOAD}: {detail}"));
+                }
+                Err(SourceError::Validate(detail)) => {
+                    error!(source = %src, %detail, "failed to validate the assigned config; falling back to last-known-good");
+                    status_error = Some(ConfigStatusError::ValidateFailed);
+                    mark_bad(store, access, src, &format!("{BAD_VALIDATE}: {detail}"));
+                }
+            },
+            Err(err) => {
+                error!(%err, "cannot read bad-configs; treating the assigned config as unusable");
+                status_error = Some(ConfigStatusError::Internal);
+            }
+        }
+    }
+    if let Some(l) = &lkg {
+        match load_source(store, l) {
+            Ok(config) => {
+                return Resolved {
+                    origin: Origin::LastKnownGood,
+                    source: Some(l.clone()),
+                    config,
+                    error: status_error,
+                    assigned,
+                    last_known_good: lkg,
+                    drop_ins: None,
+                }
+            }
+            Err(SourceError::Load(d)) | Err(SourceError::Validate(d)) => {
+                error!(source = %l, detail = %d, "last-known-good config is unusable; running the local config");
+            }
+        }
+    }
+    local_result(assigned, lkg, status_error)
+}
+
+fn mark_bad(store: &Store, access: Access, src: &ConfigSource, reason: &str) {
+    if access != Access::Holder {
+        return;
+    }
+    let res = store
+        .lock()
+        .and_then(|_guard| store.mark_bad(src, reason, &now_rfc3339()));
+    if let Err(err) = res {
+        error!(%err, source = %src, "failed to record the config as bad");
+    }
+}
+
+fn parse_time(s: &str) -> Option<SystemTime> {
+    humantime::parse_rfc3339_weak(s).ok()
+}
+
+/// Boot time from /proc/stat (`btime`).
+pub fn boot_time() -> Option<SystemTime> {
+    let stat = fs::read_to_string("/proc/stat").ok()?;
+    let secs: u64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+}

@@ -1,0 +1,17 @@
+//! The kubelet's configuration on this node.
+//!
+//! Owns the checkpoint store ([`store`]), KubeletConfiguration decoding,
+//! defaults, validation and hashing ([`kubeconfig`]), the kubelet's
+//! `--config-dir` drop-ins ([`dropin`]), which config runs and its trial
+//! ([`lifecycle`]), the next start prepared while waiting
+//! ([`prepared`]) and the `checkpoint` operator commands ([`operator`]).
+//!
+//! May call: `safefs`. Fed by `cluster` (downloads) and the operator; read by
+//! the supervisor, `observe`. Never calls the supervisor or the kubelet.
+
+pub mod dropin;
+pub mod lifecycle;
+pub mod operator;
+pub mod prepared;
+pub mod running;
+pub mod store;

@@ -1,0 +1,730 @@
+//! The driver: one select loop per supervisor that turns kernel events
+//! (signals, flock results, inotify hints, timers) into `pivot::Input`s and
+//! carries out the `pivot::Effect`s. All decisions live in `pivot` and
+//! `contention`; this module only does I/O.
+
+mod acquire;
+mod config;
+mod disrupt;
+mod effects;
+mod fencing;
+mod holder_watch;
+mod lock_check;
+mod status;
+mod takeover;
+
+pub use disrupt::DisruptionOptions;
+pub use lock_check::EXIT_LOCK_MISMATCH;
+
+use acquire::{begin_acquire, AcquireRx};
+use config::join_opt;
+use disrupt::TaskDone;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use nix::sys::signal::Signal;
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook_tokio::Signals;
+use tokio::sync::oneshot;
+use tracing::{debug, error, info, warn};
+
+use crate::cluster::api::{Api, ApiStatus, ClientError};
+use crate::cluster::lock_condition::LockCondition;
+use crate::cluster::sync::Syncer;
+use crate::config::lifecycle::{self, Access, LocalConfig, Resolved};
+use crate::config::prepared::Prepared;
+use crate::config::store::{Store, StoreError};
+use crate::kubelet::child::{self, Backoff, KubeletCommand};
+use crate::observe::metrics::{Metrics, TakebackReason};
+use crate::observe::metrics_http::{self, MetricsError};
+use crate::observe::notify::Notifier;
+use crate::pivot::claims::{self, Claim, ClaimError, ClaimGuard, Cleanup, LiveClaim};
+use crate::pivot::contention::Skips;
+use crate::pivot::contention::{judge, Contender, Verdict};
+use crate::pivot::fence::{self, NotProven};
+use crate::pivot::holder::HolderRecord;
+use crate::pivot::lock::{self, LockError, LockFile};
+use crate::pivot::machine::{Deferral, Effect, Input, Pivot, Run, Settings, State, StopPurpose};
+use crate::pivot::procfs::{self, ProcessId};
+use crate::pivot::role::Rank;
+use crate::pivot::state::StateDir;
+use crate::pivot::takeover::{TakeoverLock, STOPPED_PATIENCE};
+use crate::pivot::watch::{Hint, Watcher};
+use crate::safefs::trust::TrustError;
+use crate::signals::{Debounce, TerminateFlag};
+use kp_contract::node_config::ConfigReport;
+use kp_contract::time::now_rfc3339;
+
+/// After an open of the lock file, how long to keep looking for the opener
+/// to block in flock (open and flock are two syscalls).
+const OPEN_WINDOW: Duration = Duration::from_millis(500);
+/// While a higher claim exists but its owner is not blocked yet.
+const PENDING_WINDOW: Duration = Duration::from_secs(2);
+/// Re-check cadence inside those windows: each re-check reads /proc/locks,
+/// which takes the kernel's file-lock rwsem for writing and stalls every
+/// flock on the node meanwhile; an opener blocks in flock within
+/// microseconds of its open, so a few ms cost a handoff little.
+const FAST_RECHECK: Duration = Duration::from_millis(2);
+/// A waiter blocked on a replaced lock file moves to the new file once it is
+/// locked, or after this long if nobody locks it.
+const REWAIT_GRACE: Duration = Duration::from_millis(500);
+/// How long a holder keeps its kubelet while another supervisor holds the
+/// re-created lock file (it hands it back: our record names us).
+const RETAKE_PATIENCE: Duration = Duration::from_secs(2);
+/// Cadence of re-checks while a higher claimant is not blocked, after the
+/// fast window.
+const PENDING_RECHECK: Duration = Duration::from_millis(100);
+/// While a higher claimant exists that may not be yielded to now.
+const OUTRANKED_RECHECK: Duration = Duration::from_secs(1);
+/// Cadence of group/handover polls (events usually come first).
+const SLOW_RECHECK: Duration = Duration::from_millis(5);
+/// A deferring supervisor takes the lock back after this long if the
+/// contender it deferred to (blocked in flock when we released) never took
+/// it. A live contender blocked in flock holds the lock microseconds after
+/// the release; this bounds the time without a kubelet a stuck one costs
+/// (well inside the 1 s of I2, spawn included).
+const DEFER_TIMEOUT: Duration = Duration::from_millis(400);
+/// A supervisor that wins flock while a higher claim exists whose owner is
+/// not blocked yet (it is between writing its claim and calling flock)
+/// gives it this long; short enough that a stuck claimant costs less than
+/// the 1 s availability budget.
+const PENDING_DEFER: Duration = Duration::from_millis(500);
+/// While blocked in flock: how often to check that the recorded holder is
+/// alive (a dead holder's leftovers may keep the lock held), when its exit
+/// cannot be watched (pidfds; see `holder_watch`) or it runs no kubelet.
+const DEAD_HOLDER_CHECK: Duration = Duration::from_millis(100);
+/// A config check this long after each kubelet start (and then at the next
+/// trial end or drain retry the store names): a kubelet that ran this long
+/// is not crash-looping (see `crashes_in_a_row`).
+const SETTLE_CHECK: Duration = Duration::from_secs(1);
+/// A contender that did not take the lock it was handed (or never blocked on
+/// it) is not yielded to again for this long, doubling up to
+/// [`SKIP_MAX`]: at most a few takebacks a minute from one stuck contender.
+const SKIP_INITIAL: Duration = Duration::from_secs(10);
+const SKIP_MAX: Duration = Duration::from_secs(300);
+/// Status line prefix while another process holds the lock.
+const STANDING_BY: &str = "standing by: ";
+/// Status line while the lock's holder is not known (no live record).
+const STANDING_BY_UNKNOWN: &str = "standing by: lock held by another process";
+/// Distinct rejected claim files reported (each once); a bound on memory.
+const MAX_REPORTED: usize = 1024;
+/// How often to complain about a process group that survives SIGKILL.
+const UNKILLABLE_REPORT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error("cannot register this supervisor's claim in state directory {dir}: {source}")]
+    Claim {
+        dir: PathBuf,
+        #[source]
+        source: ClaimError,
+    },
+    #[error("refusing to start: {0}")]
+    State(#[source] TrustError),
+    #[error("cannot read this process's identity from /proc: {0}; is /proc mounted?")]
+    Proc(#[source] std::io::Error),
+    #[error("cannot open the takeover lock in the state directory: {0}")]
+    Takeover(#[source] std::io::Error),
+    #[error("refusing to start: {0}")]
+    HostPaths(String),
+    #[error("cannot install signal handlers: {0}")]
+    Signals(#[source] std::io::Error),
+    #[error("cannot open the checkpoint store: {0}")]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Api(#[from] ClientError),
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
+}
+
+/// What a supervisor needs to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub rank: Rank,
+    pub lock_path: PathBuf,
+    /// Where the holder record and the claims live (a trusted directory).
+    pub state_dir: PathBuf,
+    pub stop_timeout: Duration,
+    pub exit_on_yield: bool,
+    pub yield_on_any_open: bool,
+    pub force_poll: bool,
+    pub kubelet: KubeletCommand,
+    /// The dynamic-config checkpoint directory.
+    pub store_dir: PathBuf,
+    /// The validated local config (init file or defaults).
+    pub local: LocalConfig,
+    /// `--kubeconfig`; without it, in-cluster config if present, else
+    /// local-only mode.
+    pub kubeconfig: Option<PathBuf>,
+    pub node_name: String,
+    /// `--metrics-address`: serve Prometheus metrics there.
+    pub metrics_address: Option<SocketAddr>,
+    /// What config changes of each class do; drain knobs; the kubelet's root dir.
+    pub disruption: DisruptionOptions,
+    /// Set by SIGTERM/SIGINT from the first instant of the process on.
+    pub terminate: TerminateFlag,
+}
+
+/// Why the loop woke up.
+enum Wake {
+    Signal(i32),
+    Acquired(Result<Instant, LockError>),
+    Hint(Hint),
+    BackoffElapsed,
+    StopDeadline,
+    Recheck,
+    ReloadDue,
+    Prepared(Option<Box<Prepared>>),
+    Disruption(Option<TaskDone>),
+    Watchdog,
+    /// The recorded holder's supervisor or kubelet exited (pidfd).
+    HolderExited,
+    /// A pending config step is due: a trial's end, a drain's retry.
+    ConfigDue,
+    /// The config check `SETTLE_CHECK` after a kubelet start.
+    SettleDue,
+    /// The next kubelet start may be prepared (anew).
+    PrepareDue,
+    /// A new API client (credentials appeared or rotated) or API status.
+    ApiChanged,
+}
+
+struct Driver {
+    opts: Options,
+    me: ProcessId,
+    lock: LockFile,
+    /// The locked description our running kubelet inherited, when the lock
+    /// path has named another file since (we hold that one as `lock`): kept
+    /// locked until the kubelet's group is gone, because the holder record
+    /// names it and waiters judge by it (see `pivot::takeover`).
+    kubelet_lock: Option<LockFile>,
+    /// The inode our holder record names (None: no record of ours).
+    recorded_lock: Option<crate::pivot::procfs::FileKey>,
+    /// `STATE/takeover.lock`, held around a takeover of the holder record.
+    takeover: TakeoverLock,
+    /// A stopped supervisor that keeps the node without a kubelet, and
+    /// since when we see it so (fenced after `STOPPED_PATIENCE`).
+    stopped_seen: Option<(ProcessId, Instant)>,
+    /// The last reason a takeover waited (logged when it changes).
+    clear_note: Option<String>,
+    /// Since when another supervisor holds the file the lock path names
+    /// now while we hold the replaced one and run our kubelet.
+    retake_since: Option<Instant>,
+    state: StateDir,
+    claim: ClaimGuard,
+    /// Rejected claim files already reported (each is reported once).
+    reported: std::collections::HashSet<String>,
+    pivot: Pivot,
+    watcher: Watcher,
+    notifier: Notifier,
+    acquiring: Option<AcquireRx>,
+    /// Look at contention again until then (fast cadence).
+    recheck_until: Option<Instant>,
+    last_status: String,
+    last_unkillable_report: Option<Instant>,
+    store: Store,
+    /// The config the running (or next) kubelet was started with.
+    applied: Option<Resolved>,
+    holder_since_time: std::time::SystemTime,
+    /// API access, its client kept current (None = local-only mode).
+    api: Option<Api>,
+    /// The generation of the client the running syncer uses.
+    sync_generation: u64,
+    /// The API status last written to `STATE/api.json` (while holding).
+    api_status_written: Option<ApiStatus>,
+    /// The syncer of the current holder tenure.
+    sync_task: Option<tokio::task::JoinHandle<()>>,
+    reports: tokio::sync::watch::Sender<Option<ConfigReport>>,
+    metrics: Arc<Metrics>,
+    /// A higher claimant seen not blocked yet (its pid), while holding.
+    pending: Option<i32>,
+    /// While holding: a live higher claim exists whose owner may not be
+    /// yielded to now (stopped, or skipped after it failed to take the lock
+    /// once). A thawed process resumes its flock without opening the lock
+    /// file (no event), and a skip ends by time: looked at again every
+    /// `OUTRANKED_RECHECK` until it blocks, wins or goes.
+    outranked: bool,
+    /// While waiting: since when the path names another file than ours.
+    replaced_since: Option<Instant>,
+    /// SIGHUPs not acted on yet (a burst restarts the kubelet once).
+    reload: Debounce,
+    /// The next kubelet start, prepared while another holds the lock.
+    prepared: Option<Prepared>,
+    preparing: Option<tokio::task::JoinHandle<Option<Prepared>>>,
+    last_prepare: Option<Instant>,
+    /// Prepare the next start again (the config may have changed since).
+    prepare_due: bool,
+    /// When the next preparation may run (`PREPARE_INTERVAL` after the last).
+    prepare_at: Option<Instant>,
+    /// The next config check a pending step needs (a trial's end, a
+    /// drain's retry).
+    config_due: Option<Instant>,
+    /// The config check after a kubelet start (see `SETTLE_CHECK`): kept
+    /// apart from `config_due`, which each check sets anew.
+    settle_at: Option<Instant>,
+    /// The kubelet the settle check was scheduled for.
+    settle_for: Option<i32>,
+    /// While waiting: the exits of the recorded holder and its kubelet.
+    holder_watch: Option<holder_watch::HolderWatch>,
+    /// Contenders not yielded to for a while (they did not take the lock).
+    skips: Skips,
+    /// The drain or health-gate task of a disruptive change.
+    disrupt_task: Option<tokio::task::JoinHandle<Option<TaskDone>>>,
+    /// The disruptive change waiting or in progress, as last read.
+    disruption: Option<crate::config::store::DisruptionRecord>,
+    /// Whether `disruption` was read in this holding: another holder may
+    /// have changed or finished the change since ours ended.
+    disruption_read: bool,
+    /// Unexpected kubelet exits since a kubelet last ran through a config
+    /// check (about a second).
+    crashes_in_a_row: u32,
+}
+
+/// Runs blocking store I/O off the async loop.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => Some(v),
+        Err(err) => {
+            error!(%err, "store task failed");
+            None
+        }
+    }
+}
+
+async fn recv_opt<T>(rx: &mut Option<oneshot::Receiver<T>>) -> Option<T> {
+    match rx.as_mut() {
+        Some(r) => r.await.ok(),
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_opt(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A change of the API client or status (never, without an API).
+async fn api_changed(
+    rx: &mut Option<(
+        tokio::sync::watch::Receiver<Option<crate::cluster::api::Published>>,
+        tokio::sync::watch::Receiver<ApiStatus>,
+    )>,
+) {
+    let Some((clients, status)) = rx.as_mut() else {
+        return std::future::pending().await;
+    };
+    let changed = tokio::select! {
+        r = clients.changed() => r,
+        r = status.changed() => r,
+    };
+    if changed.is_err() {
+        // The follower is gone: nothing more changes.
+        *rx = None;
+    }
+}
+
+async fn tick_opt(iv: &mut Option<tokio::time::Interval>) {
+    match iv.as_mut() {
+        Some(i) => {
+            i.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs a supervisor until it exits; returns the process exit code.
+pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
+    let me = procfs::self_id().map_err(SupervisorError::Proc)?;
+    if let Err(err) = nix::sys::prctl::set_child_subreaper(true) {
+        warn!(%err, "cannot become a child subreaper; orphaned kubelet helpers go to init");
+    }
+    if let Err(err) = lock_check::host_paths(&opts).and_then(|()| {
+        lock::check_dir(&opts.lock_path, lock_check::missing_dir(&opts)).map_err(Into::into)
+    }) {
+        // Said on the Node too, where the credentials are at hand.
+        if let Ok(Some(api)) = Api::start(opts.kubeconfig.as_ref(), true).await {
+            let client = api.current().map(|p| p.client);
+            let message = format!("{} refuses to start: {err}", opts.rank);
+            lock_check::report(client, &opts.node_name, LockCondition::Mismatch, &message).await;
+        }
+        return Err(err);
+    }
+    lock::prepare(&opts.lock_path)?;
+    let state = StateDir::open(&opts.state_dir).map_err(SupervisorError::State)?;
+    let takeover = TakeoverLock::open(&state).map_err(SupervisorError::Takeover)?;
+    // Everything that takes time happens before we announce ourselves: from
+    // the claim on, a holder is waiting for us to block in flock.
+    let store = Store::open(&opts.store_dir)?;
+    let api = Api::start(opts.kubeconfig.as_ref(), opts.force_poll).await?;
+    match api.as_ref().map(Api::current) {
+        Some(Some(_)) => {
+            info!(node = %opts.node_name, "API server configured: the node's config assignment is followed")
+        }
+        // Said by `Api::start` (waiting for the kubeconfig).
+        Some(None) => {}
+        None => info!("no API server configured: local-only mode"),
+    }
+    let mut api_changes = api.as_ref().map(|a| (a.subscribe(), a.status_changes()));
+    let metrics = Arc::new(Metrics::new(
+        opts.rank,
+        state.clone(),
+        opts.store_dir.clone(),
+    ));
+    if let Some(addr) = opts.metrics_address {
+        metrics_http::start(addr, metrics.clone()).await?;
+    }
+    let mut signals =
+        Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD]).map_err(SupervisorError::Signals)?;
+    if opts.terminate.is_set() {
+        // SIGTERM came during start-up (the early handler kept it): no claim,
+        // no lock, no kubelet.
+        info!("termination requested during start-up; exiting before taking the lock");
+        return Ok(0);
+    }
+    let pivot = Pivot::new(
+        Settings {
+            stop_timeout: opts.stop_timeout,
+            exit_on_yield: opts.exit_on_yield,
+            defer_timeout: DEFER_TIMEOUT,
+        },
+        Backoff::default(),
+    );
+    // One lock file per node: decided under the takeover lock, which is
+    // held until our claim (naming our lock file) is on disk.
+    let (checked, takeover_guard) = lock_check::check(&opts, &state, &takeover, me).await?;
+    // The condition is reported with the credentials at hand (none while
+    // the kubeconfig is still to be written).
+    let client = api.as_ref().and_then(Api::current).map(|p| p.client);
+    let our_lock = match checked {
+        lock_check::Checked::Go(lock) => lock,
+        lock_check::Checked::Refused(message) => {
+            lock_check::report(
+                client.clone(),
+                &opts.node_name,
+                LockCondition::Mismatch,
+                &message,
+            )
+            .await;
+            return Ok(lock_check::EXIT_LOCK_MISMATCH);
+        }
+    };
+    if lock_check::clear_refusal(&state) {
+        let message = format!("{} started with the node's lock file {our_lock}", opts.rank);
+        let (client, node) = (client.clone(), opts.node_name.clone());
+        tokio::spawn(async move {
+            lock_check::report(client, &node, LockCondition::Agreed, &message).await;
+        });
+    }
+    let claim = ClaimGuard::create(
+        &state,
+        Claim {
+            role: opts.rank.role,
+            generation: opts.rank.generation,
+            pid: me.pid,
+            start_time: me.start_time,
+            since: now_rfc3339(),
+            build: Some(crate::version::BuildInfo::current()),
+            lock: Some(our_lock),
+        },
+    )
+    .map_err(|source| SupervisorError::Claim {
+        dir: state.claims_dir(),
+        source,
+    })?;
+    drop(takeover_guard);
+    // Open (the event a holder sees) and block in flock right away.
+    let lock = LockFile::open(&opts.lock_path)?;
+    let acquiring = begin_acquire(&lock)?;
+    let mut watcher = Watcher::new(
+        &opts.lock_path,
+        &state,
+        Some(&store.meta_path()),
+        opts.force_poll,
+    );
+    if let Some(dir) = &opts.local.config_dir {
+        watcher.watch_config_dir(dir);
+    }
+    info!(rank = %opts.rank, pid = me.pid, lock = %opts.lock_path.display(), watch = ?watcher.mode(), "supervisor starting");
+    let mut d = Driver {
+        opts,
+        me,
+        lock,
+        kubelet_lock: None,
+        recorded_lock: None,
+        takeover,
+        stopped_seen: None,
+        clear_note: None,
+        retake_since: None,
+        state,
+        claim,
+        reported: Default::default(),
+        pivot,
+        watcher,
+        notifier: Notifier::new(),
+        acquiring: None,
+        recheck_until: None,
+        last_status: String::new(),
+        last_unkillable_report: None,
+        store,
+        applied: None,
+        holder_since_time: std::time::SystemTime::now(),
+        api,
+        sync_generation: 0,
+        api_status_written: None,
+        sync_task: None,
+        reports: tokio::sync::watch::channel(None).0,
+        metrics,
+        pending: None,
+        outranked: false,
+        replaced_since: None,
+        reload: Debounce::default(),
+        skips: Skips::new(SKIP_INITIAL, SKIP_MAX),
+        prepared: None,
+        preparing: None,
+        last_prepare: None,
+        prepare_due: true,
+        prepare_at: None,
+        config_due: None,
+        settle_at: None,
+        settle_for: None,
+        holder_watch: None,
+        disrupt_task: None,
+        disruption: None,
+        disruption_read: false,
+        crashes_in_a_row: 0,
+    };
+    let mut watchdog = Notifier::watchdog_interval().map(tokio::time::interval);
+    let mut inputs = match acquiring {
+        None => d.on_acquired()?,
+        Some(rx) => {
+            d.notifier.ready();
+            d.acquiring = Some(rx);
+            vec![]
+        }
+    };
+    loop {
+        d.feed_all(inputs).await?;
+        d.tend_syncer();
+        d.tend_api_status();
+        if let State::Exited(code) = d.pivot.state {
+            signals.handle().close();
+            return Ok(code);
+        }
+        d.publish_status();
+        d.tend_prepared();
+        d.schedule_settle_check();
+        if d.pivot.state != State::Waiting {
+            d.holder_watch = None;
+        }
+        let (backoff_until, stop_deadline) = match &d.pivot.state {
+            State::Holding(Run::Backoff { until, .. }) => (Some(*until), None),
+            State::Stopping {
+                deadline,
+                killed: false,
+                ..
+            } => (None, Some(*deadline)),
+            _ => (None, None),
+        };
+        let recheck = d.next_recheck(Instant::now());
+        let reload_due = d.reload.due();
+        let wake = tokio::select! {
+            // Signals first: a SIGTERM that arrives with the lock is acted on
+            // before a kubelet is started for it. Every SIGTERM since
+            // `Signals::new` comes through this stream: the handler run that
+            // sets the early flag queues it here too, also during a spawn
+            // (see `kubelet::spawn`). The flag is read only inside work that
+            // keeps the loop away from here; polling it here took one SIGTERM
+            // for two, the second SIGKILLing the kubelet (tests/sigterm.rs).
+            biased;
+            Some(sig) = signals.next() => Wake::Signal(sig),
+            Some(res) = recv_opt(&mut d.acquiring) => Wake::Acquired(res),
+            hint = d.watcher.next() => Wake::Hint(hint),
+            _ = sleep_opt(backoff_until) => Wake::BackoffElapsed,
+            _ = sleep_opt(stop_deadline) => Wake::StopDeadline,
+            _ = sleep_opt(recheck) => Wake::Recheck,
+            _ = sleep_opt(reload_due) => Wake::ReloadDue,
+            res = join_opt(&mut d.preparing) => Wake::Prepared(res.map(Box::new)),
+            res = join_opt(&mut d.disrupt_task) => Wake::Disruption(res),
+            _ = tick_opt(&mut watchdog) => Wake::Watchdog,
+            _ = holder_watch::exited_opt(&d.holder_watch) => Wake::HolderExited,
+            _ = sleep_opt(d.config_due) => Wake::ConfigDue,
+            _ = sleep_opt(d.settle_at) => Wake::SettleDue,
+            _ = sleep_opt(d.prepare_at) => Wake::PrepareDue,
+            _ = api_changed(&mut api_changes) => Wake::ApiChanged,
+        };
+        inputs = d.wake(wake).await?;
+    }
+}
+
+impl Driver {
+    fn rank(&self) -> Rank {
+        self.opts.rank
+    }
+
+    async fn wake(&mut self, wake: Wake) -> Result<Vec<Input>, SupervisorError> {
+        Ok(match wake {
+            Wake::Signal(sig) => self.on_signal(sig).await,
+            Wake::Acquired(res) => {
+                self.acquiring = None;
+                let at = res?;
+                self.on_flock_returned(at)?
+            }
+            Wake::Hint(Hint::LockChanged) if self.pivot.state == State::Waiting => {
+                self.rewait_if_replaced()?.unwrap_or_default()
+            }
+            Wake::Hint(Hint::ConfigChanged)
+                if matches!(self.pivot.state, State::Waiting | State::Deferring { .. }) =>
+            {
+                self.prepare_due = true;
+                vec![]
+            }
+            // Waiting: every hint (the record, the claims, the lock file; in
+            // polling mode the tick, which comes as often as the waiting
+            // re-check and, first in the select, would starve it) is a look
+            // at the holder.
+            Wake::Hint(hint) if self.pivot.state == State::Waiting && self.acquiring.is_some() => {
+                if hint == Hint::Rescan {
+                    self.prepare_due = true;
+                }
+                self.look_at_holder().await?
+            }
+            Wake::HolderExited => {
+                self.holder_watch = None;
+                if self.pivot.state == State::Waiting && self.acquiring.is_some() {
+                    self.look_at_holder().await?
+                } else {
+                    vec![]
+                }
+            }
+            Wake::Hint(hint) => {
+                // After an open or a new claim, the re-checks that watch the
+                // opener block in flock come through the loop (every
+                // FAST_RECHECK), never back to back inside one wake: each
+                // reads /proc/locks, which can take tens of ms on a loaded
+                // node, and a burst of 20 held off the reaction to a replaced
+                // lock file for up to 2 s (measured).
+                let mut inputs = self.on_hint(hint);
+                if matches!(hint, Hint::ConfigChanged | Hint::Rescan) {
+                    inputs.extend(self.check_config().await);
+                }
+                inputs
+            }
+            Wake::BackoffElapsed => vec![Input::BackoffElapsed],
+            Wake::StopDeadline => {
+                if let Some(k) = self.pivot.kubelet() {
+                    warn!(pid = k.pid, timeout = ?self.opts.stop_timeout, "kubelet did not exit within --stop-timeout after SIGTERM; sending SIGKILL to its process group");
+                }
+                vec![Input::StopDeadline]
+            }
+            Wake::Recheck if self.pivot.state == State::Waiting => self.look_at_holder().await?,
+            // While stopping: reap (our kubelet's exit) and see whether its
+            // group is gone, exactly as on SIGCHLD.
+            Wake::Recheck if matches!(self.pivot.state, State::Stopping { .. }) => {
+                self.reap().await
+            }
+            Wake::Recheck => self.on_recheck(),
+            Wake::Prepared(prepared) => {
+                self.preparing = None;
+                if prepared.is_some() {
+                    debug!("next kubelet start prepared");
+                }
+                self.prepared = prepared.map(|p| *p);
+                vec![]
+            }
+            Wake::ReloadDue => {
+                if self.reload.take_due(Instant::now()) {
+                    info!("SIGHUP: restarting the kubelet");
+                    vec![Input::Reload]
+                } else {
+                    vec![]
+                }
+            }
+            Wake::Disruption(done) => self.on_disruption_done(done).await,
+            Wake::Watchdog => {
+                self.notifier.watchdog();
+                self.lock_check()
+            }
+            Wake::ConfigDue => {
+                self.config_due = None;
+                self.check_config().await
+            }
+            Wake::SettleDue => {
+                self.settle_at = None;
+                self.check_config().await
+            }
+            Wake::PrepareDue => {
+                self.prepare_at = None;
+                vec![]
+            }
+            // The loop's tending restarts the syncer with the new client
+            // and records the status.
+            Wake::ApiChanged => vec![],
+        })
+    }
+
+    /// Waiting: follow a replaced lock file, else see whether the holder
+    /// left something that needs fencing.
+    async fn look_at_holder(&mut self) -> Result<Vec<Input>, SupervisorError> {
+        if let Some(inputs) = self.rewait_if_replaced()? {
+            return Ok(inputs);
+        }
+        self.fence_dead_holder().await;
+        Ok(vec![])
+    }
+
+    /// After each kubelet start, one config check `SETTLE_CHECK` later.
+    fn schedule_settle_check(&mut self) {
+        let running = match &self.pivot.state {
+            State::Holding(Run::Running(k)) => Some(k.pid),
+            _ => None,
+        };
+        if running.is_some() && running != self.settle_for {
+            self.settle_at = Some(Instant::now() + SETTLE_CHECK);
+        } else if running.is_none() {
+            self.settle_at = None;
+        }
+        self.settle_for = running;
+    }
+
+    fn next_recheck(&mut self, now: Instant) -> Option<Instant> {
+        match &self.pivot.state {
+            State::Stopping { .. } | State::Deferring { .. } | State::Holding(Run::Clearing) => {
+                Some(now + SLOW_RECHECK)
+            }
+            // A live holder whose kubelet runs is watched by its exits
+            // (pidfds) and the record's changes (inotify): no timer.
+            // While a replaced lock file waits to be locked by its holder
+            // (flock grants make no event), the timed look stays too.
+            State::Waiting
+                if self.acquiring.is_some()
+                    && (self.holder_watch.is_none() || self.replaced_since.is_some()) =>
+            {
+                Some(now + DEAD_HOLDER_CHECK)
+            }
+            State::Holding(_) if self.retake_since.is_some() => Some(now + SLOW_RECHECK),
+            State::Holding(_) => match self.recheck_until {
+                Some(until) if until > now => Some(now + FAST_RECHECK),
+                _ => {
+                    self.recheck_until = None;
+                    // A higher claimant that is not blocked (stuck between
+                    // its claim and flock, or stopped): look every 100 ms,
+                    // not every millisecond, so that it is seen soon once it
+                    // blocks without a hot loop meanwhile.
+                    self.pending
+                        .map(|_| now + PENDING_RECHECK)
+                        .or(self.outranked.then(|| now + OUTRANKED_RECHECK))
+                }
+            },
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! Flags of `kubelet-pivot rollout ...` (also `kubectl pivot rollout ...`) and of
+//! `kubelet-pivot rollout-controller`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use kp_runtime::logging::LogFormat;
+
+/// Where the API server is: the usual kubeconfig rules.
+#[derive(Debug, Clone, Args)]
+pub struct ClusterArgs {
+    /// kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the in-cluster config).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current-context).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Output format.
+    #[arg(short = 'o', long = "output", global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    #[command(subcommand)]
+    pub action: RolloutAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RolloutAction {
+    /// Create a rollout, or start a new revision of it with another config.
+    Start(Box<StartArgs>),
+    /// Show a rollout's progress. Exit 3 when it paused because nodes failed, completed with failed nodes, or its spec is invalid; 4 when --watch --timeout passed.
+    Status {
+        name: String,
+        /// Follow it live until it completes, is undone or pauses.
+        #[arg(short = 'w', long)]
+        watch: bool,
+        /// With --watch: give up after this long (e.g. 10m), exit 4.
+        #[arg(long, requires = "watch", value_parser = humantime::parse_duration, value_name = "DURATION")]
+        timeout: Option<std::time::Duration>,
+    },
+    /// Stop changing nodes (nodes already changed are still watched).
+    Pause { name: String },
+    /// Go on after a pause; failures so far are acknowledged and no longer count toward maxFailures.
+    Resume { name: String },
+    /// Point every node the current revision changed back at the config it had before.
+    Undo { name: String },
+    /// List the rollout's revisions.
+    History { name: String },
+    /// The global stop switch: `on` halts every rollout at once, `off` lets them go on.
+    GlobalStop {
+        #[arg(value_enum)]
+        switch: Switch,
+        /// The controller's namespace (where the switch ConfigMap lives).
+        #[arg(long, default_value = super::super::controller_defaults::NAMESPACE)]
+        namespace: String,
+    },
+    /// Print the CustomResourceDefinition (YAML) generated from the types.
+    Crd,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
+    Status,
+}
+
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// The rollout's name.
+    pub name: String,
+    /// The config: NAMESPACE/NAME[:KEY] of a ConfigMap.
+    #[arg(long)]
+    pub config: String,
+    /// Target nodes by label, e.g. `node-role=worker,pool=a` (default: every node).
+    #[arg(long, short = 'l', value_name = "KEY=VALUE,...")]
+    pub selector: Option<String>,
+    /// Canary nodes, rolled first (0: none).
+    #[arg(long, allow_negative_numbers = true, value_parser = count)]
+    pub canary: Option<u32>,
+    /// Nodes per batch: a count or a percentage like `10%`.
+    #[arg(long, allow_hyphen_values = true)]
+    pub batch: Option<String>,
+    /// Nodes per topology domain that may be unavailable at once: a count or a percentage.
+    #[arg(long, allow_hyphen_values = true)]
+    pub max_unavailable: Option<String>,
+    /// The node label that defines the domains.
+    #[arg(long)]
+    pub topology_key: Option<String>,
+    /// Wait after a healthy batch, e.g. `10m`.
+    #[arg(long)]
+    pub soak: Option<String>,
+    /// Failed nodes tolerated after the canary before the rollout pauses itself.
+    #[arg(long, allow_negative_numbers = true, value_parser = count)]
+    pub max_failures: Option<u32>,
+    /// Bound on the config turning active with KubeletConfigOK=True.
+    #[arg(long)]
+    pub config_active_timeout: Option<String>,
+    /// Bound on the Node turning Ready.
+    #[arg(long)]
+    pub node_ready_timeout: Option<String>,
+    /// How long a node must run the config without falling back before it counts as done
+    /// [default: the config's own configTrialDuration, 10m when it sets none].
+    #[arg(long)]
+    pub no_fallback_for: Option<String>,
+    /// Do not wait for the node's pods to be Ready again.
+    #[arg(long)]
+    pub no_pods_gate: bool,
+    /// Bound on the node's pods turning Ready.
+    #[arg(long)]
+    pub pods_ready_timeout: Option<String>,
+    /// A maintenance window (UTC): `[DAYS ]HH:MM DURATION`, e.g. `Sat,Sun 22:00 4h`. Repeatable.
+    #[arg(long = "window", value_name = "WINDOW")]
+    pub windows: Vec<String>,
+    /// Create it paused.
+    #[arg(long)]
+    pub paused: bool,
+}
+
+/// `kubelet-pivot rollout-controller`.
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Namespace of the leader Lease and of the global stop switch.
+    #[arg(long, env = "KUBELET_PIVOT_NAMESPACE", default_value = super::super::controller_defaults::NAMESPACE)]
+    pub namespace: String,
+    /// This replica's identity in the Lease (default: $POD_NAME, else HOSTNAME-PID).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// The leader Lease's name.
+    #[arg(long, default_value = "kubelet-pivot-rollout-controller")]
+    pub lease_name: String,
+    /// How long a Lease not renewed keeps other replicas waiting.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub lease_duration: Duration,
+    /// The leader stops acting when it could not renew within this long.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub renew_deadline: Duration,
+    /// How often the leader renews and candidates try.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub retry_period: Duration,
+    /// Name of the ConfigMap (in --namespace) whose existence halts every rollout.
+    #[arg(long, default_value = super::super::controller_defaults::STOP_CONFIGMAP)]
+    pub stop_configmap: String,
+    /// Coalesce changes for this long before reconciling.
+    #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
+    pub debounce: Duration,
+    /// Serve Prometheus metrics at http://ADDRESS/metrics, and the probes /healthz and /readyz, on every replica (e.g. 0.0.0.0:9642). Off by default.
+    #[arg(long, env = "KUBELET_PIVOT_METRICS_ADDRESS", value_name = "ADDRESS")]
+    pub metrics_address: Option<std::net::SocketAddr>,
+    /// Log format.
+    #[arg(long, env = "KUBELET_PIVOT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
+    pub log_format: LogFormat,
+}
+
+/// A count of nodes: a whole number from 0 to 4294967295. A negative number is taken as
+/// the flag's value (not as another flag) and refused with this message.
+fn count(text: &str) -> Result<u32, String> {
+    if text.trim_start().starts_with('-') {
+        return Err(format!("{text} is negative; a count of nodes is 0 or more"));
+    }
+    text.parse::<u32>().map_err(|e| {
+        format!(
+            "{text:?} is not a count of nodes from 0 to {}: {e}",
+            u32::MAX
+        )
+    })
+}

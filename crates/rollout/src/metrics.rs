@@ -1,0 +1,284 @@
+//! The rollout controller's Prometheus metrics, kept with the Prometheus project's client
+//! library (`prometheus-client`) and rendered by [`serve`](super::serve) in the format the
+//! scraper negotiated (OpenMetrics or the text format 0.0.4, see [`Format`]):
+//!
+//! - `kubelet_pivot_rollouts{phase}`: rollouts by phase (every phase, 0 included);
+//! - `kubelet_pivot_rollout_nodes{rollout,state}`: each rollout's targets by state
+//!   (`pending`, `in_progress`, `done`, `failed`) as its status counts them;
+//! - `kubelet_pivot_rollout_reconciles_total`: reconciles run;
+//! - `kubelet_pivot_rollout_reconcile_errors_total{error}`: of which failed (`api`,
+//!   `not_leader`);
+//! - `kubelet_pivot_rollout_reconcile_duration_seconds`: their durations (histogram);
+//! - `kubelet_pivot_rollout_controller_leader`: 1 while this replica leads, else 0.
+//!
+//! A rollout's phase and counts are what the controller last saw or wrote; a rollout that
+//! is no longer in the cache is dropped from both at the next update.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use kp_contract::rollout::{NodeCounts, Phase};
+use kp_runtime::exposition::Format;
+
+/// Reconcile duration buckets: 1 ms doubling to about 33 s.
+const DURATION_FIRST_BUCKET: f64 = 0.001;
+const DURATION_BUCKETS: u16 = 16;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    phase: &'static str,
+}
+
+/// The state of a rollout's target, as `status.counts` has it (the label value is the
+/// variant's name).
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum NodeState {
+    pending,
+    in_progress,
+    done,
+    failed,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabels {
+    rollout: String,
+    state: NodeState,
+}
+
+/// Why a reconcile failed (the label value is the variant's name).
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum ErrorKind {
+    /// An API request failed.
+    api,
+    /// This replica no longer leads.
+    not_leader,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    error: ErrorKind,
+}
+
+/// The controller's metrics (one per process).
+pub struct ControllerMetrics {
+    registry: Registry,
+    rollouts: Family<PhaseLabels, Gauge>,
+    nodes: Family<NodeLabels, Gauge>,
+    reconciles: Counter,
+    errors: Family<ErrorLabels, Counter>,
+    durations: Histogram,
+    leader: Gauge,
+    /// Each known rollout's phase and counts, as last seen.
+    known: Mutex<BTreeMap<String, (Phase, NodeCounts)>>,
+}
+
+impl Default for ControllerMetrics {
+    fn default() -> Self {
+        ControllerMetrics::new()
+    }
+}
+
+impl ControllerMetrics {
+    pub fn new() -> ControllerMetrics {
+        let mut registry = Registry::default();
+        let rollouts = Family::<PhaseLabels, Gauge>::default();
+        let nodes = Family::<NodeLabels, Gauge>::default();
+        let reconciles = Counter::default();
+        let errors = Family::<ErrorLabels, Counter>::default();
+        let durations = Histogram::new(exponential_buckets(
+            DURATION_FIRST_BUCKET,
+            2.0,
+            DURATION_BUCKETS,
+        ));
+        let leader = Gauge::default();
+        registry.register(
+            "kubelet_pivot_rollouts",
+            "Rollouts by phase",
+            rollouts.clone(),
+        );
+        registry.register(
+            "kubelet_pivot_rollout_nodes",
+            "Targets of each rollout by state",
+            nodes.clone(),
+        );
+        registry.register(
+            "kubelet_pivot_rollout_reconciles",
+            "Reconciles of rollouts run",
+            reconciles.clone(),
+        );
+        registry.register(
+            "kubelet_pivot_rollout_reconcile_errors",
+            "Reconciles of rollouts that failed, by error",
+            errors.clone(),
+        );
+        registry.register(
+            "kubelet_pivot_rollout_reconcile_duration_seconds",
+            "How long reconciles of rollouts took",
+            durations.clone(),
+        );
+        registry.register(
+            "kubelet_pivot_rollout_controller_leader",
+            "1 while this replica leads the rollout controllers, else 0",
+            leader.clone(),
+        );
+        let metrics = ControllerMetrics {
+            registry,
+            rollouts,
+            nodes,
+            reconciles,
+            errors,
+            durations,
+            leader,
+            known: Mutex::new(BTreeMap::new()),
+        };
+        metrics.publish_phases(&BTreeMap::new());
+        metrics
+    }
+
+    /// One reconcile, how long it took and how it ended.
+    pub fn reconciled(&self, took: Duration, error: Option<ErrorKind>) {
+        self.reconciles.inc();
+        self.durations.observe(took.as_secs_f64());
+        if let Some(error) = error {
+            self.errors.get_or_create(&ErrorLabels { error }).inc();
+        }
+    }
+
+    pub fn set_leader(&self, leads: bool) {
+        self.leader.set(i64::from(leads));
+    }
+
+    /// `name` is in `phase` with `counts`; rollouts not in `existing` are forgotten.
+    pub fn rollout(
+        &self,
+        name: &str,
+        phase: Phase,
+        counts: &NodeCounts,
+        existing: &BTreeSet<String>,
+    ) {
+        let Ok(mut known) = self.known.lock() else {
+            return;
+        };
+        known.insert(name.to_string(), (phase, counts.clone()));
+        let gone: Vec<String> = known
+            .keys()
+            .filter(|k| !existing.contains(*k))
+            .cloned()
+            .collect();
+        for rollout in gone {
+            known.remove(&rollout);
+            for state in [
+                NodeState::pending,
+                NodeState::in_progress,
+                NodeState::done,
+                NodeState::failed,
+            ] {
+                self.nodes.remove(&NodeLabels {
+                    rollout: rollout.clone(),
+                    state,
+                });
+            }
+        }
+        for (rollout, (_, c)) in known.iter() {
+            for (state, n) in [
+                (NodeState::pending, c.pending),
+                (NodeState::in_progress, c.in_progress),
+                (NodeState::done, c.done),
+                (NodeState::failed, c.failed),
+            ] {
+                self.nodes
+                    .get_or_create(&NodeLabels {
+                        rollout: rollout.clone(),
+                        state,
+                    })
+                    .set(i64::from(n));
+            }
+        }
+        self.publish_phases(&known);
+    }
+
+    fn publish_phases(&self, known: &BTreeMap<String, (Phase, NodeCounts)>) {
+        for phase in Phase::ALL {
+            let n = known.values().filter(|(p, _)| *p == phase).count();
+            self.rollouts
+                .get_or_create(&PhaseLabels {
+                    phase: phase.as_str(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// The text of every metric in `format`.
+    pub fn render(&self, format: Format) -> Result<String, std::fmt::Error> {
+        format.encode(&[&self.registry])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(done: u32, failed: u32) -> NodeCounts {
+        NodeCounts {
+            total: done + failed,
+            done,
+            failed,
+            ..NodeCounts::default()
+        }
+    }
+
+    #[test]
+    fn phases_nodes_reconciles_and_leadership_render() {
+        let m = ControllerMetrics::new();
+        let text = m.render(Format::OpenMetrics).unwrap();
+        assert!(
+            text.contains("kubelet_pivot_rollouts{phase=\"Completed\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kubelet_pivot_rollout_controller_leader 0"),
+            "{text}"
+        );
+        let both: BTreeSet<String> = ["r1".to_string(), "r2".to_string()].into();
+        m.rollout("r1", Phase::Completed, &counts(3, 0), &both);
+        m.rollout("r2", Phase::Completed, &counts(1, 1), &both);
+        m.reconciled(Duration::from_millis(3), None);
+        m.reconciled(Duration::from_millis(3), Some(ErrorKind::api));
+        m.set_leader(true);
+        let text = m.render(Format::OpenMetrics).unwrap();
+        for line in [
+            "kubelet_pivot_rollouts{phase=\"Completed\"} 2",
+            "kubelet_pivot_rollout_nodes{rollout=\"r2\",state=\"failed\"} 1",
+            "kubelet_pivot_rollout_nodes{rollout=\"r1\",state=\"done\"} 3",
+            "kubelet_pivot_rollout_reconciles_total 2",
+            "kubelet_pivot_rollout_reconcile_errors_total{error=\"api\"} 1",
+            "kubelet_pivot_rollout_reconcile_duration_seconds_count 2",
+            "kubelet_pivot_rollout_controller_leader 1",
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
+        // r2 deleted: gone from both at the next update.
+        let one: BTreeSet<String> = ["r1".to_string()].into();
+        m.rollout("r1", Phase::Undoing, &counts(3, 0), &one);
+        let text = m.render(Format::OpenMetrics).unwrap();
+        assert!(
+            text.contains("kubelet_pivot_rollouts{phase=\"Completed\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kubelet_pivot_rollouts{phase=\"Undoing\"} 1"),
+            "{text}"
+        );
+        assert!(!text.contains("rollout=\"r2\""), "{text}");
+    }
+}
