@@ -2,7 +2,7 @@
 //! `<state>/holder.json`, the claims in `<state>/claims/` and the flocks in /proc/locks. `<state>`
 //! is the state directory, by default `<dynamic-config-dir>/lock` ([`Scene::state_dir`]).
 //!
-//! /proc/locks is parsed here, not with the product's `kp_node::pivot::procfs`, so that a bug in
+//! /proc/locks is parsed here, not with the product's `kp_node::procfs`, so that a bug in
 //! the product's parser cannot hide a failure.
 
 use std::fs;

@@ -20,8 +20,10 @@
 pub mod cluster;
 pub mod config;
 pub mod kubelet;
+pub mod metrics;
 pub mod observe;
 pub mod pivot;
+pub mod procfs;
 pub mod safefs;
 pub mod signals;
 pub mod supervisor;

@@ -20,7 +20,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
-use crate::pivot::procfs::{self, ProcessId};
+use crate::procfs::{self, ProcessId};
 
 /// Environment variables of ours that the kubelet must not inherit.
 const PRIVATE_ENV: &[&str] = &["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"];

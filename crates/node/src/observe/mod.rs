@@ -8,9 +8,5 @@
 //! May read: `pivot` (holder record, claims, machine states), `config`
 //! (store views). Only reads: nothing here changes the node's state.
 
-pub mod disruption_metrics;
-pub mod metrics;
-pub mod metrics_http;
 pub mod notify;
-pub mod scraped;
 pub mod status;

@@ -16,10 +16,11 @@ use crate::config::store::{
 };
 use crate::pivot::claims::{self, Claim, Cleanup};
 use crate::pivot::holder::{HolderError, HolderRecord};
-use crate::pivot::lock_identity::{self, LockIdentity, LockRecord, Mismatch};
-use crate::pivot::procfs::{self, FileKey};
+use crate::pivot::lock_identity::LockIdentity;
+use crate::pivot::lock_record::{self, LockRecord, Mismatch};
 use crate::pivot::role::Role;
 use crate::pivot::state::StateDir;
+use crate::procfs::{self, FileKey};
 use crate::version::{self, BuildInfo};
 
 /// Exit code of `status` when no live holder exists.
@@ -334,7 +335,7 @@ pub fn lock_view(lock: &Path, state: &StateDir) -> LockView {
 /// The node's lock file record and a refusal, if any; a warning when this
 /// command's own `--lock-file` is not the node's.
 fn lock_file_view(lock: &Path, state: &StateDir, view: &mut LockView) {
-    match lock_identity::read_record(state) {
+    match lock_record::read_record(state) {
         Ok(Some(rec)) => {
             let ours = LockIdentity::of(lock).ok();
             if rec.this_boot() && ours.as_ref() != Some(&rec.lock.identity) {
@@ -350,7 +351,7 @@ fn lock_file_view(lock: &Path, state: &StateDir, view: &mut LockView) {
         Ok(None) => {}
         Err(err) => view.warnings.push(err.to_string()),
     }
-    match lock_identity::read_mismatch(state) {
+    match lock_record::read_mismatch(state) {
         Ok(Some(m)) => {
             view.mismatch = Some(MismatchView {
                 message: m.message(),

@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::pivot::lock_identity::LockRef;
-use crate::pivot::procfs::{self, FileKey, LockEntry, ProcessId};
 use crate::pivot::role::{Rank, Role};
 use crate::pivot::state::StateDir;
+use crate::procfs::{self, FileKey, LockEntry, ProcessId};
 use crate::safefs::fsutil::{self, FsError, Owner, ReadPolicy, TEMP_PREFIX};
 use crate::version::BuildInfo;
 

@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::pivot::claims::LiveClaim;
-use crate::pivot::procfs::{FileKey, LockEntry};
 use crate::pivot::role::Rank;
+use crate::procfs::{FileKey, LockEntry};
 
 /// Someone who should get the lock from us.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,7 +14,7 @@
 use std::fs;
 
 use crate::pivot::holder::HolderRecord;
-use crate::pivot::procfs::{self, FileKey, ProcessId};
+use crate::procfs::{self, FileKey, ProcessId};
 
 /// At most this many processes are looked at for leftovers.
 const MAX_PROCESSES: usize = 65_536;

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::pivot::procfs::{self, FileKey, ProcessId};
 use crate::pivot::role::{Rank, Role};
 use crate::pivot::state::StateDir;
+use crate::procfs::{self, FileKey, ProcessId};
 use crate::safefs::fsutil::{self, Durability, FsError, Owner, ReadError, ReadPolicy};
 use crate::version::BuildInfo;
 
@@ -160,7 +160,7 @@ impl HolderRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pivot::procfs;
+    use crate::procfs;
 
     #[test]
     fn round_trip_and_liveness() {

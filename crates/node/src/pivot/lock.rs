@@ -13,7 +13,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::pivot::procfs::FileKey;
+use crate::procfs::FileKey;
 use crate::safefs::fsutil::{self, file_kind};
 use crate::safefs::trust::my_uid;
 

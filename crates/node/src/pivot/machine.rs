@@ -438,8 +438,8 @@ impl Pivot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pivot::procfs::ProcessId;
     use crate::pivot::role::Rank;
+    use crate::procfs::ProcessId;
 
     fn pivot(exit_on_yield: bool) -> Pivot {
         Pivot::new(

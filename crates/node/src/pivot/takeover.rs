@@ -41,9 +41,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::pivot::holder::HolderRecord;
-use crate::pivot::procfs::{FileKey, LockEntry, ProcessId};
 use crate::pivot::role::Rank;
 use crate::pivot::state::StateDir;
+use crate::procfs::{FileKey, LockEntry, ProcessId};
 use crate::safefs::trust::my_uid;
 
 /// How long a stopped supervisor may keep the node without a kubelet (by
@@ -97,12 +97,11 @@ impl RecordFacts {
         // A supervisor that was killed but is not gone yet (its threads stuck
         // in the kernel) runs no code again: its kubelet is fenced by the
         // record like a dead holder's.
-        if rec.supervisor().is_alive() && !crate::pivot::procfs::doomed(rec.pid) {
+        if rec.supervisor().is_alive() && !crate::procfs::doomed(rec.pid) {
             return RecordFacts::Live {
                 rank: rec.rank(),
                 pid: rec.pid,
-                stopped: crate::pivot::procfs::stat(rec.pid)
-                    .is_some_and(|s| matches!(s.state, 'T' | 't')),
+                stopped: crate::procfs::stat(rec.pid).is_some_and(|s| matches!(s.state, 'T' | 't')),
                 kubelet_runs: rec.kubelet().is_some_and(|k| k.is_alive()),
             };
         }
@@ -263,7 +262,7 @@ impl TakeoverLock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pivot::procfs;
+    use crate::procfs;
 
     fn key(inode: u64) -> FileKey {
         FileKey {

@@ -16,7 +16,7 @@ use crate::cluster::drain::{Drainer, Failure, Round};
 use crate::config::running;
 use crate::config::store::{DisruptionRecord, DrainFailure, DrainPhase};
 use crate::kubelet::health;
-use crate::observe::disruption_metrics::DrainResult;
+use crate::metrics::DrainResult;
 use kp_contract::node_config::{DisruptionReason, DisruptionReport};
 use kp_kubelet_config::disruption::{Action, Change, Policy};
 use kp_kubelet_config::HASH_ALGORITHM;

@@ -16,7 +16,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use crate::pivot::procfs::{self, ProcessId};
+use crate::procfs::{self, ProcessId};
 
 /// The pidfds of one holder record's supervisor and kubelet.
 pub(super) struct HolderWatch {

@@ -1,5 +1,5 @@
 //! Before a supervisor claims: the lock file it was given is the node's
-//! (`pivot::lock_identity`), and a self-hosted one sees the host's paths.
+//! (`pivot::lock_record`), and a self-hosted one sees the host's paths.
 //! A refusal is said every way an operator looks: one log line naming both
 //! lock files, `STATE/lock-mismatch.json` for `status`, the Node condition
 //! `KubeletLockFile` where an API server is configured, and the exit code
@@ -15,11 +15,12 @@ use crate::cluster::lock_condition::{self, LockCondition};
 use crate::pivot::claims::{self, Cleanup};
 use crate::pivot::lock::MissingDir;
 use crate::pivot::lock::DEFAULT_LOCK_FILE;
-use crate::pivot::lock_identity::{self, LockRecord, LockRef, Verdict};
-use crate::pivot::procfs::{self, ProcessId};
+use crate::pivot::lock_identity::LockRef;
+use crate::pivot::lock_record::{self, LockRecord, Verdict};
 use crate::pivot::role::Role;
 use crate::pivot::state::StateDir;
 use crate::pivot::takeover::TakeoverLock;
+use crate::procfs::{self, ProcessId};
 use kp_contract::time::now_rfc3339;
 
 /// Exit code of a supervisor that refuses its lock file or misses the
@@ -98,7 +99,7 @@ pub(super) async fn check(
     let guard = guard(takeover).await;
     let locks = procfs::read_locks().unwrap_or_default();
     let scan = claims::scan(state, Some(me), &locks, Cleanup::ReadOnly);
-    let record = match lock_identity::read_record(state) {
+    let record = match lock_record::read_record(state) {
         Ok(r) => r,
         Err(err) => {
             warn!(%err, "ignoring the lock file record");
@@ -106,7 +107,7 @@ pub(super) async fn check(
         }
     };
     let this_boot = record.as_ref().is_some_and(LockRecord::this_boot);
-    let verdict = lock_identity::decide(
+    let verdict = lock_record::decide(
         &ours,
         opts.rank,
         record.as_ref(),
@@ -118,7 +119,7 @@ pub(super) async fn check(
         Verdict::Refuse(mismatch) => {
             let message = mismatch.message();
             error!(given = %mismatch.given, node = %mismatch.node, "LOCK MISMATCH: {message}");
-            if let Err(err) = lock_identity::write_mismatch(state, &mismatch) {
+            if let Err(err) = lock_record::write_mismatch(state, &mismatch) {
                 warn!(%err, "cannot record the lock mismatch for `status`");
             }
             Ok((Checked::Refused(message), None))
@@ -128,7 +129,7 @@ pub(super) async fn check(
                 warn!(old = %old.lock, new = %ours, "the node's lock file was {} (recorded by {} at {}); no running supervisor uses it any more, so {} is recorded as the node's lock file now", old.lock, old.recorded_by, old.since, ours);
             }
             let rec = LockRecord::new(ours.clone(), opts.rank, now_rfc3339());
-            if let Err(err) = lock_identity::write_record(state, &rec) {
+            if let Err(err) = lock_record::write_record(state, &rec) {
                 warn!(%err, "cannot record the node's lock file; a supervisor given another one will not be refused while this one is down");
             }
             Ok((Checked::Go(ours), guard))
@@ -139,7 +140,7 @@ pub(super) async fn check(
 
 /// Whether an earlier refusal was cleared (to report the condition True).
 pub(super) fn clear_refusal(state: &StateDir) -> bool {
-    let cleared = lock_identity::clear_mismatch(state);
+    let cleared = lock_record::clear_mismatch(state);
     if cleared {
         info!("this supervisor uses the node's lock file: the earlier lock mismatch is cleared");
     }

@@ -40,8 +40,8 @@ use crate::config::lifecycle::{self, Access, LocalConfig, Resolved};
 use crate::config::prepared::Prepared;
 use crate::config::store::{Store, StoreError};
 use crate::kubelet::child::{self, Backoff, KubeletCommand};
-use crate::observe::metrics::{Metrics, TakebackReason};
-use crate::observe::metrics_http::{self, MetricsError};
+use crate::metrics::http::{self as metrics_http, MetricsError};
+use crate::metrics::{Metrics, TakebackReason};
 use crate::observe::notify::Notifier;
 use crate::pivot::claims::{self, Claim, ClaimError, ClaimGuard, Cleanup, LiveClaim};
 use crate::pivot::contention::Skips;
@@ -50,11 +50,11 @@ use crate::pivot::fence::{self, NotProven};
 use crate::pivot::holder::HolderRecord;
 use crate::pivot::lock::{self, LockError, LockFile};
 use crate::pivot::machine::{Deferral, Effect, Input, Pivot, Run, Settings, State, StopPurpose};
-use crate::pivot::procfs::{self, ProcessId};
 use crate::pivot::role::Rank;
 use crate::pivot::state::StateDir;
 use crate::pivot::takeover::{TakeoverLock, STOPPED_PATIENCE};
 use crate::pivot::watch::{Hint, Watcher};
+use crate::procfs::{self, ProcessId};
 use crate::safefs::trust::TrustError;
 use crate::signals::{Debounce, TerminateFlag};
 use kp_contract::node_config::ConfigReport;
@@ -206,7 +206,7 @@ struct Driver {
     /// names it and waiters judge by it (see `pivot::takeover`).
     kubelet_lock: Option<LockFile>,
     /// The inode our holder record names (None: no record of ours).
-    recorded_lock: Option<crate::pivot::procfs::FileKey>,
+    recorded_lock: Option<crate::procfs::FileKey>,
     /// `STATE/takeover.lock`, held around a takeover of the holder record.
     takeover: TakeoverLock,
     /// A stopped supervisor that keeps the node without a kubelet, and

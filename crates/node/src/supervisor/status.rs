@@ -17,7 +17,7 @@ impl Driver {
         rec
     }
     /// The inode whose lock our kubelet holds (or the next one will).
-    pub(super) fn kubelet_lock_key(&self) -> crate::pivot::procfs::FileKey {
+    pub(super) fn kubelet_lock_key(&self) -> crate::procfs::FileKey {
         self.kubelet_lock
             .as_ref()
             .map_or_else(|| self.lock.key(), LockFile::key)

@@ -26,7 +26,7 @@ use serde_json::json;
 use tracing::info;
 
 use crate::config::store::{BlockedPods, DrainFailure};
-use crate::observe::metrics::Metrics;
+use crate::metrics::Metrics;
 use kp_contract::time::now_rfc3339;
 use kp_runtime::events::{self, EventType, NodeEvent};
 

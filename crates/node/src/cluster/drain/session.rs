@@ -22,7 +22,7 @@ use super::answer::{self, Answer};
 use super::pods::{Ask, DrainPod, NodePods, PodKey};
 use super::{Drainer, Failure, Progress, Round};
 use crate::config::store::{BlockReason, BlockedPods, DrainFailure};
-use crate::observe::disruption_metrics::EvictionResult;
+use crate::metrics::EvictionResult;
 use kp_runtime::retry::{self, Retry};
 
 /// Pods per list page.

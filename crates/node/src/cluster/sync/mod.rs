@@ -25,7 +25,7 @@ use tracing::{info, warn};
 
 use crate::cluster::api::{self, CredentialHint};
 use crate::config::store::{ConfigSource, Store};
-use crate::observe::metrics::Metrics;
+use crate::metrics::Metrics;
 use kp_contract::node_config::{self, Assignment, ConfigReport};
 use kp_contract::time::now_rfc3339;
 use kp_kubelet_config::disruption::{Overrides, NODE_OVERRIDE_ANNOTATION};

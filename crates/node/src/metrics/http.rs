@@ -12,7 +12,7 @@ use hyper::{Request, Response, StatusCode};
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
-use crate::observe::metrics::{Metrics, NodeView};
+use super::{Metrics, NodeView};
 use kp_runtime::http::{self, Body, Limits};
 
 /// What a scraper may do: a few at once, 5 s each.

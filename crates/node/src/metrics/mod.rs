@@ -2,8 +2,7 @@
 //! the format the scraper negotiated ([`Format`]). The supervisor feeds every state
 //! machine step through [`Metrics::observe`]; the syncer reports API contact. What only
 //! a scrape can know (the node's holder record and store, the running config's
-//! condition) is [`scraped`](super::scraped)'s. Serving them over HTTP is
-//! `metrics_http`'s job.
+//! condition) is [`scraped`]'s. Serving them over HTTP is [`http`]'s job.
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -15,16 +14,25 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
-use crate::observe::disruption_metrics::DisruptionMetrics;
-pub use crate::observe::scraped::NodeView;
-use crate::observe::scraped::Scraped;
+mod disruption;
+pub mod http;
+mod labels;
+mod scraped;
+mod tenure;
+
 use crate::pivot::contention::Contender;
 use crate::pivot::machine::{Input, Run, State, StopPurpose};
 use crate::pivot::role::Rank;
 use crate::pivot::state::StateDir;
 use crate::version;
+pub use disruption::{DisruptionMetrics, DrainResult, EvictionResult};
 use kp_contract::node_config::ConfigReport;
 use kp_runtime::exposition::{register_one, register_series, slot, Format};
+pub use labels::RankLabels;
+pub use scraped::NodeView;
+use scraped::Scraped;
+pub use tenure::RestartReason;
+pub(crate) use tenure::Tenure;
 
 /// Why this supervisor gave the lock away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,33 +95,6 @@ impl TakebackReason {
     }
 }
 
-/// Why the kubelet was started again within one holder tenure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RestartReason {
-    /// It exited on its own (crash or clean exit we did not ask for).
-    Exited,
-    /// The effective config changed.
-    ConfigChanged,
-    /// SIGHUP from the operator.
-    Sighup,
-}
-
-impl RestartReason {
-    const ALL: [RestartReason; 3] = [
-        RestartReason::Exited,
-        RestartReason::ConfigChanged,
-        RestartReason::Sighup,
-    ];
-
-    fn label(self) -> &'static str {
-        match self {
-            RestartReason::Exited => "exited",
-            RestartReason::ConfigChanged => "config_changed",
-            RestartReason::Sighup => "sighup",
-        }
-    }
-}
-
 /// The supervisor's phase, one-hot in `kubelet_pivot_state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 enum Phase {
@@ -151,22 +132,6 @@ impl Phase {
             Phase::Holding => "holding",
             Phase::Stopping => "stopping",
             Phase::Exited => "exited",
-        }
-    }
-}
-
-/// Role and generation of a supervisor, the labels of its own series.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RankLabels {
-    pub role: String,
-    pub generation: u32,
-}
-
-impl RankLabels {
-    pub fn of(rank: &Rank) -> RankLabels {
-        RankLabels {
-            role: rank.role.to_string(),
-            generation: rank.generation,
         }
     }
 }
@@ -293,19 +258,6 @@ impl Series {
             sync_error,
         }
     }
-}
-
-/// What the scrape-time families and restart counting need, behind one lock that a
-/// scrape holds while it writes: a scrape sees each step of the state machine whole.
-#[derive(Debug, Default)]
-pub(crate) struct Tenure {
-    /// Set when the running kubelet is stopped or lost; counted as a restart when the
-    /// next kubelet of the same tenure starts.
-    pending_restart: Option<RestartReason>,
-    pub(crate) config: Option<ConfigReport>,
-    /// The syncer's current error (None = in sync or no API server).
-    pub(crate) sync_error: Option<String>,
-    pub(crate) last_sync: Option<SystemTime>,
 }
 
 /// One supervisor's metrics. Cheap to update; shared with the HTTP task and the syncer
@@ -461,7 +413,7 @@ mod tests {
     fn kubelet() -> Kubelet {
         Kubelet {
             pid: 42,
-            id: crate::pivot::procfs::ProcessId {
+            id: crate::procfs::ProcessId {
                 pid: 42,
                 start_time: 7,
             },

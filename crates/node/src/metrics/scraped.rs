@@ -13,9 +13,10 @@ use prometheus_client::encoding::{
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
+use super::labels::RankLabels;
+use super::tenure::Tenure;
 use crate::config::lifecycle::Origin;
 use crate::config::store::Store;
-use crate::observe::metrics::{RankLabels, Tenure};
 use crate::pivot::holder::HolderRecord;
 use crate::pivot::state::StateDir;
 use kp_contract::node_config;
