@@ -1,11 +1,8 @@
 //! Eviction thresholds: the signals the kubelet accepts, the threshold
-//! syntax ([`EvictionThreshold`]) and the kubelet's rules for the eviction
-//! fields.
+//! syntax ([`EvictionThreshold`]). The kubelet's rules for the eviction fields are
+//! `validate::eviction`'s.
 
-use super::duration::GoDuration;
-use super::fields::Views;
 use super::quantity::{Quantity, QuantityError};
-use super::validate::Checker;
 
 /// Eviction signals the kubelet accepts (`signalToResource` in
 /// `pkg/kubelet/eviction/helpers.go`; `swap.available` is not among them).
@@ -67,93 +64,6 @@ fn parse_decimal(text: &str) -> Option<f64> {
         }
     }
     text.parse::<f64>().ok().filter(|v| v.is_finite())
-}
-
-fn validate_threshold_map(views: &Views, c: &mut Checker, field: &str) {
-    let Some(map) = views.map(field) else {
-        return;
-    };
-    for (signal, text) in map {
-        let path = format!("{field}.{signal}");
-        if !EVICTION_SIGNALS.contains(&signal.as_str()) {
-            c.push(&path, unsupported_signal());
-            continue;
-        }
-        match EvictionThreshold::parse(text) {
-            Err(e) => c.push(&path, format_args!("({text:?}) is invalid: {e}")),
-            Ok(EvictionThreshold::Quantity(q)) if !q.is_positive() => {
-                c.push(&path, format_args!("({text:?}) must be positive"));
-            }
-            Ok(EvictionThreshold::Percentage(p)) if !(0.0..=100.0).contains(&p) => {
-                c.push(
-                    &path,
-                    format_args!("({text:?}) must be between 0% and 100%, inclusive"),
-                );
-            }
-            Ok(_) => {}
-        }
-    }
-}
-
-fn unsupported_signal() -> String {
-    format!(
-        "is not a supported eviction signal; supported signals are {}",
-        EVICTION_SIGNALS.join(", ")
-    )
-}
-
-/// The kubelet's rules for `evictionHard`, `evictionSoft`,
-/// `evictionSoftGracePeriod` and `evictionMinimumReclaim`.
-pub(super) fn validate_eviction(views: &Views, c: &mut Checker) {
-    validate_threshold_map(views, c, "evictionHard");
-    validate_threshold_map(views, c, "evictionSoft");
-    let grace = views.map("evictionSoftGracePeriod");
-    for (signal, text) in grace.into_iter().flatten() {
-        let path = format!("evictionSoftGracePeriod.{signal}");
-        if !EVICTION_SIGNALS.contains(&signal.as_str()) {
-            c.push(&path, unsupported_signal());
-            continue;
-        }
-        match GoDuration::parse(text) {
-            Err(e) => c.push(&path, format_args!("({text:?}) is not a duration: {e}")),
-            Ok(period) if period.is_negative() => {
-                c.push(&path, format_args!("({text:?}) must not be negative"));
-            }
-            Ok(_) => {}
-        }
-    }
-    for signal in views
-        .map("evictionSoft")
-        .into_iter()
-        .flatten()
-        .map(|(s, _)| s)
-    {
-        if EVICTION_SIGNALS.contains(&signal.as_str())
-            && !grace.is_some_and(|g| g.contains_key(signal))
-        {
-            c.push(
-                &format!("evictionSoftGracePeriod.{signal}"),
-                format_args!("must be set because evictionSoft sets a threshold for {signal}"),
-            );
-        }
-    }
-    for (signal, text) in views.map("evictionMinimumReclaim").into_iter().flatten() {
-        let path = format!("evictionMinimumReclaim.{signal}");
-        if !EVICTION_SIGNALS.contains(&signal.as_str()) {
-            c.push(&path, unsupported_signal());
-            continue;
-        }
-        match EvictionThreshold::parse(text) {
-            Err(e) => c.push(&path, format_args!("({text:?}) is invalid: {e}")),
-            Ok(EvictionThreshold::Percentage(p)) if p <= 0.0 => {
-                c.push(&path, format_args!("({text:?}) must be positive"));
-            }
-            Ok(EvictionThreshold::Quantity(q)) if q.is_negative() => {
-                c.push(&path, format_args!("({text:?}) must not be negative"));
-            }
-            Ok(_) => {}
-        }
-    }
 }
 
 #[cfg(test)]

@@ -8,16 +8,17 @@ use std::net::IpAddr;
 
 use serde_json::{Map, Value};
 
+mod eviction;
 mod resources;
 
 #[cfg(test)]
+use eviction::validate_eviction;
 use resources::is_clean_path;
 #[cfg(test)]
 pub(crate) use resources::RESERVABLE_RESOURCES;
 
 use super::duration::GoDuration;
 use super::error::{ConfigError, FieldError};
-use super::eviction::validate_eviction;
 use super::fields::{check_object, Views};
 use super::quantity::Quantity;
 use super::schema::TOP_FIELDS;
