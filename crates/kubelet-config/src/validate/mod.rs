@@ -11,8 +11,8 @@ use serde_json::{Map, Value};
 mod eviction;
 mod resources;
 
-#[cfg(test)]
 use eviction::validate_eviction;
+#[cfg(test)]
 use resources::is_clean_path;
 #[cfg(test)]
 pub(crate) use resources::RESERVABLE_RESOURCES;
