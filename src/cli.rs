@@ -91,9 +91,9 @@ pub enum CheckpointAction {
     },
 }
 
-impl From<CheckpointAction> for kp_node::config::operator::CheckpointAction {
+impl From<CheckpointAction> for kp_node::config::operator::CheckpointCommand {
     fn from(action: CheckpointAction) -> Self {
-        use kp_node::config::operator::{CheckpointAction as Op, LocalAssign};
+        use kp_node::config::operator::{CheckpointCommand as Op, LocalAssign};
         match action {
             CheckpointAction::List => Op::List,
             CheckpointAction::Show { uid } => Op::Show { uid },

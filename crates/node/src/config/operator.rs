@@ -116,7 +116,7 @@ fn payload_uid(files: &BTreeMap<String, Vec<u8>>) -> String {
 
 /// An operator's checkpoint command (the command line's `checkpoint` subcommands).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CheckpointAction {
+pub enum CheckpointCommand {
     /// List checkpoints with their state (assigned, last-known-good, bad).
     List,
     /// Show one checkpoint's source, state and files.
@@ -147,11 +147,11 @@ pub struct LocalAssign {
 /// Runs a checkpoint subcommand, printing to `out`.
 pub fn run(
     dir: &Path,
-    action: CheckpointAction,
+    action: CheckpointCommand,
     out: &mut impl Write,
 ) -> Result<(), OperatorError> {
     match action {
-        CheckpointAction::List => {
+        CheckpointCommand::List => {
             let store = Store::open_read_only(dir);
             let assigned = store.assigned()?;
             let lkg = store.last_known_good()?;
@@ -176,7 +176,7 @@ pub fn run(
             }
             Ok(())
         }
-        CheckpointAction::Show { uid } => {
+        CheckpointCommand::Show { uid } => {
             let store = Store::open_read_only(dir);
             let versions: Vec<String> = store
                 .list_checkpoints()
@@ -211,7 +211,7 @@ pub fn run(
             }
             Ok(())
         }
-        CheckpointAction::Assign(LocalAssign {
+        CheckpointCommand::Assign(LocalAssign {
             path,
             key,
             name,
@@ -254,14 +254,14 @@ pub fn run(
             writeln!(out, "assigned {src}")?;
             Ok(())
         }
-        CheckpointAction::Reset => {
+        CheckpointCommand::Reset => {
             let store = Store::open(dir)?;
             let _guard = store.lock()?;
             store.set_assigned(None)?;
             writeln!(out, "assignment cleared: the node runs its local config")?;
             Ok(())
         }
-        CheckpointAction::ForgetBad { uid } => {
+        CheckpointCommand::ForgetBad { uid } => {
             let store = Store::open(dir)?;
             let _guard = store.lock()?;
             if store.forget_bad(&uid)? {

@@ -111,7 +111,7 @@ pub fn spawn(cmd: &KubeletCommand, inherit_fd: Option<RawFd>) -> Result<Kubelet,
         path: cmd.program.clone(),
         source: e,
     };
-    let plan = crate::kubelet::spawn::Plan::new(&cmd.program, &cmd.args, PRIVATE_ENV, inherit_fd)
+    let plan = crate::kubelet::spawn::SpawnPlan::new(&cmd.program, &cmd.args, PRIVATE_ENV, inherit_fd)
         .map_err(spawn_error)?;
     // The supervisor reaps every child itself with waitpid(-1) (it may be
     // PID 1 or a subreaper).

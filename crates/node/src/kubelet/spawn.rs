@@ -36,7 +36,7 @@ const RESET_SIGNALS: [libc::c_int; 5] = [
 const CHILD_STACK: usize = 64 * 1024;
 
 /// Everything the child needs, built before the clone.
-pub struct Plan {
+pub struct SpawnPlan {
     program: CString,
     _argv: Vec<CString>,
     argv_ptrs: Vec<*const libc::c_char>,
@@ -52,7 +52,7 @@ fn cstring(bytes: &[u8]) -> io::Result<CString> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in an argument"))
 }
 
-impl Plan {
+impl SpawnPlan {
     /// `program args...` with the environment minus `drop_env`, stdin from
     /// /dev/null, and `inherit_fd` left open across exec.
     pub fn new(
@@ -60,7 +60,7 @@ impl Plan {
         args: &[std::ffi::OsString],
         drop_env: &[&str],
         inherit_fd: Option<RawFd>,
-    ) -> io::Result<Plan> {
+    ) -> io::Result<SpawnPlan> {
         let program_c = cstring(program.as_os_str().as_bytes())?;
         let mut argv = vec![program_c.clone()];
         for a in args {
@@ -82,7 +82,7 @@ impl Plan {
             p
         };
         let stdin = OwnedFd::from(std::fs::OpenOptions::new().read(true).open("/dev/null")?);
-        Ok(Plan {
+        Ok(SpawnPlan {
             program: program_c,
             argv_ptrs: ptrs(&argv),
             _argv: argv,
@@ -98,7 +98,7 @@ impl Plan {
 /// Starts the plan's program in its own process group with
 /// PR_SET_PDEATHSIG=SIGKILL; returns its pid once execve succeeded (the
 /// parent is suspended until then), or the error of the step that failed.
-pub fn spawn(plan: &Plan) -> io::Result<i32> {
+pub fn spawn(plan: &SpawnPlan) -> io::Result<i32> {
     let failed = AtomicI32::new(0);
     let mut stack = vec![0u8; CHILD_STACK];
     // All signals blocked from here to after the clone: no handler of ours
@@ -148,7 +148,7 @@ pub fn spawn(plan: &Plan) -> io::Result<i32> {
 /// The child: reset signals, own process group, PDEATHSIG, stdin, the
 /// inherited descriptor, then execve. On failure the errno goes to
 /// `failed` (shared memory) and the child exits 127.
-unsafe fn child_body(plan: &Plan, failed: &AtomicI32, mask: &SigSet) -> isize {
+unsafe fn child_body(plan: &SpawnPlan, failed: &AtomicI32, mask: &SigSet) -> isize {
     let fail = |failed: &AtomicI32| -> isize { fail_with(failed, last_errno()) };
     for sig in RESET_SIGNALS {
         if libc::signal(sig, libc::SIG_DFL) == libc::SIG_ERR {
@@ -220,7 +220,7 @@ mod tests {
         );
         std::env::set_var("KP_SPAWN_TEST_KEEP", "kept");
         std::env::set_var("KP_SPAWN_TEST_DROP", "leaked");
-        let plan = Plan::new(
+        let plan = SpawnPlan::new(
             Path::new("/bin/sh"),
             &[
                 "-c".into(),
@@ -254,7 +254,7 @@ mod tests {
             "a dropped variable reached the child: {text}"
         );
 
-        let missing = Plan::new(Path::new("/nonexistent/kubelet"), &[], &[], None).unwrap();
+        let missing = SpawnPlan::new(Path::new("/nonexistent/kubelet"), &[], &[], None).unwrap();
         let err = spawn(&missing).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
     }

@@ -12,7 +12,7 @@ use hyper::{Request, Response, StatusCode};
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
-use super::{Metrics, NodeView};
+use super::{Metrics, DiskView};
 use kp_runtime::http::{self, Body, Limits};
 
 /// What a scraper may do: a few at once, 5 s each.
@@ -75,7 +75,7 @@ async fn respond<B>(req: Request<B>, metrics: Arc<Metrics>) -> Response<Body> {
             let m = metrics.clone();
             let node = tokio::task::spawn_blocking(move || m.node_view())
                 .await
-                .unwrap_or_else(|_| NodeView::default());
+                .unwrap_or_else(|_| DiskView::default());
             http::metrics(&req, |format| metrics.render(&node, format))
         }
         "/" => http::plain(StatusCode::OK, "kubelet-pivot: metrics are at /metrics\n"),

@@ -29,7 +29,7 @@ pub use disruption::{DisruptionMetrics, DrainResult, EvictionResult};
 use kp_contract::node_config::ConfigReport;
 use kp_runtime::exposition::{register_one, register_series, slot, Format};
 pub use labels::RankLabels;
-pub use scraped::NodeView;
+pub use scraped::DiskView;
 use scraped::Scraped;
 pub use tenure::RestartReason;
 pub(crate) use tenure::Tenure;
@@ -378,12 +378,12 @@ impl Metrics {
     }
 
     /// Reads what only the filesystem knows (blocking I/O).
-    pub fn node_view(&self) -> NodeView {
-        NodeView::read(&self.state, &self.store_dir)
+    pub fn node_view(&self) -> DiskView {
+        DiskView::read(&self.state, &self.store_dir)
     }
 
     /// The text of every family in `format`, with `node` for the node's families.
-    pub fn render(&self, node: &NodeView, format: Format) -> Result<String, std::fmt::Error> {
+    pub fn render(&self, node: &DiskView, format: Format) -> Result<String, std::fmt::Error> {
         let tenure = self.tenure();
         let mut scraped = Registry::default();
         scraped.register_collector(Box::new(Scraped::new(node, &tenure)));
@@ -462,7 +462,7 @@ mod tests {
             &Input::Contended(Contender::AnyOpen),
             &State::Waiting,
         );
-        let text = m.render(&NodeView::default(), Format::Text).unwrap();
+        let text = m.render(&DiskView::default(), Format::Text).unwrap();
         let h = |r: &str| {
             value(
                 &text,
@@ -522,7 +522,7 @@ mod tests {
         // SIGHUP.
         m.observe(&running, &Input::Reload, &restarting);
         m.observe(&restarting, &Input::KubeletStarted(kubelet()), &running);
-        let text = m.render(&NodeView::default(), Format::Text).unwrap();
+        let text = m.render(&DiskView::default(), Format::Text).unwrap();
         let r = |r: &str| {
             value(
                 &text,
@@ -566,7 +566,7 @@ mod tests {
             disruption: None,
         });
         m.synced(UNIX_EPOCH + Duration::from_millis(1_500));
-        let node = NodeView {
+        let node = DiskView {
             holder: Some(HolderRecord {
                 role: Role::Bootstrap,
                 generation: 0,
@@ -661,7 +661,7 @@ mod tests {
     #[test]
     fn names_types_and_help_stay_what_they_were() {
         let text = metrics()
-            .render(&NodeView::default(), Format::Text)
+            .render(&DiskView::default(), Format::Text)
             .unwrap();
         let want = FAMILIES
             .iter()
@@ -676,7 +676,7 @@ mod tests {
         // OpenMetrics: the same families, counters typed without `_total`, the two
         // identity gauges as info metrics.
         let om = metrics()
-            .render(&NodeView::default(), Format::OpenMetrics)
+            .render(&DiskView::default(), Format::OpenMetrics)
             .unwrap();
         let want = FAMILIES
             .iter()
@@ -699,7 +699,7 @@ mod tests {
     #[test]
     fn every_family_has_help_and_type_once() {
         let text = metrics()
-            .render(&NodeView::default(), Format::Text)
+            .render(&DiskView::default(), Format::Text)
             .unwrap();
         let mut seen = std::collections::BTreeSet::new();
         for l in text.lines().filter(|l| l.starts_with("# TYPE ")) {

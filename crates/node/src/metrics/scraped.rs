@@ -23,14 +23,14 @@ use kp_contract::node_config;
 
 /// What only the filesystem knows, read at scrape time.
 #[derive(Debug, Default, Clone)]
-pub struct NodeView {
+pub struct DiskView {
     pub holder: Option<HolderRecord>,
     pub bad_configs: Option<usize>,
 }
 
-impl NodeView {
+impl DiskView {
     /// Reads the live holder record and the bad-config list (blocking I/O).
-    pub fn read(state: &StateDir, store_dir: &Path) -> NodeView {
+    pub fn read(state: &StateDir, store_dir: &Path) -> DiskView {
         let holder = HolderRecord::read(state)
             .ok()
             .flatten()
@@ -39,7 +39,7 @@ impl NodeView {
             .bad_configs()
             .ok()
             .map(|b| b.len());
-        NodeView {
+        DiskView {
             holder,
             bad_configs,
         }
@@ -64,7 +64,7 @@ pub(crate) struct Scraped {
 }
 
 impl Scraped {
-    pub(crate) fn new(node: &NodeView, tenure: &Tenure) -> Scraped {
+    pub(crate) fn new(node: &DiskView, tenure: &Tenure) -> Scraped {
         let holder = node.holder.as_ref().map(|h| RankLabels {
             role: h.role.to_string(),
             generation: h.generation,

@@ -224,7 +224,7 @@ impl ConfigView {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub struct StatusReport {
     pub lock: LockView,
     pub config: ConfigView,
     /// What the holder's API access does (`STATE/api.json`); `null` when
@@ -234,7 +234,7 @@ pub struct Report {
     pub build: BuildInfo,
 }
 
-impl Report {
+impl StatusReport {
     pub fn has_live_holder(&self) -> bool {
         matches!(&self.lock.holder, Some(h) if !h.stale)
     }
@@ -363,7 +363,7 @@ fn lock_file_view(lock: &Path, state: &StateDir, view: &mut LockView) {
     }
 }
 
-pub fn report(lock: &Path, state: &StateDir, store_dir: &Path) -> Report {
+pub fn report(lock: &Path, state: &StateDir, store_dir: &Path) -> StatusReport {
     let mut lock = lock_view(lock, state);
     let (config, warnings) = ConfigView::from_store(store_dir);
     lock.warnings.extend(warnings);
@@ -379,7 +379,7 @@ pub fn report(lock: &Path, state: &StateDir, store_dir: &Path) -> Report {
             .filter(|a| a.pid == Some(pid)),
         _ => None,
     };
-    Report {
+    StatusReport {
         lock,
         config,
         api,
@@ -405,7 +405,7 @@ fn describe_active(e: &EffectiveRecord) -> String {
 }
 
 /// Human-readable table.
-pub fn write_table(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
+pub fn write_table(r: &StatusReport, out: &mut impl Write) -> std::io::Result<()> {
     let locked = if r.lock.locked {
         "locked"
     } else {
@@ -695,7 +695,7 @@ mod tests {
     #[test]
     fn table_describes_sources_and_bad_configs_in_words() {
         let src = source("cfg-a", "u-1", "7");
-        let report = Report {
+        let report = StatusReport {
             lock: LockView {
                 path: PathBuf::from("/run/lock/kubelet.lock"),
                 locked: true,

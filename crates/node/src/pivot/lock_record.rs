@@ -95,7 +95,7 @@ impl Mismatch {
 
 /// What a supervisor about to claim does with its lock file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum LockVerdict {
     /// The record names our lock file already.
     Agree,
     /// Record ours: there was none, it is of another boot, or no live
@@ -114,7 +114,7 @@ pub fn decide(
     record_this_boot: bool,
     live: &[LiveClaim],
     now: &str,
-) -> Verdict {
+) -> LockVerdict {
     let other = live.iter().find_map(|c| {
         c.claim
             .lock
@@ -123,7 +123,7 @@ pub fn decide(
             .map(|l| (l, c.claim.rank()))
     });
     if let Some((lock, user)) = other {
-        return Verdict::Refuse(Mismatch {
+        return LockVerdict::Refuse(Mismatch {
             refused: rank.to_string(),
             given: ours.clone(),
             node: lock.clone(),
@@ -132,11 +132,11 @@ pub fn decide(
         });
     }
     match record {
-        Some(rec) if record_this_boot && rec.lock.identity == ours.identity => Verdict::Agree,
-        Some(rec) if record_this_boot => Verdict::Record {
+        Some(rec) if record_this_boot && rec.lock.identity == ours.identity => LockVerdict::Agree,
+        Some(rec) if record_this_boot => LockVerdict::Record {
             replaced: Some(rec.clone()),
         },
-        _ => Verdict::Record { replaced: None },
+        _ => LockVerdict::Record { replaced: None },
     }
 }
 
@@ -289,7 +289,7 @@ mod tests {
             &[live(bootstrap, Some(lock("/run/lock/kubelet.lock", 5)))],
             "now",
         );
-        let Verdict::Refuse(m) = v else {
+        let LockVerdict::Refuse(m) = v else {
             panic!("{v:?}")
         };
         let msg = m.message();
@@ -313,7 +313,7 @@ mod tests {
             )],
             "now",
         );
-        assert_eq!(v, Verdict::Agree);
+        assert_eq!(v, LockVerdict::Agree);
     }
 
     #[test]
@@ -330,7 +330,7 @@ mod tests {
                 &old,
                 "n"
             ),
-            Verdict::Record { replaced: None }
+            LockVerdict::Record { replaced: None }
         );
         // This boot's record, nobody uses it: replaced, said.
         assert_eq!(
@@ -342,13 +342,13 @@ mod tests {
                 &old,
                 "n"
             ),
-            Verdict::Record {
+            LockVerdict::Record {
                 replaced: Some(record(5))
             }
         );
         assert_eq!(
             decide(&ours, Rank::self_hosted(2), None, true, &[], "n"),
-            Verdict::Record { replaced: None }
+            LockVerdict::Record { replaced: None }
         );
     }
 

@@ -16,7 +16,7 @@ use crate::pivot::claims::{self, Cleanup};
 use crate::pivot::lock::MissingDir;
 use crate::pivot::lock::DEFAULT_LOCK_FILE;
 use crate::pivot::lock_identity::LockRef;
-use crate::pivot::lock_record::{self, LockRecord, Verdict};
+use crate::pivot::lock_record::{self, LockRecord, LockVerdict};
 use crate::pivot::role::Role;
 use crate::pivot::state::StateDir;
 use crate::pivot::takeover::TakeoverLock;
@@ -116,7 +116,7 @@ pub(super) async fn check(
         &now_rfc3339(),
     );
     match verdict {
-        Verdict::Refuse(mismatch) => {
+        LockVerdict::Refuse(mismatch) => {
             let message = mismatch.message();
             error!(given = %mismatch.given, node = %mismatch.node, "LOCK MISMATCH: {message}");
             if let Err(err) = lock_record::write_mismatch(state, &mismatch) {
@@ -124,7 +124,7 @@ pub(super) async fn check(
             }
             Ok((Checked::Refused(message), None))
         }
-        Verdict::Record { replaced } => {
+        LockVerdict::Record { replaced } => {
             if let Some(old) = replaced {
                 warn!(old = %old.lock, new = %ours, "the node's lock file was {} (recorded by {} at {}); no running supervisor uses it any more, so {} is recorded as the node's lock file now", old.lock, old.recorded_by, old.since, ours);
             }
@@ -134,7 +134,7 @@ pub(super) async fn check(
             }
             Ok((Checked::Go(ours), guard))
         }
-        Verdict::Agree => Ok((Checked::Go(ours), guard)),
+        LockVerdict::Agree => Ok((Checked::Go(ours), guard)),
     }
 }
 
