@@ -9,7 +9,7 @@
 //! May call: `safefs`. Fed by `cluster` (downloads) and the operator; read by
 //! the supervisor, `observe`. Never calls the supervisor or the kubelet.
 
-pub mod dropin;
+pub mod config_dir;
 pub mod lifecycle;
 pub mod operator;
 pub mod prepared;

@@ -13,7 +13,7 @@
 
 use std::path::PathBuf;
 
-use crate::config::dropin;
+use crate::config::config_dir;
 use crate::config::lifecycle::{self, Access, LocalConfig, Resolved};
 use crate::config::running::{self, StartChoice};
 use crate::config::store::{FileStamp, Store};
@@ -64,7 +64,7 @@ impl Prepared {
         // Inputs or the file changed while we read them: not usable.
         if store.input_stamp() != inputs
             || store.effective_stamp() != Some(effective)
-            || !dropin::unchanged(&drop_ins)
+            || !config_dir::unchanged(&drop_ins)
         {
             return None;
         }
@@ -80,7 +80,7 @@ impl Prepared {
     pub fn still_valid(&self, store: &Store) -> bool {
         store.input_stamp() == self.inputs
             && store.effective_stamp() == Some(self.effective)
-            && dropin::unchanged(&self.drop_ins)
+            && config_dir::unchanged(&self.drop_ins)
     }
 }
 

@@ -10,7 +10,7 @@
 
 use tracing::{info, warn};
 
-use crate::config::dropin::{AppliedDropIns, DropInOrigin, DropInSet};
+use crate::config::config_dir::{AppliedDropIns, DropInOrigin, DropInSet};
 use crate::config::lifecycle::{Origin, Resolved};
 use crate::config::store::{EffectiveRecord, Store};
 use kp_kubelet_config::disruption::{self, Action, Change, Policy, StateFile};

@@ -111,8 +111,9 @@ pub fn spawn(cmd: &KubeletCommand, inherit_fd: Option<RawFd>) -> Result<Kubelet,
         path: cmd.program.clone(),
         source: e,
     };
-    let plan = crate::kubelet::spawn::SpawnPlan::new(&cmd.program, &cmd.args, PRIVATE_ENV, inherit_fd)
-        .map_err(spawn_error)?;
+    let plan =
+        crate::kubelet::spawn::SpawnPlan::new(&cmd.program, &cmd.args, PRIVATE_ENV, inherit_fd)
+            .map_err(spawn_error)?;
     // The supervisor reaps every child itself with waitpid(-1) (it may be
     // PID 1 or a subreaper).
     let pid = crate::kubelet::spawn::spawn(&plan).map_err(spawn_error)?;

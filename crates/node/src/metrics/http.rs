@@ -12,7 +12,7 @@ use hyper::{Request, Response, StatusCode};
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
-use super::{Metrics, DiskView};
+use super::{DiskView, Metrics};
 use kp_runtime::http::{self, Body, Limits};
 
 /// What a scraper may do: a few at once, 5 s each.

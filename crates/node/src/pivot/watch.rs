@@ -23,7 +23,6 @@ use std::time::Duration;
 use futures::StreamExt;
 use inotify::{EventMask, EventStream, Inotify, WatchDescriptor, WatchMask, Watches};
 
-use crate::config::dropin::MAX_DEPTH;
 use crate::pivot::state::StateDir;
 
 /// Poll interval when inotify cannot be used.
@@ -330,15 +329,16 @@ impl Watcher {
     /// so is a subdirectory created, moved or removed (its watches follow).
     /// Creations of files are not: a new file is read once it is written.
     /// A directory that does not exist yet is followed from its nearest
-    /// existing ancestor.
-    pub fn watch_config_dir(&mut self, dir: &Path) {
+    /// existing ancestor. Subdirectories are followed `max_depth` deep (the
+    /// drop-in reader's own limit).
+    pub fn watch_config_dir(&mut self, dir: &Path, max_depth: usize) {
         let mask = WatchMask::CLOSE_WRITE
             | WatchMask::MOVED_TO
             | WatchMask::MOVED_FROM
             | WatchMask::DELETE
             | WatchMask::ATTRIB
             | WatchMask::CREATE;
-        let mut tree = DirWatch::new(dir, mask, MAX_DEPTH);
+        let mut tree = DirWatch::new(dir, mask, max_depth);
         if let Some(stream) = self.stream.as_mut() {
             if let Err(err) = tree.arm(&mut stream.watches()) {
                 tracing::warn!(%err, dir = %dir.display(), "cannot watch the --config-dir drop-in directory; drop-in changes are applied on the next other config change or SIGHUP");

@@ -451,7 +451,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         opts.force_poll,
     );
     if let Some(dir) = &opts.local.config_dir {
-        watcher.watch_config_dir(dir);
+        watcher.watch_config_dir(dir, crate::config::config_dir::MAX_DEPTH);
     }
     info!(rank = %opts.rank, pid = me.pid, lock = %opts.lock_path.display(), watch = ?watcher.mode(), "supervisor starting");
     let mut d = Driver {

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use tracing::error;
 
-use crate::config::dropin::{self, AppliedDropIns, DropInError, DropInOrigin, DropInProblem};
+use crate::config::config_dir::{self, AppliedDropIns, DropInError, DropInOrigin, DropInProblem};
 use crate::config::store::{ConfigSource, DropInRecord, Store};
 use crate::safefs::fsutil::{self, Owner, ReadError, ReadPolicy};
 use kp_contract::time::now_rfc3339;
@@ -175,7 +175,7 @@ impl LocalConfig {
         let Some(dir) = dir else {
             return Ok(self);
         };
-        let checked = dropin::load(dir)
+        let checked = config_dir::load(dir)
             .map_err(LocalConfigError::DropIns)
             .and_then(|set| {
                 let layer = kp_kubelet_config::DropInLayer::from_map(set.snapshot.layer)
@@ -315,7 +315,7 @@ pub fn resolve(store: &Store, local: &LocalConfig, access: Access) -> Resolved {
     }
 }
 
-/// Merges the drop-in set that runs (see [`dropin::merge`]) into the
+/// Merges the drop-in set that runs (see [`config_dir::merge`]) into the
 /// resolved base config. A drop-in problem is the status error unless the
 /// base has one of its own.
 fn merge_drop_ins(store: &Store, dir: &Path, mut base: Resolved) -> Resolved {
@@ -323,8 +323,8 @@ fn merge_drop_ins(store: &Store, dir: &Path, mut base: Resolved) -> Resolved {
         error!(%err, "cannot read the --config-dir drop-in record; no earlier drop-ins to fall back on");
         DropInRecord::default()
     });
-    let merged = dropin::merge(&base.config, dropin::load(dir), &record);
-    dropin::report(&merged);
+    let merged = config_dir::merge(&base.config, config_dir::load(dir), &record);
+    config_dir::report(&merged);
     if base.error.is_none() {
         base.error = merged.problem.as_ref().map(ConfigStatusError::from);
     }

@@ -39,7 +39,7 @@
 //! checkpoints (`checkpoints`).
 
 mod checkpoints;
-mod dropins;
+mod dropin_record;
 mod error;
 mod json;
 mod open;
@@ -47,7 +47,7 @@ mod pending;
 mod records;
 mod types;
 
-pub use dropins::{
+pub use dropin_record::{
     DropInBad, DropInFile, DropInRecord, DropInSnapshot, DropInTrial, MAX_BAD_DROP_IN_SETS,
     MAX_DROP_IN_LAYER,
 };
