@@ -135,8 +135,10 @@ pub enum WatchModeArg {
     Poll,
 }
 
+/// Where the node's lock file, checkpoint store and state live: the same three flags for
+/// the supervisors and `status`.
 #[derive(Debug, Clone, Args)]
-pub struct CommonArgs {
+pub struct NodePaths {
     /// The node's kubelet lock file (flock).
     #[arg(long, env = "KUBELET_PIVOT_LOCK_FILE", default_value = DEFAULT_LOCK_FILE)]
     pub lock_file: PathBuf,
@@ -146,6 +148,19 @@ pub struct CommonArgs {
     /// State directory for the holder record and the claims (default: DYNAMIC_CONFIG_DIR/lock). It must be owned by kubelet-pivot's uid and not writable by group or others; kubelet-pivot creates it with mode 0700 and refuses to start otherwise.
     #[arg(long, env = "KUBELET_PIVOT_STATE_DIR", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+}
+
+impl NodePaths {
+    /// The state directory: --state-dir, else DYNAMIC_CONFIG_DIR/lock.
+    pub fn state_dir(&self) -> PathBuf {
+        state_dir(&self.state_dir, &self.dynamic_config_dir)
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
+    #[command(flatten)]
+    pub paths: NodePaths,
     /// Local KubeletConfiguration file (YAML or JSON) used when no remote config is assigned; validated at start (exit 2 when invalid). Default: none, the kubelet's built-in defaults.
     #[arg(long, env = "KUBELET_PIVOT_INIT_CONFIG")]
     pub init_config: Option<PathBuf>,
@@ -244,15 +259,8 @@ pub enum OutputFormat {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// The node's kubelet lock file.
-    #[arg(long, env = "KUBELET_PIVOT_LOCK_FILE", default_value = DEFAULT_LOCK_FILE)]
-    pub lock_file: PathBuf,
-    /// Checkpoint directory for dynamic kubelet configuration.
-    #[arg(long, env = "KUBELET_PIVOT_DYNAMIC_CONFIG_DIR", default_value = DEFAULT_DYNAMIC_CONFIG_DIR)]
-    pub dynamic_config_dir: PathBuf,
-    /// State directory for the holder record and the claims (default: DYNAMIC_CONFIG_DIR/lock). It must be owned by kubelet-pivot's uid and not writable by group or others; kubelet-pivot creates it with mode 0700 and refuses to start otherwise.
-    #[arg(long, env = "KUBELET_PIVOT_STATE_DIR", value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub paths: NodePaths,
     /// Output format.
     #[arg(short = 'o', long = "output", env = "KUBELET_PIVOT_OUTPUT", value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,

@@ -33,32 +33,49 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(code)
 }
 
+/// What stops a supervisor before it starts: one clear line, nothing left behind.
+#[derive(Debug, thiserror::Error)]
+enum UsageError {
+    #[error("missing kubelet command after `--`")]
+    NoKubelet,
+    #[error(transparent)]
+    KubeletFlags(#[from] flags::FlagError),
+    #[error(transparent)]
+    KubeletCommand(#[from] kp_node::kubelet::child::ChildError),
+    #[error(transparent)]
+    LockFile(#[from] lock::LockError),
+    #[error(transparent)]
+    LocalConfig(#[from] kp_node::config::lifecycle::LocalConfigError),
+}
+
 /// Validates everything that can be checked before start, so a typo gives
 /// one clear line and nothing is left behind.
-fn options(rank: Rank, common: CommonArgs, terminate: TerminateFlag) -> Result<Options, String> {
+fn options(
+    rank: Rank,
+    common: CommonArgs,
+    terminate: TerminateFlag,
+) -> Result<Options, UsageError> {
     let mut kubelet = common.kubelet.into_iter();
-    let program = PathBuf::from(kubelet.next().ok_or("missing kubelet command after `--`")?);
+    let program = PathBuf::from(kubelet.next().ok_or(UsageError::NoKubelet)?);
     let kubelet: Vec<_> = kubelet.collect();
-    let kubelet_flags = flags::check(&kubelet).map_err(|e| e.to_string())?;
-    let kubelet = KubeletCommand::resolve(&program, kubelet).map_err(|e| e.to_string())?;
-    lock::check_path(&common.lock_file).map_err(|e| e.to_string())?;
-    let local = LocalConfig::load(common.init_config.as_deref())
-        .and_then(|local| {
-            local.with_config_dir(
-                kubelet_flags.config_dir.as_deref(),
-                &common.dynamic_config_dir,
-            )
-        })
-        .map_err(|e| e.to_string())?;
-    let state_dir = cli::state_dir(&common.state_dir, &common.dynamic_config_dir);
+    let kubelet_flags = flags::check(&kubelet)?;
+    let kubelet = KubeletCommand::resolve(&program, kubelet)?;
+    lock::check_path(&common.paths.lock_file)?;
+    let local = LocalConfig::load(common.init_config.as_deref()).and_then(|local| {
+        local.with_config_dir(
+            kubelet_flags.config_dir.as_deref(),
+            &common.paths.dynamic_config_dir,
+        )
+    })?;
+    let state_dir = common.paths.state_dir();
     Ok(Options {
         state_dir,
         kubeconfig: common.kubeconfig,
         node_name: kp_node::cluster::api::node_name(common.node_name),
-        store_dir: common.dynamic_config_dir,
+        store_dir: common.paths.dynamic_config_dir,
         local,
         rank,
-        lock_path: common.lock_file,
+        lock_path: common.paths.lock_file,
         stop_timeout: common.stop_timeout,
         exit_on_yield: common.exit_on_yield,
         yield_on_any_open: common.yield_on_any_open,
@@ -259,8 +276,8 @@ fn other_command(command: Command) -> ExitCode {
             }
         }
         Command::Status(a) => {
-            let state = StateDir::at(&cli::state_dir(&a.state_dir, &a.dynamic_config_dir));
-            let report = status::report(&a.lock_file, &state, &a.dynamic_config_dir);
+            let state = StateDir::at(&a.paths.state_dir());
+            let report = status::report(&a.paths.lock_file, &state, &a.paths.dynamic_config_dir);
             let printed = match a.output {
                 OutputFormat::Json => serde_json::to_string_pretty(&report)
                     .map_err(std::io::Error::other)

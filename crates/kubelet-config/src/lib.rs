@@ -75,6 +75,13 @@ pub use eviction::{EvictionThreshold, EVICTION_SIGNALS};
 pub use fields::FieldValue;
 pub use hash::{sha256_hex, HashAlgorithm, HASH_ALGORITHM};
 pub use layer::DropInLayer;
+
+/// The bounds any YAML or JSON document kubelet-pivot parses is held to before a parser
+/// sees it, in linear time: at most [`MAX_CONFIG_BYTES`], nested at most
+/// [`MAX_NESTING_DEPTH`] levels (a KubeletConfiguration, a kubeconfig).
+pub fn check_document_bounds(bytes: &[u8]) -> Result<(), ConfigError> {
+    decode::check_bounds(bytes)
+}
 pub use nesting::MAX_NESTING_DEPTH;
 pub use quantity::{Quantity, QuantityError, QuantitySuffix};
 pub use schema::is_known_field;

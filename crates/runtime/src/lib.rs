@@ -2,6 +2,7 @@
 //! own endpoints, with no knowledge of either:
 //!
 //! - [`agent`]: the client's identity (user agent, field manager) per component;
+//! - [`client`]: building a client (identity, answer counting, no hidden retries);
 //! - [`retry`]: quiet, bounded retries with backoff for requests and watches;
 //! - [`events`]: posting a core/v1 Event on a Node;
 //! - [`logging`]: log lines, plain (journald priorities) or JSON;
@@ -11,6 +12,7 @@
 //! May depend on: `kp-contract`.
 
 pub mod agent;
+pub mod client;
 pub mod events;
 pub mod exposition;
 pub mod http;

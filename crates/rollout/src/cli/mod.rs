@@ -32,7 +32,7 @@ pub async fn client(args: &ClusterArgs, component: Component) -> Result<Client, 
         context: args.context.clone(),
         ..Default::default()
     };
-    let mut config = match &args.kubeconfig {
+    let config = match &args.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| format!("cannot read --kubeconfig {}: {e}", path.display()))?;
@@ -50,9 +50,8 @@ pub async fn client(args: &ClusterArgs, component: Component) -> Result<Client, 
             })?,
         },
     };
-    config.default_retry = false;
-    kp_runtime::agent::identify(&mut config, component);
-    kp_runtime::retry::client(config).map_err(|e| format!("cannot build the API client: {e}"))
+    kp_runtime::client::build(config, component)
+        .map_err(|e| format!("cannot build the API client: {e}"))
 }
 
 /// The rollouts, untyped: an object the types cannot read is still shown (see [`Read`]).

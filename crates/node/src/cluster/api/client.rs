@@ -89,14 +89,9 @@ pub async fn build(path: &Path, loaded: Kubeconfig) -> Result<Client, ClientErro
     build_config(config)
 }
 
-fn build_config(mut config: kube::Config) -> Result<Client, ClientError> {
-    // kube's own retry layer (429/503/504, up to 15 times, up to 1000 s
-    // apart) is off: every caller here has a bounded backoff of its own, and
-    // a drain must see a PodDisruptionBudget's 429 to report it and to ask
-    // again on its own schedule.
-    config.default_retry = false;
-    kp_runtime::agent::identify(&mut config, kp_runtime::agent::Component::Supervisor);
-    kp_runtime::retry::client(config).map_err(ClientError::Client)
+fn build_config(config: kube::Config) -> Result<Client, ClientError> {
+    kp_runtime::client::build(config, kp_runtime::agent::Component::Supervisor)
+        .map_err(ClientError::Client)
 }
 
 /// Largest kubeconfig accepted (a node's is a few KiB).
@@ -125,11 +120,9 @@ pub fn load_kubeconfig(path: &Path) -> Result<Loaded, ClientError> {
         });
     }
     // The same size and nesting bounds as a KubeletConfiguration.
-    kp_kubelet_config::KubeletConfig::check_bounds(&bytes).map_err(|source| {
-        ClientError::TooDeep {
-            path: path.to_path_buf(),
-            source,
-        }
+    kp_kubelet_config::check_document_bounds(&bytes).map_err(|source| ClientError::TooDeep {
+        path: path.to_path_buf(),
+        source,
     })?;
     let text = String::from_utf8_lossy(&bytes);
     let mut kc = Kubeconfig::from_yaml(&text).map_err(|e| ClientError::Kubeconfig {
