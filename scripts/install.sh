@@ -5,7 +5,7 @@
 # The binary is installed without its debug info and symbols (objcopy
 # --strip-all, with a .gnu_debuglink to the split-off kubelet-pivot.debug, which --debug-symbols
 # installs where gdb looks for it).
-# `scripts/install.sh --help` for usage; README.md ("Installing on a host").
+# `scripts/install.sh --help` for usage; docs/operator-guide.md ("Install on a node").
 #
 # The init config is a conffile: a copy the operator changed is never
 # overwritten without --force (which keeps a .bak), and --uninstall keeps it.
@@ -82,8 +82,8 @@ drop-ins (systemctl edit kubelet-pivot). Uninstall with the same --prefix and
 the unit, but never stops it); with DESTDIR, systemctl is never run.
 
 A warning (exit status unchanged) says when the node's own kubelet.service is
-enabled and not masked: the unit conflicts with it (README, "Moving a kubeadm
-node over").
+enabled and not masked: the unit conflicts with it (docs/operator-guide.md,
+"Moving a kubeadm node over").
 
 Exit status: 0 done (also when nothing changed), 1 an install step failed,
 2 bad usage or a missing input file (or tool), 3 refused: the init config was changed
@@ -575,7 +575,7 @@ fi
 # The node's own kubelet unit (kubeadm's, a distribution's) must not start at
 # boot beside this one: the unit's Conflicts= keeps the two kubelets apart, but
 # whichever unit starts last stops the other. Warn while it is enabled and not
-# masked (README, "Moving a kubeadm node over").
+# masked (docs/operator-guide.md, "Moving a kubeadm node over").
 kubelet_unit_enabled() {
     if [ "$live_systemd" = 1 ]; then
         [ "$(systemctl is-enabled "$KUBELET_UNIT" 2>/dev/null)" = enabled ]
@@ -589,7 +589,7 @@ kubelet_unit_enabled() {
     return 1
 }
 if kubelet_unit_enabled; then
-    warn "warning: $KUBELET_UNIT is enabled: it would start the node's old kubelet at boot, and whichever of it and $UNIT_NAME starts last stops the other (Conflicts=). Move the node over: systemctl disable $KUBELET_UNIT && systemctl mask $KUBELET_UNIT (README, \"Moving a kubeadm node over\")"
+    warn "warning: $KUBELET_UNIT is enabled: it would start the node's old kubelet at boot, and whichever of it and $UNIT_NAME starts last stops the other (Conflicts=). Move the node over: systemctl disable $KUBELET_UNIT && systemctl mask $KUBELET_UNIT (docs/operator-guide.md, \"Moving a kubeadm node over\")"
 fi
 
 say "done: $changed changed, $unchanged unchanged"

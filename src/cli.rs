@@ -173,10 +173,10 @@ pub struct CommonArgs {
     /// How long the kubelet gets to exit after SIGTERM before its process group is SIGKILLed.
     #[arg(long, env = "KUBELET_PIVOT_STOP_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     pub stop_timeout: Duration,
-    /// Exit 0 after yielding the lock (the seed design's behaviour, for an init system that restarts us) instead of standing by on the same descriptor. Off by default.
+    /// Exit 0 after yielding the lock (the behaviour of the self-hosted kubelet proposal, for an init system that restarts us) instead of standing by on the same descriptor. Off by default.
     #[arg(long, env = "KUBELET_PIVOT_EXIT_ON_YIELD")]
     pub exit_on_yield: bool,
-    /// Yield on any open of the lock file (the seed design's unverified behaviour). Off by default: yield only to a verified contender blocked on the lock.
+    /// Yield on any open of the lock file (the self-hosted kubelet proposal's unverified behaviour). Off by default: yield only to a verified contender blocked on the lock.
     #[arg(long, env = "KUBELET_PIVOT_YIELD_ON_ANY_OPEN")]
     pub yield_on_any_open: bool,
     /// How to notice contention (inotify falls back to poll by itself when inotify is unavailable).

@@ -513,11 +513,11 @@ fn the_shipped_daemonset_passes_no_config_flags() {
 
 #[test]
 fn readme_lists_the_allowed_kubelet_flags_from_the_code() {
-    let readme =
-        fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md");
+    let readme = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/reference.md"))
+        .expect("docs/reference.md");
     let table = kp_node::kubelet::flags::allowed_flags_markdown();
     assert!(
         readme.contains(table.trim()),
-        "README.md must embed the allowed kubelet flags of crates/node/src/kubelet/flags.rs (regenerate it):\n{table}"
+        "docs/reference.md must embed the allowed kubelet flags of crates/node/src/kubelet/flags.rs (regenerate it):\n{table}"
     );
 }

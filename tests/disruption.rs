@@ -1151,11 +1151,11 @@ fn metrics_count_drains_evictions_and_held_changes() {
 
 #[test]
 fn readme_embeds_the_class_table_from_the_code() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/reference.md"))
+        .expect("docs/reference.md");
     let table = kp_kubelet_config::disruption::markdown_table();
     assert!(
         readme.contains(table.trim()),
-        "README.md must embed the class table of crates/kubelet-config/src/disruption (regenerate it):\n{table}"
+        "docs/reference.md must embed the class table of crates/kubelet-config/src/disruption (regenerate it):\n{table}"
     );
 }

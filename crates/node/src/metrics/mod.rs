@@ -652,9 +652,12 @@ mod tests {
 
     #[test]
     fn the_readme_names_every_family() {
-        let readme = include_str!("../../../../README.md");
+        let readme = include_str!("../../../../docs/reference.md");
         for (name, _, _) in FAMILIES {
-            assert!(readme.contains(&format!("`{name}")), "README lacks {name}");
+            assert!(
+                readme.contains(&format!("`{name}")),
+                "docs/reference.md lacks {name}"
+            );
         }
     }
 
