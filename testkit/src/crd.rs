@@ -29,7 +29,7 @@ use crate::decode::{go_type, with_type_meta, Shape, OBJECT_META};
 use crate::discovery::{group_versions_entry, VERBS};
 use crate::errors::{ApiError, FieldError, FieldErrorKind};
 use crate::resource::{ApiGroup, Resource, Target};
-use crate::store::{copy_field, EventType, Opts, Outcome, State};
+use crate::store::{copy_field, is_deleting, EventType, Opts, Outcome, State};
 use crate::validation::{dns1123_subdomain, regex_error};
 use crate::watch::History;
 use crate::{schema, store, ApiServer};
@@ -147,11 +147,6 @@ fn condition_true(crd: &Value, kind: &str) -> bool {
         .into_iter()
         .flatten()
         .any(|c| c["type"] == kind && c["status"] == "True")
-}
-
-fn is_deleting(crd: &Value) -> bool {
-    crd.pointer("/metadata/deletionTimestamp")
-        .is_some_and(|t| !t.is_null())
 }
 
 // ------------------------------------------------------------------------------------------

@@ -540,10 +540,7 @@ impl State {
                 warnings,
             });
         }
-        let finalized = obj["metadata"]
-            .get("deletionTimestamp")
-            .is_some_and(|t| !t.is_null())
-            && finalizers(&obj).is_empty();
+        let finalized = is_deleting(&obj) && finalizers(&obj).is_empty();
         let kind = if finalized {
             EventType::Deleted
         } else {
@@ -609,10 +606,7 @@ impl State {
         }
         if !finalizers(&old).is_empty() {
             // Finalizers: the object stays, marked for deletion, until they are removed.
-            if old["metadata"]
-                .get("deletionTimestamp")
-                .is_some_and(|t| !t.is_null())
-            {
+            if is_deleting(&old) {
                 return Ok(Outcome::ok(with_type_meta(
                     old,
                     target.resource,
@@ -702,11 +696,7 @@ impl State {
             }
         }
         validate_labels_annotations(obj, &mut errors);
-        if let Some(old) = old.filter(|old| {
-            old["metadata"]
-                .get("deletionTimestamp")
-                .is_some_and(|t| !t.is_null())
-        }) {
+        if let Some(old) = old.filter(|old| is_deleting(old)) {
             // ValidateObjectMetaUpdate: an object being deleted only loses finalizers.
             let before = finalizers(old);
             let added: Vec<String> = finalizers(obj)
@@ -758,6 +748,13 @@ pub(crate) fn finalizers(obj: &Value) -> Vec<Value> {
         .as_array()
         .cloned()
         .unwrap_or_default()
+}
+
+/// Whether the object is marked for deletion (has a `metadata.deletionTimestamp`).
+pub(crate) fn is_deleting(obj: &Value) -> bool {
+    obj["metadata"]
+        .get("deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
 }
 
 pub(crate) fn copy_field(obj: &mut Value, from: &Value, field: &str) {
