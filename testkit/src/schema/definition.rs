@@ -5,10 +5,9 @@ use serde_json::{Map, Value};
 
 use crate::errors::{FieldError, FieldErrorKind};
 
+use super::prune::default;
 use super::validate::{validate_at, Place};
 use super::{additional, flag, list, properties, type_of};
-
-use super::default;
 
 const TYPES: [&str; 6] = ["array", "boolean", "integer", "number", "object", "string"];
 

@@ -28,7 +28,6 @@ mod prune;
 mod validate;
 
 pub(crate) use definition::check_definition;
-pub(crate) use go::{go_float, go_value};
 pub(crate) use prune::{default, prune};
 pub(crate) use validate::validate;
 
@@ -71,6 +70,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    use super::go::go_float;
     use crate::errors::FieldError;
 
     fn errors_of(value: Value, schema: Value) -> Vec<String> {

@@ -4,9 +4,8 @@ use serde_json::Value;
 
 use crate::errors::{FieldError, FieldErrorKind};
 
+use super::go::{go_float, go_value};
 use super::{additional, child, flag, properties, type_of};
-
-use super::{go_float, go_value};
 
 /// Where errors are reported: the field path of an error is `field_prefix` joined with the
 /// value's name (the defaults of a schema are checked with the `default` field as prefix).
