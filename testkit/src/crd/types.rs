@@ -5,6 +5,8 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
+use crate::unpoisoned;
+
 /// The identity of a served custom resource: what a definition says about it. A change of
 /// any of these moves the stored objects to the new identity.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -33,7 +35,7 @@ static STRINGS: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
 
 /// Interned strings: the few names of the definitions tests create, kept for the process.
 fn leak(text: &str) -> &'static str {
-    let mut strings = STRINGS.lock().unwrap_or_else(|poison| poison.into_inner());
+    let mut strings = unpoisoned::lock(&STRINGS);
     if let Some(found) = strings.iter().find(|s| **s == text) {
         return found;
     }
@@ -43,7 +45,7 @@ fn leak(text: &str) -> &'static str {
 }
 
 fn intern<T: PartialEq + 'static>(pool: &Mutex<Vec<&'static T>>, value: T) -> &'static T {
-    let mut pool = pool.lock().unwrap_or_else(|poison| poison.into_inner());
+    let mut pool = unpoisoned::lock(pool);
     if let Some(found) = pool.iter().find(|known| ***known == value) {
         return found;
     }

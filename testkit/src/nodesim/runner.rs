@@ -11,9 +11,10 @@ use serde_json::{json, Value};
 use crate::patch::PatchKind;
 use crate::resource::{Resource, Target};
 use crate::store::{Opts, State};
+use crate::unpoisoned::lock;
 
 use super::script::{assignment_of, source_annotation, Assignment, Script, SimOptions};
-use super::sim::{condition, lock, ready, Action, Change, Inner, SimNode, Timer};
+use super::sim::{condition, ready, Action, Change, Inner, SimNode, Timer};
 use super::{BATCH, CONDITION_TYPE, IDLE_POLL, KNOWN_BAD, STATUS_ANNOTATION};
 
 struct Runner {

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,7 @@ use crate::clock::now_rfc3339;
 use crate::resource::{Resource, Target};
 use crate::server::Shared;
 use crate::store::{EventType, Opts, State};
+use crate::unpoisoned::lock;
 use crate::ApiServer;
 
 use super::runner::run;
@@ -87,10 +88,6 @@ pub(super) struct Inner {
     pub(super) reacted: AtomicU64,
     pub(super) reacted_lock: Mutex<()>,
     pub(super) reacted_changed: Condvar,
-}
-
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
 /// Simulated nodes on an [`ApiServer`]. Dropping it stops them (the nodes stay).

@@ -11,6 +11,7 @@ use crate::decode::with_type_meta;
 use crate::ids::uuid_v4;
 use crate::resource::{Resource, Target};
 use crate::store::{EventType, Opts, Outcome};
+use crate::unpoisoned;
 use crate::ApiServer;
 
 use super::pdb::set_disruption_allowed_condition;
@@ -66,10 +67,7 @@ impl ApiServer {
     /// `delay` or its grace period, whichever is shorter, as a kubelet would.
     pub fn set_pod_termination_delay(&self, delay: Duration) {
         self.lock().pod_termination_delay = delay;
-        let mut reaper = self
-            .reaper
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut reaper = unpoisoned::lock(&self.reaper);
         if reaper.is_none() && !delay.is_zero() {
             let shared = Arc::downgrade(&self.shared);
             *reaper = Some(thread::spawn(move || reap(shared)));
