@@ -182,7 +182,8 @@
 //! resourceVersions, the generic create/update/patch/delete/list), `watch` (watch cache and
 //! streams), `list` (lists and their paging), `decode` (bodies into objects), `validation`
 //! (names, labels, annotations),
-//! `selectors`, `patch`, `errors`, `discovery`, `protobuf`, `clock`, `ids` and `unpoisoned`
+//! `selectors`, `patch`, `errors`, `discovery`, `protobuf`, `clock`, `ids`, `conditions`
+//! (status conditions as controllers set them) and `unpoisoned`
 //! (mutex locks that survive a panicked holder); the kinds'
 //! own rules in `nodes`, `configmaps`, `events`, `pods` (with PodDisruptionBudgets and
 //! evictions), `leases`, `crd`, `custom` and `schema`; node identities, the Node authorizer
@@ -206,6 +207,7 @@ use crate::server::{Acceptor, ConnRegistry, Shared};
 use crate::store::{Opts, Outcome, State};
 
 mod clock;
+mod conditions;
 mod configmaps;
 mod control;
 mod crd;

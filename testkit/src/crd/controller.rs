@@ -3,6 +3,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::clock::now_rfc3339;
+use crate::conditions::set_condition;
 use crate::decode::with_type_meta;
 use crate::resource::{Resource, Target};
 use crate::store::{self, is_deleting, EventType, Outcome, State};
@@ -45,7 +46,6 @@ fn established_status(crd: &Value) -> Value {
             "the initial names have been accepted",
         ),
     ] {
-        let existing = conditions.iter_mut().find(|c| c["type"] == kind);
         let fresh = json!({
             "type": kind,
             "status": "True",
@@ -53,11 +53,7 @@ fn established_status(crd: &Value) -> Value {
             "message": message,
             "lastTransitionTime": now_rfc3339(),
         });
-        match existing {
-            Some(condition) if condition["status"] == "True" => {}
-            Some(condition) => *condition = fresh,
-            None => conditions.push(fresh),
-        }
+        set_condition(&mut conditions, fresh, &[]);
     }
     status.insert("conditions".into(), Value::Array(conditions));
     Value::Object(status)

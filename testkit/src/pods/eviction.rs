@@ -3,6 +3,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::clock::now_rfc3339;
+use crate::conditions::set_condition;
 use crate::decode::{check_types as check_common_types, go_type, strip_unknown};
 use crate::errors::{ApiError, FieldError};
 use crate::resource::{Resource, Target};
@@ -225,9 +226,6 @@ impl State {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let existing = conditions
-            .iter()
-            .position(|c| c["type"] == "DisruptionTarget");
         let condition = json!({
             "type": "DisruptionTarget",
             "status": "True",
@@ -237,14 +235,7 @@ impl State {
             "message": "Eviction API: evicting",
         });
         // podutil.UpdatePodCondition: the transition time changes with the status only.
-        match existing {
-            Some(i) if conditions[i]["status"] == "True" => {
-                conditions[i]["reason"] = condition["reason"].clone();
-                conditions[i]["message"] = condition["message"].clone();
-            }
-            Some(i) => conditions[i] = condition,
-            None => conditions.push(condition),
-        }
+        set_condition(&mut conditions, condition, &["reason", "message"]);
         updated["status"]["conditions"] = json!(conditions);
         let pod = if updated != pod {
             self.commit(Resource::Pods, EventType::Modified, updated, Some(pod))

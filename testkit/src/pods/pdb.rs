@@ -4,6 +4,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::clock::now_rfc3339;
+use crate::conditions::set_condition;
 use crate::errors::FieldError;
 use crate::resource::{Resource, Target};
 use crate::store::{copy_field, is_deleting, State};
@@ -242,20 +243,11 @@ pub(super) fn set_disruption_allowed_condition(pdb: &mut Value) {
         "reason": reason,
         "message": "",
     });
-    match conditions
-        .iter_mut()
-        .find(|c| c["type"] == "DisruptionAllowed")
-    {
-        Some(existing) => {
-            if existing["status"] != status {
-                *existing = condition;
-            } else {
-                existing["reason"] = json!(reason);
-                existing["observedGeneration"] = json!(observed);
-            }
-        }
-        None => conditions.push(condition),
-    }
+    set_condition(
+        &mut conditions,
+        condition,
+        &["reason", "observedGeneration"],
+    );
     pdb["status"]["conditions"] = json!(conditions);
 }
 
