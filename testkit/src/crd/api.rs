@@ -6,7 +6,7 @@ use crate::resource::{Resource, Target};
 use crate::store::Opts;
 use crate::ApiServer;
 
-use super::parse_target;
+use super::serving::parse_target;
 
 impl ApiServer {
     /// Creates a CustomResourceDefinition (with all of the server's checks; panics if

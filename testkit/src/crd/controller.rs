@@ -9,7 +9,8 @@ use crate::resource::{Resource, Target};
 use crate::store::{self, is_deleting, EventType, Outcome, State};
 use crate::watch::History;
 
-use super::{custom_type, CustomType, CLEANUP_FINALIZER};
+use super::types::{custom_type, CustomType};
+use super::CLEANUP_FINALIZER;
 
 /// The status the naming and establishing controllers give a definition.
 fn established_status(crd: &Value) -> Value {

@@ -23,6 +23,8 @@
 //! Layout: `types` (the served types, interned), `decode` (the fields the decoder knows),
 //! `validation` (defaults and validation), `controller` (naming, establishing, cleanup),
 //! `serving` (requests, paths, discovery) and `api` ([`ApiServer`]'s helpers).
+//!
+//! [`ApiServer`]: crate::ApiServer
 
 mod api;
 mod controller;
@@ -34,7 +36,7 @@ mod validation;
 pub(crate) use controller::{delete, on_commit};
 pub(crate) use decode::{check_types, CRD};
 pub(crate) use serving::{discovery, discovery_groups, parse_target, served, terminating_error};
-pub(crate) use types::{custom_type, group_version, CustomType, GroupVersion};
+pub(crate) use types::{custom_type, CustomType, GroupVersion};
 pub(crate) use validation::{prepare, validate};
 
 /// The finalizer a delete adds; removed once the objects are gone.

@@ -7,8 +7,7 @@ use crate::errors::ApiError;
 use crate::resource::{ApiGroup, Resource, Target};
 use crate::store::{is_deleting, State};
 
-use super::types::{condition_true, text, versions};
-use super::{custom_type, group_version};
+use super::types::{condition_true, custom_type, group_version, text, versions};
 
 /// What a request to a custom resource needs of its definition.
 pub(crate) struct Served<'a> {

@@ -31,6 +31,10 @@
 //!
 //! Layout: `identity` (authentication), `authorizer` (the Node authorizer and RBAC),
 //! `admission` (NodeRestriction) and `api` ([`ApiServer`]'s helpers).
+//!
+//! [`ApiServer`]: crate::ApiServer
+//! [`ApiServer::apply_rbac_manifest`]: crate::ApiServer::apply_rbac_manifest
+//! [`ApiServer::authorize_node_with_selectors`]: crate::ApiServer::authorize_node_with_selectors
 
 mod admission;
 mod api;

@@ -25,6 +25,8 @@
 //!
 //! Layout: `script` (options, scripts, assignments), `sim` ([`NodeSim`] and the state it
 //! shares with its thread) and `runner` (the thread).
+//!
+//! [`ApiServer::requests`]: crate::ApiServer::requests
 
 mod runner;
 mod script;

@@ -20,6 +20,10 @@
 //! Layout: `shapes` (the fields the decoder knows), `fields` (field selectors, merge keys),
 //! `pod` and `pdb` (the two strategies), `termination` (deletes and the reaper thread),
 //! `eviction` (the subresource) and `api` ([`ApiServer`]'s helpers).
+//!
+//! [`ApiServer`]: crate::ApiServer
+//! [`ApiServer::set_pdb_disruptions_allowed`]: crate::ApiServer::set_pdb_disruptions_allowed
+//! [`ApiServer::set_pod_termination_delay`]: crate::ApiServer::set_pod_termination_delay
 
 mod api;
 mod eviction;
