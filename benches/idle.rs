@@ -7,7 +7,7 @@
 //! Builds: "after" is the binary cargo built for this bench (`target/release/kubelet-pivot`);
 //! "before" is `PIVOT_BEFORE_BIN` (scripts/build-before.sh builds the commit pinned in
 //! benches/before-commit, main before issue 23, and prints its path). Without it only the after
-//! build is measured. Both run the same stand-in kubelet (`examples/stand_in_kubelet.rs`), with
+//! build is measured. Both run the same stand-in kubelet (`examples/stand_in_kubelet/`), with
 //! no API server unless said, no `NOTIFY_SOCKET` and no `WATCHDOG_USEC` (so no watchdog), and
 //! `RUST_LOG=warn`. The builds take turns: each part runs the before build, then the after
 //! build (the start and assign parts alternate sample by sample).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A local demo of kubelet-pivot's whole mission with the stand-in kubelet
-# (examples/stand_in_kubelet.rs):
+# (examples/stand_in_kubelet/):
 #   1. the pivot: bootstrap -> self-hosted takeover -> upgrade to a newer
 #      generation -> fallback;
 #   2. the config workflow with the real kubectl against the local test API

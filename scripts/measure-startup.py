@@ -7,7 +7,7 @@ Each run starts `BINARY bootstrap -- STAND_IN` in a fresh temp directory (its
 own lock file, config and state directories, no API server) through
 `bash -c 'record $EPOCHREALTIME; exec BINARY ...'`, so the first timestamp is
 taken just before the exec, with no fork in between. The stand-in kubelet
-(examples/stand_in_kubelet.rs, STANDIN_LOG) writes `t=<unix_ns>` on its
+(examples/stand_in_kubelet/, STANDIN_LOG) writes `t=<unix_ns>` on its
 `start` line: the time it was exec'd by kubelet-pivot. The figure is the
 difference; then kubelet-pivot is stopped (SIGTERM) and waited for.
 

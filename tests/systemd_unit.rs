@@ -29,7 +29,7 @@
 //! The unit file is copied verbatim; the drop-in `kubelet-pivot.service.d/test.conf` only
 //! points ExecStart at the binaries under test, shortens WatchdogSec and records every exit
 //! (ExecStopPost). Flags and KUBELET_ARGS come from /etc/default/kubelet-pivot, the unit's own
-//! EnvironmentFile. The kubelet is the stand-in (`examples/stand_in_kubelet.rs`), with a
+//! EnvironmentFile. The kubelet is the stand-in (`examples/stand_in_kubelet/`), with a
 //! grandchild in its process group and a SIGTERM grace period.
 //!
 //! Needs root, systemd (/lib/systemd/systemd), util-linux (`unshare`, `nsenter`, `setpriv`)

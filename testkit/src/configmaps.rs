@@ -1,4 +1,13 @@
 //! ConfigMaps: the decoder's shape, keys, size limit, base64 `binaryData` and immutability.
+//!
+//! [`ApiServer`]'s helpers for ConfigMaps are here too.
+
+use std::collections::BTreeMap;
+
+use crate::patch::PatchKind;
+use crate::resource::{Resource, Target};
+use crate::store::Opts;
+use crate::ApiServer;
 
 use serde_json::{json, Value};
 
@@ -123,4 +132,53 @@ pub(crate) fn validate(obj: &Value, old: Option<&Value>, errors: &mut Vec<FieldE
         validate_configmap_update(obj, old, errors);
     }
     validate_configmap(obj, errors);
+}
+
+impl ApiServer {
+    /// Creates a ConfigMap and returns it (with uid and resourceVersion).
+    pub fn create_configmap(
+        &self,
+        namespace: &str,
+        name: &str,
+        data: BTreeMap<String, String>,
+        immutable: bool,
+    ) -> Value {
+        let mut body = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": data,
+        });
+        if immutable {
+            body["immutable"] = Value::Bool(true);
+        }
+        let target = Target::collection(Resource::ConfigMaps, Some(namespace));
+        self.helper(|state| state.create(&target, body, &Opts::default()))
+    }
+
+    /// Replaces a ConfigMap's data (an update, with all of the server's checks: an immutable
+    /// ConfigMap gives `Err` with the 422 Status).
+    pub fn update_configmap_data(
+        &self,
+        namespace: &str,
+        name: &str,
+        data: BTreeMap<String, String>,
+    ) -> Result<Value, Value> {
+        let target = Target::object(Resource::ConfigMaps, Some(namespace), name);
+        let patch = json!([{"op": "add", "path": "/data", "value": data}]).to_string();
+        self.helper_result(|state| {
+            state.patch(&target, PatchKind::Json, patch.as_bytes(), &Opts::default())
+        })
+    }
+
+    /// The stored ConfigMap, if any.
+    pub fn configmap(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.lock()
+            .get_served(&Target::object(Resource::ConfigMaps, Some(namespace), name))
+    }
+
+    pub fn delete_configmap(&self, namespace: &str, name: &str) {
+        let target = Target::object(Resource::ConfigMaps, Some(namespace), name);
+        self.helper(|state| state.delete(&target, None, &Opts::default()));
+    }
 }

@@ -1,5 +1,11 @@
 //! Events, served by core/v1 and events.k8s.io/v1: the two shapes, the field renames between
 //! them, their validation and their field selector labels.
+//!
+//! [`ApiServer::events`] is here too.
+
+use crate::decode::with_type_meta;
+use crate::resource::Resource;
+use crate::ApiServer;
 
 use serde_json::{json, Value};
 
@@ -253,3 +259,15 @@ pub(crate) const EVENT_FIELD_LABELS: [&str; 10] = [
     "reportingComponent",
     "type",
 ];
+
+impl ApiServer {
+    /// Every stored Event (core/v1 form), in namespace/name order.
+    pub fn events(&self) -> Vec<Value> {
+        let state = self.lock();
+        state
+            .objects(Resource::Events)
+            .values()
+            .map(|obj| with_type_meta(obj.clone(), Resource::Events, ApiGroup::Core))
+            .collect()
+    }
+}

@@ -172,19 +172,24 @@
 //! [`ApiServer::rotate_node_token`], [`ApiServer::requests`],
 //! [`ApiServer::list_requests`], [`ApiServer::open_watches`].
 //!
-//! Layout: this file holds [`ApiServer`]'s public surface; the machinery is in `server`
+//! Layout: this file holds [`ApiServer`]'s start, addresses, credentials and the helpers
+//! its other `impl` blocks share; `control` its fault injection, outages, watch and history
+//! control, stop and restart, and the requests it served; each kind's module (`nodes`,
+//! `configmaps`, `events`, `pods`, `leases`, `crd`, `nodeauth`) its helpers for that kind.
+//! The machinery is in `server`
 //! (listener and connections), `protocol` (HTTP/1.1), `router` (authentication, faults,
 //! authorization, verbs), `resource` (resources, groups, paths), `store` (objects,
 //! resourceVersions, the generic create/update/patch/delete/list), `watch` (watch cache and
 //! streams), `list` (lists and their paging), `decode` (bodies into objects), `validation`
 //! (names, labels, annotations),
-//! `selectors`, `patch`, `errors`, `discovery`, `protobuf`, `clock` and `ids`; the kinds'
+//! `selectors`, `patch`, `errors`, `discovery`, `protobuf`, `clock`, `ids`, `conditions`
+//! (status conditions as controllers set them) and `unpoisoned`
+//! (mutex locks that survive a panicked holder); the kinds'
 //! own rules in `nodes`, `configmaps`, `events`, `pods` (with PodDisruptionBudgets and
 //! evictions), `leases`, `crd`, `custom` and `schema`; node identities, the Node authorizer
 //! and NodeRestriction in `nodeauth`, RBAC from manifest files in `rbac`; the node simulator
 //! in `nodesim`.
 
-use std::collections::BTreeMap;
 use std::io;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -193,19 +198,18 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use crate::clock::now_rfc3339;
-use crate::decode::with_type_meta;
 use crate::errors::ApiError;
-use crate::patch::PatchKind;
 use crate::protocol::parse_query;
-use crate::resource::{ApiGroup, Resource, Target};
-use crate::server::{bind_with_retry, Acceptor, ConnRegistry, Shared};
-use crate::store::{Deny, Fault, Opts, Outcome, State};
+use crate::resource::{Resource, Target};
+use crate::server::{Acceptor, ConnRegistry, Shared};
+use crate::store::{Opts, Outcome, State};
 
 mod clock;
+mod conditions;
 mod configmaps;
+mod control;
 mod crd;
 mod custom;
 mod decode;
@@ -232,6 +236,7 @@ mod selectors;
 mod server;
 mod store;
 mod tls;
+mod unpoisoned;
 mod validation;
 mod watch;
 
@@ -402,14 +407,6 @@ impl ApiServer {
         self.shared.failed_handshakes.load(Ordering::SeqCst)
     }
 
-    /// Closes every open connection (watches and idle keep-alive ones alike), as an API
-    /// server restart or a load balancer's idle timeout does: clients must connect (and, over
-    /// HTTPS, shake hands) anew.
-    pub fn drop_connections(&self) {
-        self.shared.lock_conns().cut_all();
-        self.shared.changed.notify_all();
-    }
-
     fn https(&self) -> &tls::Tls {
         self.shared
             .tls
@@ -463,249 +460,6 @@ impl ApiServer {
         path
     }
 
-    /// The next `n` non-watch requests are answered with a Status of HTTP `code` (500
-    /// InternalError, 429 TooManyRequests with `Retry-After: 1`, 503, 504, 409, 403, ...)
-    /// instead of being served.
-    pub fn fail_next(&self, n: usize, code: u16) {
-        self.lock().faults.push_back(Fault {
-            remaining: n,
-            code,
-            method: None,
-            path_prefix: None,
-        });
-    }
-
-    /// Like [`ApiServer::fail_next`], for requests with this method (`""` = any) whose path
-    /// starts with `path_prefix`; these may be watch requests (the watch then fails before
-    /// its stream starts).
-    pub fn fail_next_matching(&self, n: usize, code: u16, method: &str, path_prefix: &str) {
-        self.lock().faults.push_back(Fault {
-            remaining: n,
-            code,
-            method: (!method.is_empty()).then(|| method.to_ascii_uppercase()),
-            path_prefix: Some(path_prefix.to_string()),
-        });
-    }
-
-    /// Drops the faults queued by [`ApiServer::fail_next`] and
-    /// [`ApiServer::fail_next_matching`] that were not served yet.
-    pub fn clear_faults(&self) {
-        self.lock().faults.clear();
-    }
-
-    /// From now on, answers a random share of the requests whose User-Agent contains
-    /// `faults.user_agent` (watches included) with one of `faults.codes`, reproducibly: the
-    /// n-th such request's fate depends on the seed and n only (module `faults`). Queued
-    /// faults ([`ApiServer::fail_next`]) go first. Replaces any earlier random faults.
-    pub fn inject_random_faults(&self, faults: RandomFaults) {
-        faults.check();
-        self.lock().random_faults = Some(faults::Draws {
-            spec: faults,
-            drawn: 0,
-        });
-    }
-
-    /// No more random faults.
-    pub fn stop_random_faults(&self) {
-        self.lock().random_faults = None;
-    }
-
-    /// The API server goes away until [`ApiServer::end_outage`]: every open connection
-    /// (watches included) is cut, as when the server process dies, and every request
-    /// after that is read, recorded ([`RequestRecord::outage`]) and its connection closed
-    /// without an answer, which a client sees at once, as it sees a refused connection.
-    /// Unlike [`ApiServer::stop`], the requests sent meanwhile can be counted.
-    pub fn begin_outage(&self) {
-        {
-            let mut state = self.lock();
-            state.outage = true;
-            // Watch threads see the stop and end (their connections are cut below).
-            state.stop_epoch += 1;
-        }
-        self.shared.changed.notify_all();
-        self.shared.lock_conns().cut_all();
-    }
-
-    /// The API server is back (same objects, same resourceVersions, watch history kept).
-    pub fn end_outage(&self) {
-        self.lock().outage = false;
-    }
-
-    /// Delays every response (including the start of watch streams) by `delay`.
-    pub fn set_delay(&self, delay: Duration) {
-        self.lock().delay = delay;
-    }
-
-    /// Ends every open watch stream now (cleanly, as a server-side timeout does) and closes
-    /// its connection.
-    pub fn drop_watches(&self) {
-        self.lock().drop_epoch += 1;
-        self.shared.changed.notify_all();
-    }
-
-    /// Sends a BOOKMARK now on every open watch that asked for bookmarks.
-    pub fn send_bookmark(&self) {
-        self.lock().bookmark_epoch += 1;
-        self.shared.changed.notify_all();
-    }
-
-    /// How often watches that asked for bookmarks get one.
-    pub fn set_bookmark_interval(&self, interval: Duration) {
-        self.lock().bookmark_interval = interval;
-        self.shared.changed.notify_all();
-    }
-
-    /// `true`: an old server that keeps (and validates) Node `spec.configSource` and
-    /// `status.config`; `false` (the default): they are dropped as since v1.24.
-    pub fn keep_config_source(&self, keep: bool) {
-        self.lock().keep_config_source = keep;
-    }
-
-    /// Number of watch events kept per resource.
-    pub fn set_history_limit(&self, limit: usize) {
-        let mut state = self.lock();
-        state.history_limit = limit.max(1);
-        let limit = state.history_limit;
-        for history in state.histories.values_mut() {
-            history.trim(limit);
-        }
-    }
-
-    /// Forgets all watch history (like an etcd compaction plus a watch cache re-list): a
-    /// watch from any resourceVersion before now gets 410 Expired.
-    pub fn compact_history(&self) {
-        let mut state = self.lock();
-        let rv = state.rv;
-        for history in state.histories.values_mut() {
-            history.events.clear();
-            history.floor = rv;
-            history.evicted = false;
-        }
-    }
-
-    /// Shuts down: closes the listener and every connection; clients see connection refused.
-    /// The stored objects are kept for [`ApiServer::restart_on_same_port`].
-    pub fn stop(&self) {
-        let acceptor = self
-            .acceptor
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .take();
-        if let Some(acceptor) = acceptor {
-            acceptor.stop(self.port);
-        }
-        self.lock().stop_epoch += 1;
-        self.shared.changed.notify_all();
-        let mut conns = self.shared.lock_conns();
-        conns.epoch += 1;
-        conns.cut_all();
-    }
-
-    /// Stops (if running) and listens again on the same port, with the same objects and
-    /// resourceVersions (like an API server restart in front of the same etcd).
-    pub fn restart_on_same_port(&self) {
-        self.stop();
-        let listener = bind_with_retry(self.port);
-        let acceptor = Acceptor::spawn(listener, Arc::clone(&self.shared));
-        *self
-            .acceptor
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner()) = Some(acceptor);
-    }
-
-    /// Restarts like [`ApiServer::restart_on_same_port`], but the watch history is lost (a new
-    /// watch cache in front of an etcd that moved on meanwhile): the resourceVersion advances
-    /// and every watch from a resourceVersion before the restart gets 410 Expired, so clients
-    /// must re-list. Objects, UIDs and their resourceVersions are kept.
-    pub fn restart_losing_history(&self) {
-        self.stop();
-        {
-            let mut state = self.lock();
-            // Other writers (leases, other nodes) kept etcd's revision moving.
-            state.rv += 1;
-        }
-        self.compact_history();
-        let listener = bind_with_retry(self.port);
-        let acceptor = Acceptor::spawn(listener, Arc::clone(&self.shared));
-        *self
-            .acceptor
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner()) = Some(acceptor);
-    }
-
-    /// Whether the server is listening.
-    pub fn is_running(&self) -> bool {
-        self.acceptor
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .is_some()
-    }
-
-    /// Every request served so far, oldest first.
-    pub fn requests(&self) -> Vec<RequestRecord> {
-        self.lock().requests.clone()
-    }
-
-    /// The list requests answered 200 whose path starts with `path_prefix`, oldest first:
-    /// each page of a paged list is one (see [`RequestRecord::items`], and its `limit` and
-    /// `continue` through [`RequestRecord::query_param`]).
-    pub fn list_requests(&self, path_prefix: &str) -> Vec<RequestRecord> {
-        self.lock()
-            .requests
-            .iter()
-            .filter(|record| record.is_list() && record.path.starts_with(path_prefix))
-            .cloned()
-            .collect()
-    }
-
-    pub fn clear_requests(&self) {
-        self.lock().requests.clear();
-    }
-
-    /// Number of open watch streams whose path starts with `path_prefix`.
-    pub fn open_watches(&self, path_prefix: &str) -> usize {
-        self.lock()
-            .watches
-            .values()
-            .filter(|record| record.path.starts_with(path_prefix))
-            .count()
-    }
-
-    /// The requests of the open watch streams.
-    pub fn open_watch_records(&self) -> Vec<RequestRecord> {
-        self.lock().watches.values().cloned().collect()
-    }
-
-    /// Requests to any verb on `resource` (e.g. `configmaps`, `nodes/status`) are refused
-    /// with the real RBAC 403 message; `verb` is `get`, `list`, `watch`, `create`, `update`,
-    /// `patch`, `delete` or `*`; `namespace` `None` means every namespace.
-    pub fn deny(&self, verb: &str, resource: &str, namespace: Option<&str>) {
-        self.lock().denies.push(Deny {
-            verb: verb.to_string(),
-            resource: resource.to_string(),
-            namespace: namespace.map(str::to_string),
-        });
-    }
-
-    /// Removes every [`ApiServer::deny`] rule.
-    pub fn allow_all(&self) {
-        self.lock().denies.clear();
-    }
-
-    /// `true`: a request without credentials is `system:anonymous` (may read /version and
-    /// the health endpoints only; 403 elsewhere), as on a secure port. `false` (the default):
-    /// it is served as `system:unsecured`, like kube-apiserver's old plain-HTTP port, because
-    /// client-go (kubectl) never sends credentials over plain HTTP. A wrong token is 401 either
-    /// way.
-    pub fn require_token(&self, require: bool) {
-        self.lock().require_token = require;
-    }
-
-    /// The user name that appears in 403 messages.
-    pub fn set_user(&self, user: &str) {
-        self.lock().user = user.to_string();
-    }
-
     /// The current (latest) resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.lock().rv
@@ -721,128 +475,6 @@ impl ApiServer {
                 &Opts::default(),
             )
         })
-    }
-
-    /// Creates a Node with these annotations and the Ready condition.
-    pub fn create_node<K, V>(
-        &self,
-        name: &str,
-        annotations: impl IntoIterator<Item = (K, V)>,
-    ) -> Value
-    where
-        K: Into<String>,
-        V: Into<String>,
-    {
-        let annotations: Map<String, Value> = annotations
-            .into_iter()
-            .map(|(k, v)| (k.into(), Value::String(v.into())))
-            .collect();
-        let body = json!({
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": name, "annotations": annotations, "labels": {"kubernetes.io/hostname": name}},
-            "spec": {},
-            "status": {
-                "conditions": [{
-                    "type": "Ready", "status": "True", "reason": "KubeletReady",
-                    "message": "kubelet is posting ready status",
-                    "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339(),
-                }],
-                "addresses": [{"type": "Hostname", "address": name}],
-            },
-        });
-        self.helper(|state| state.create(&Target::cluster(Resource::Nodes), body, &Opts::default()))
-    }
-
-    /// The stored Node; panics if there is none.
-    pub fn node(&self, name: &str) -> Value {
-        self.try_node(name)
-            .unwrap_or_else(|| panic!("fake API server has no node {name:?}"))
-    }
-
-    pub fn try_node(&self, name: &str) -> Option<Value> {
-        self.lock()
-            .get_served(&Target::object(Resource::Nodes, None, name))
-    }
-
-    /// Applies a JSON merge patch to `nodes/NAME` (or `nodes/NAME/status` if `status`) with
-    /// the server's semantics; `Err` is the Status a client would get.
-    pub fn patch_node(&self, name: &str, merge_patch: Value, status: bool) -> Result<Value, Value> {
-        let mut target = Target::object(Resource::Nodes, None, name);
-        if status {
-            target.subresource = Some("status".to_string());
-        }
-        let patch = merge_patch.to_string().into_bytes();
-        self.helper_result(|state| state.patch(&target, PatchKind::Merge, &patch, &Opts::default()))
-    }
-
-    /// Sets (`Some`) or removes (`None`) one annotation of a Node, as `kubectl annotate` does.
-    pub fn set_node_annotation(&self, name: &str, key: &str, value: Option<&str>) -> Value {
-        let patch = json!({"metadata": {"annotations": {key: value}}});
-        self.patch_node(name, patch, false)
-            .unwrap_or_else(|status| panic!("failed to annotate node {name}: {status}"))
-    }
-
-    pub fn delete_node(&self, name: &str) {
-        let target = Target::object(Resource::Nodes, None, name);
-        self.helper(|state| state.delete(&target, None, &Opts::default()));
-    }
-
-    /// Creates a ConfigMap and returns it (with uid and resourceVersion).
-    pub fn create_configmap(
-        &self,
-        namespace: &str,
-        name: &str,
-        data: BTreeMap<String, String>,
-        immutable: bool,
-    ) -> Value {
-        let mut body = json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace},
-            "data": data,
-        });
-        if immutable {
-            body["immutable"] = Value::Bool(true);
-        }
-        let target = Target::collection(Resource::ConfigMaps, Some(namespace));
-        self.helper(|state| state.create(&target, body, &Opts::default()))
-    }
-
-    /// Replaces a ConfigMap's data (an update, with all of the server's checks: an immutable
-    /// ConfigMap gives `Err` with the 422 Status).
-    pub fn update_configmap_data(
-        &self,
-        namespace: &str,
-        name: &str,
-        data: BTreeMap<String, String>,
-    ) -> Result<Value, Value> {
-        let target = Target::object(Resource::ConfigMaps, Some(namespace), name);
-        let patch = json!([{"op": "add", "path": "/data", "value": data}]).to_string();
-        self.helper_result(|state| {
-            state.patch(&target, PatchKind::Json, patch.as_bytes(), &Opts::default())
-        })
-    }
-
-    /// The stored ConfigMap, if any.
-    pub fn configmap(&self, namespace: &str, name: &str) -> Option<Value> {
-        self.lock()
-            .get_served(&Target::object(Resource::ConfigMaps, Some(namespace), name))
-    }
-
-    pub fn delete_configmap(&self, namespace: &str, name: &str) {
-        let target = Target::object(Resource::ConfigMaps, Some(namespace), name);
-        self.helper(|state| state.delete(&target, None, &Opts::default()));
-    }
-
-    /// Every stored Event (core/v1 form), in namespace/name order.
-    pub fn events(&self) -> Vec<Value> {
-        let state = self.lock();
-        state
-            .objects(Resource::Events)
-            .values()
-            .map(|obj| with_type_meta(obj.clone(), Resource::Events, ApiGroup::Core))
-            .collect()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -874,11 +506,7 @@ impl Drop for ApiServer {
         self.stop();
         self.shared.closed.store(true, Ordering::SeqCst);
         self.shared.changed.notify_all();
-        let reaper = self
-            .reaper
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .take();
+        let reaper = unpoisoned::lock(&self.reaper).take();
         if let Some(reaper) = reaper {
             let _ = reaper.join();
         }

@@ -1,6 +1,16 @@
 //! Nodes: the decoder's shape, the node strategies (spec and status through their own
 //! endpoints, `configSource` dropped as since v1.24) and the validation of an old server's
 //! `configSource`.
+//!
+//! [`ApiServer`]'s helpers for Nodes are here too.
+
+use serde_json::Map;
+
+use crate::clock::now_rfc3339;
+use crate::patch::PatchKind;
+use crate::resource::Resource;
+use crate::store::Opts;
+use crate::ApiServer;
 
 use serde_json::{json, Value};
 
@@ -229,5 +239,72 @@ fn remove_field(obj: &mut Value, path: &[&str]) {
     }
     if let Some(map) = cursor.as_object_mut() {
         map.remove(*last);
+    }
+}
+
+impl ApiServer {
+    /// Creates a Node with these annotations and the Ready condition.
+    pub fn create_node<K, V>(
+        &self,
+        name: &str,
+        annotations: impl IntoIterator<Item = (K, V)>,
+    ) -> Value
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let annotations: Map<String, Value> = annotations
+            .into_iter()
+            .map(|(k, v)| (k.into(), Value::String(v.into())))
+            .collect();
+        let body = json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "annotations": annotations, "labels": {"kubernetes.io/hostname": name}},
+            "spec": {},
+            "status": {
+                "conditions": [{
+                    "type": "Ready", "status": "True", "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                    "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339(),
+                }],
+                "addresses": [{"type": "Hostname", "address": name}],
+            },
+        });
+        self.helper(|state| state.create(&Target::cluster(Resource::Nodes), body, &Opts::default()))
+    }
+
+    /// The stored Node; panics if there is none.
+    pub fn node(&self, name: &str) -> Value {
+        self.try_node(name)
+            .unwrap_or_else(|| panic!("fake API server has no node {name:?}"))
+    }
+
+    pub fn try_node(&self, name: &str) -> Option<Value> {
+        self.lock()
+            .get_served(&Target::object(Resource::Nodes, None, name))
+    }
+
+    /// Applies a JSON merge patch to `nodes/NAME` (or `nodes/NAME/status` if `status`) with
+    /// the server's semantics; `Err` is the Status a client would get.
+    pub fn patch_node(&self, name: &str, merge_patch: Value, status: bool) -> Result<Value, Value> {
+        let mut target = Target::object(Resource::Nodes, None, name);
+        if status {
+            target.subresource = Some("status".to_string());
+        }
+        let patch = merge_patch.to_string().into_bytes();
+        self.helper_result(|state| state.patch(&target, PatchKind::Merge, &patch, &Opts::default()))
+    }
+
+    /// Sets (`Some`) or removes (`None`) one annotation of a Node, as `kubectl annotate` does.
+    pub fn set_node_annotation(&self, name: &str, key: &str, value: Option<&str>) -> Value {
+        let patch = json!({"metadata": {"annotations": {key: value}}});
+        self.patch_node(name, patch, false)
+            .unwrap_or_else(|status| panic!("failed to annotate node {name}: {status}"))
+    }
+
+    pub fn delete_node(&self, name: &str) {
+        let target = Target::object(Resource::Nodes, None, name);
+        self.helper(|state| state.delete(&target, None, &Opts::default()));
     }
 }

@@ -15,6 +15,7 @@ use crate::protocol::{read_request, write_json};
 use crate::router::handle;
 use crate::store::State;
 use crate::tls::{Half, Tls};
+use crate::unpoisoned;
 
 pub(crate) struct Shared {
     pub(crate) state: Mutex<State>,
@@ -33,15 +34,11 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         // A panicking connection thread must not take the whole server down with it.
-        self.state
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+        unpoisoned::lock(&self.state)
     }
 
     pub(crate) fn lock_conns(&self) -> MutexGuard<'_, ConnRegistry> {
-        self.conns
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+        unpoisoned::lock(&self.conns)
     }
 }
 

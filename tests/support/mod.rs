@@ -2,7 +2,7 @@
 //!
 //! A [`Scene`] is one node in a temp dir: lock file, dynamic config dir, the stand-in kubelet's
 //! event log and its overlap probe. [`Scene::pivot`] builds a `kubelet-pivot` command that runs
-//! the stand-in kubelet (`examples/stand_in_kubelet.rs`); [`Proc`] kills what it started on
+//! the stand-in kubelet (`examples/stand_in_kubelet/`); [`Proc`] kills what it started on
 //! drop, and dropping the scene kills stand-in kubelets (and their grandchildren) left behind.
 //! Waiting is done with [`wait_until`], never with fixed sleeps.
 //!
