@@ -2,6 +2,7 @@
 //! (the same binary installed as `kubectl-pivot`), the global stop switch and the CRD.
 
 pub mod args;
+mod error;
 mod render;
 mod start;
 
@@ -15,6 +16,7 @@ use kube::Client;
 use serde_json::json;
 
 pub use args::{ClusterArgs, ControllerArgs, Output, RolloutAction, RolloutArgs};
+pub use error::{CliError, ClientError, CountError, FlagError};
 pub use render::{bar, exit_code, history_text, invalid_text, settled, status_text};
 
 use super::types::{self, DecodeError, KubeletConfigRollout};
@@ -27,32 +29,35 @@ pub const EXIT_TIMEOUT: u8 = 4;
 
 /// Builds a client the way kubectl does: --kubeconfig, else $KUBECONFIG, else
 /// ~/.kube/config (with --context), else the in-cluster config.
-pub async fn client(args: &ClusterArgs, component: Component) -> Result<Client, String> {
+pub async fn client(args: &ClusterArgs, component: Component) -> Result<Client, ClientError> {
     let opts = kube::config::KubeConfigOptions {
         context: args.context.clone(),
         ..Default::default()
     };
     let mut config = match &args.kubeconfig {
         Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| format!("cannot read --kubeconfig {}: {e}", path.display()))?;
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|source| {
+                ClientError::ReadKubeconfig {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
             kube::Config::from_custom_kubeconfig(kc, &opts)
                 .await
-                .map_err(|e| format!("cannot use --kubeconfig {}: {e}", path.display()))?
+                .map_err(|source| ClientError::UseKubeconfig {
+                    path: path.clone(),
+                    source,
+                })?
         }
         None => match kube::Config::from_kubeconfig(&opts).await {
             Ok(c) => c,
-            Err(err) if args.context.is_some() => {
-                return Err(format!("cannot use the kubeconfig: {err}"))
-            }
-            Err(err) => kube::Config::incluster().map_err(|_| {
-                format!("no kubeconfig ($KUBECONFIG or ~/.kube/config) and not in a cluster: {err}")
-            })?,
+            Err(err) if args.context.is_some() => return Err(ClientError::Kubeconfig(err)),
+            Err(err) => kube::Config::incluster().map_err(|_| ClientError::NoConfig(err))?,
         },
     };
     config.default_retry = false;
     crate::cluster::agent::identify(&mut config, component);
-    crate::cluster::retry::client(config).map_err(|e| format!("cannot build the API client: {e}"))
+    crate::cluster::retry::client(config).map_err(ClientError::Build)
 }
 
 /// The rollouts, untyped: an object the types cannot read is still shown (see [`Read`]).
@@ -86,41 +91,45 @@ impl Read {
     }
 
     /// The rollout, or the error a command that needs it reports.
-    fn rollout(self, name: &str) -> Result<KubeletConfigRollout, String> {
+    fn rollout(self, name: &str) -> Result<KubeletConfigRollout, CliError> {
         match self {
             Read::Valid(r) => Ok(*r),
-            Read::Invalid(_, err) => Err(cannot_read(name, &err)),
+            Read::Invalid(_, source) => Err(CliError::Unreadable {
+                name: name.to_string(),
+                source,
+            }),
         }
     }
 }
 
-fn cannot_read(name: &str, err: &DecodeError) -> String {
-    format!(
-        "rollout {name} cannot be read ({err}); fix the field (kubectl edit kcr {name}) or delete the rollout"
-    )
+fn read_error(name: &str) -> impl FnOnce(kube::Error) -> CliError + '_ {
+    move |source| CliError::Read {
+        name: name.to_string(),
+        source,
+    }
 }
 
-async fn read(client: &Client, name: &str) -> Result<Read, String> {
+async fn read(client: &Client, name: &str) -> Result<Read, CliError> {
     api(client)
         .get_opt(name)
         .await
-        .map_err(|e| format!("cannot read rollout {name}: {e}"))?
+        .map_err(read_error(name))?
         .map(Read::of)
-        .ok_or_else(|| {
-            format!("rollout {name} not found (kubectl get kubeletconfigrollouts lists them)")
+        .ok_or_else(|| CliError::NotFound {
+            name: name.to_string(),
         })
 }
 
 /// The rollout, if it exists (an error if it cannot be read).
-async fn get_opt(client: &Client, name: &str) -> Result<Option<KubeletConfigRollout>, String> {
+async fn get_opt(client: &Client, name: &str) -> Result<Option<KubeletConfigRollout>, CliError> {
     match api(client).get_opt(name).await {
         Ok(Some(obj)) => Read::of(obj).rollout(name).map(Some),
         Ok(None) => Ok(None),
-        Err(e) => Err(format!("cannot read rollout {name}: {e}")),
+        Err(e) => Err(read_error(name)(e)),
     }
 }
 
-async fn get(client: &Client, name: &str) -> Result<KubeletConfigRollout, String> {
+async fn get(client: &Client, name: &str) -> Result<KubeletConfigRollout, CliError> {
     read(client, name).await?.rollout(name)
 }
 
@@ -128,14 +137,21 @@ async fn patch_spec(
     client: &Client,
     name: &str,
     patch: serde_json::Value,
-) -> Result<KubeletConfigRollout, String> {
+) -> Result<KubeletConfigRollout, CliError> {
     let obj = api(client)
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|e| format!("cannot update rollout {name}: {e}"))?;
-    Read::of(obj)
-        .rollout(name)
-        .map_err(|e| format!("the change was made, but {e}"))
+        .map_err(|source| CliError::Update {
+            name: name.to_string(),
+            source,
+        })?;
+    match Read::of(obj) {
+        Read::Valid(r) => Ok(*r),
+        Read::Invalid(_, source) => Err(CliError::ChangedButUnreadable {
+            name: name.to_string(),
+            source,
+        }),
+    }
 }
 
 fn print_object(
@@ -172,11 +188,10 @@ fn print_invalid(
 }
 
 /// Runs one `rollout` command; returns the exit status.
-pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, String> {
+pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError> {
     if let RolloutAction::Crd = args.action {
-        let crd = serde_yaml_ng::to_string(&super::types::crd()?)
-            .map_err(|e| format!("cannot render the CRD: {e}"))?;
-        write!(out, "{crd}").map_err(|e| e.to_string())?;
+        let crd = serde_yaml_ng::to_string(&super::types::crd()?).map_err(CliError::RenderCrd)?;
+        write!(out, "{crd}").map_err(CliError::PrintCrd)?;
         return Ok(0);
     }
     if let RolloutAction::Start(a) = &args.action {
@@ -184,7 +199,7 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, String> 
     }
     let client = client(&args.cluster, Component::Cli).await?;
     let output = args.output;
-    let io = |e: std::io::Error| format!("cannot write the output: {e}");
+    let io = CliError::Output;
     match args.action {
         RolloutAction::Crd => Ok(0),
         RolloutAction::Start(a) => {
@@ -274,12 +289,7 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, String> 
             match output {
                 Output::Json => {
                     let history = r.status.map(|s| s.history).unwrap_or_default();
-                    writeln!(
-                        out,
-                        "{}",
-                        serde_json::to_string(&history).map_err(|e| e.to_string())?
-                    )
-                    .map_err(io)?
+                    writeln!(out, "{}", serde_json::to_string(&history)?).map_err(io)?
                 }
                 Output::Table => write!(out, "{}", history_text(&r)).map_err(io)?,
             }
@@ -296,12 +306,12 @@ fn report(
     r: &KubeletConfigRollout,
     output: Output,
     msg: &str,
-) -> Result<u8, String> {
+) -> Result<u8, CliError> {
     match output {
         Output::Json => print_object(out, r, output),
         Output::Table => writeln!(out, "{msg}"),
     }
-    .map_err(|e| format!("cannot write the output: {e}"))?;
+    .map_err(CliError::Output)?;
     Ok(0)
 }
 
@@ -311,32 +321,35 @@ async fn global_stop(
     namespace: &str,
     output: Output,
     out: &mut impl Write,
-) -> Result<u8, String> {
+) -> Result<u8, CliError> {
     let name = super::controller_defaults::STOP_CONFIGMAP;
+    let failed = |action: &'static str| {
+        move |source| CliError::StopSwitch {
+            action,
+            namespace: namespace.to_string(),
+            name,
+            source,
+        }
+    };
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let on = match switch {
         args::Switch::On => {
             let cm: ConfigMap = serde_json::from_value(json!({
                 "metadata": {"name": name},
                 "data": {"reason": "set by kubectl pivot rollout global-stop on"},
-            }))
-            .map_err(|e| e.to_string())?;
+            }))?;
             match cms.create(&PostParams::default(), &cm).await {
                 Ok(_) => true,
                 Err(kube::Error::Api(s)) if s.code == 409 => true,
-                Err(e) => return Err(format!("cannot create configmap {namespace}/{name}: {e}")),
+                Err(e) => return Err(failed("create")(e)),
             }
         }
         args::Switch::Off => match cms.delete(name, &DeleteParams::default()).await {
             Ok(_) => false,
             Err(kube::Error::Api(s)) if s.code == 404 => false,
-            Err(e) => return Err(format!("cannot delete configmap {namespace}/{name}: {e}")),
+            Err(e) => return Err(failed("delete")(e)),
         },
-        args::Switch::Status => cms
-            .get_opt(name)
-            .await
-            .map_err(|e| format!("cannot read configmap {namespace}/{name}: {e}"))?
-            .is_some(),
+        args::Switch::Status => cms.get_opt(name).await.map_err(failed("read"))?.is_some(),
     };
     let text = match output {
         Output::Json => {
@@ -347,7 +360,7 @@ async fn global_stop(
         ),
         Output::Table => format!("global stop is off (no configmap {namespace}/{name})"),
     };
-    writeln!(out, "{text}").map_err(|e| format!("cannot write the output: {e}"))?;
+    writeln!(out, "{text}").map_err(CliError::Output)?;
     Ok(0)
 }
 
@@ -358,24 +371,28 @@ async fn watch_status(
     name: &str,
     output: Output,
     out: &mut impl Write,
-) -> Result<u8, String> {
+) -> Result<u8, CliError> {
     let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut stream = watcher::watcher(api(client), cfg).boxed();
     let tty = std::io::stdout().is_terminal() && output == Output::Table;
     let mut last_lines = 0usize;
     let mut last: Option<KubeletConfigRollout> = None;
-    let io = |e: std::io::Error| format!("cannot write the output: {e}");
+    let io = CliError::Output;
     let mut seen = false;
     while let Some(event) = stream.next().await {
         let raw = match event {
             Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => o,
-            Ok(watcher::Event::Delete(_)) => return Err(format!("rollout {name} was deleted")),
+            Ok(watcher::Event::Delete(_)) => {
+                return Err(CliError::Deleted {
+                    name: name.to_string(),
+                })
+            }
             Ok(watcher::Event::Init) => continue,
             Ok(watcher::Event::InitDone) => {
                 if !seen {
-                    return Err(format!(
-                        "rollout {name} not found (kubectl get kubeletconfigrollouts lists them)"
-                    ));
+                    return Err(CliError::NotFound {
+                        name: name.to_string(),
+                    });
                 }
                 continue;
             }
@@ -423,5 +440,5 @@ async fn watch_status(
             return Ok(code);
         }
     }
-    Err("the watch ended".to_string())
+    Err(CliError::WatchEnded)
 }

@@ -1,6 +1,21 @@
-//! Why a reconcile failed.
+//! Why the controller stopped, and why a reconcile failed.
 
+use super::super::lease::TimingsError;
 use super::super::metrics::ErrorKind;
+use super::super::serve::ServeError;
+
+/// Why the controller stopped acting (the process then exits, and a standby takes over).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Timings(#[from] TimingsError),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    #[error("the controller stopped")]
+    Stopped,
+    #[error("lost the leader lease; exiting so that only one replica acts")]
+    LostLease,
+}
 
 /// A reconcile that failed (requeued with backoff by the controller's error policy).
 #[derive(Debug, thiserror::Error)]

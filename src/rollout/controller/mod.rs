@@ -52,7 +52,7 @@ use reconcile::{error_policy, reconcile};
 use reports::InvalidReports;
 use strip::strip;
 
-pub use error::ReconcileError;
+pub use error::{ReconcileError, RunError};
 
 /// How long a leader that lost its Lease tries to give it up before exiting.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -123,14 +123,12 @@ fn log_controller_error(
 }
 
 /// Runs the controller until leadership is lost (Err) or SIGTERM/SIGINT (Ok).
-pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> {
+pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), RunError> {
     opts.timings.check()?;
     let metrics = Arc::new(ControllerMetrics::new());
     let health = Health::new(opts.timings.lease_duration);
     if let Some(addr) = opts.metrics_address {
-        serve::start(addr, metrics.clone(), health.clone())
-            .await
-            .map_err(|e| e.to_string())?;
+        serve::start(addr, metrics.clone(), health.clone()).await?;
     }
     let leases = Api::namespaced(client.clone(), &opts.namespace);
     let elector = Elector::new(
@@ -241,7 +239,7 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
         "caches synced; reconciling rollouts"
     );
     tokio::select! {
-        () = controller => Err("the controller stopped".to_string()),
+        () = controller => Err(RunError::Stopped),
         _ = lost => {
             metrics.set_leader(false);
             // Renewals failed for the whole renew deadline (or another replica
@@ -252,7 +250,7 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), String> 
                 Elector::release(&leases, &opts.lease_name, &opts.identity),
             )
             .await;
-            Err("lost the leader lease; exiting so that only one replica acts".to_string())
+            Err(RunError::LostLease)
         }
         _ = shutdown_signal() => {
             Elector::release(&leases, &opts.lease_name, &opts.identity).await;

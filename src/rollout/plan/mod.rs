@@ -166,7 +166,7 @@ pub fn plan(inp: &Inputs) -> Plan {
                 ConditionType::Valid,
                 false,
                 "InvalidSpec",
-                &err,
+                &err.to_string(),
                 &now,
             );
             return Plan {

@@ -85,23 +85,34 @@ impl JsonSchema for IntOrPercent {
     }
 }
 
+/// A string of a count-or-percentage field that is not a percentage from 1% to 100%.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PercentError {
+    #[error("{0:?} is neither a count nor a percentage like \"10%\"")]
+    NoPercentSign(String),
+    #[error("{0:?} is not a percentage like \"10%\"")]
+    NotANumber(String),
+    #[error("{0:?} must be between 1% and 100%")]
+    OutOfRange(String),
+}
+
 impl IntOrPercent {
-    fn percent(text: &str) -> Result<usize, String> {
+    fn percent(text: &str) -> Result<usize, PercentError> {
         let digits = text
             .trim()
             .strip_suffix('%')
-            .ok_or_else(|| format!("{text:?} is neither a count nor a percentage like \"10%\""))?;
+            .ok_or_else(|| PercentError::NoPercentSign(text.to_string()))?;
         let pct: usize = digits
             .parse()
-            .map_err(|_| format!("{text:?} is not a percentage like \"10%\""))?;
+            .map_err(|_| PercentError::NotANumber(text.to_string()))?;
         if pct == 0 || pct > 100 {
-            return Err(format!("{text:?} must be between 1% and 100%"));
+            return Err(PercentError::OutOfRange(text.to_string()));
         }
         Ok(pct)
     }
 
     /// The count out of `total`: a percentage rounds up (a batch of 10% of 5 nodes is 1).
-    pub fn resolve(&self, total: usize) -> Result<usize, String> {
+    pub fn resolve(&self, total: usize) -> Result<usize, PercentError> {
         match self {
             IntOrPercent::Int(n) => Ok(*n as usize),
             IntOrPercent::Percent(text) => Ok((total * Self::percent(text)?).div_ceil(100)),
@@ -110,7 +121,7 @@ impl IntOrPercent {
 
     /// The count out of `total`, a percentage rounded down but at least 1 (as
     /// maxUnavailable rounds in Kubernetes, with a floor so that progress is possible).
-    pub fn resolve_down(&self, total: usize) -> Result<usize, String> {
+    pub fn resolve_down(&self, total: usize) -> Result<usize, PercentError> {
         match self {
             IntOrPercent::Int(n) => Ok(*n as usize),
             IntOrPercent::Percent(text) => Ok((total * Self::percent(text)? / 100).max(1)),
@@ -129,6 +140,18 @@ mod tests {
             assert!(re.is_match(ok), "{ok}");
             assert!(IntOrPercent::Percent(ok.into()).resolve(10).is_ok(), "{ok}");
         }
+        let text = |p: &str| {
+            IntOrPercent::Percent(p.into())
+                .resolve(10)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            text("10"),
+            r#""10" is neither a count nor a percentage like "10%""#
+        );
+        assert_eq!(text("ten%"), r#""ten%" is not a percentage like "10%""#);
+        assert_eq!(text("101%"), r#""101%" must be between 1% and 100%"#);
         for bad in [
             "0%", "00%", "05%", "101%", "1000%", "10", "%", "10 %", " 10%", "10%\n", "1.5%", "-5%",
             "ten%", "",

@@ -6,6 +6,15 @@ use serde_json::Value;
 
 use super::KubeletConfigRollout;
 
+/// The CRD could not be generated (a bug: the derived one always serializes).
+#[derive(Debug, thiserror::Error)]
+pub enum CrdError {
+    #[error("cannot render the derived CRD: {0}")]
+    Render(#[source] serde_json::Error),
+    #[error("cannot rebuild the CRD: {0}")]
+    Rebuild(#[source] serde_json::Error),
+}
+
 /// The CustomResourceDefinition, as `kubelet-pivot rollout crd` prints it and
 /// `manifests/40-rollout-crd.yaml` holds it: the derived one without any `nullable`.
 ///
@@ -14,9 +23,8 @@ use super::KubeletConfigRollout;
 /// back as the field's value (a `null` batch is no count nor percentage). Without
 /// `nullable`, the server drops a `null` or puts the field's default in its place, so
 /// that what it stores is what the types decode.
-pub fn crd() -> Result<CustomResourceDefinition, String> {
-    let mut value = serde_json::to_value(KubeletConfigRollout::crd())
-        .map_err(|e| format!("cannot render the derived CRD: {e}"))?;
+pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
+    let mut value = serde_json::to_value(KubeletConfigRollout::crd()).map_err(CrdError::Render)?;
     if let Some(versions) = value
         .pointer_mut("/spec/versions")
         .and_then(Value::as_array_mut)
@@ -27,7 +35,7 @@ pub fn crd() -> Result<CustomResourceDefinition, String> {
             }
         }
     }
-    serde_json::from_value(value).map_err(|e| format!("cannot rebuild the CRD: {e}"))
+    serde_json::from_value(value).map_err(CrdError::Rebuild)
 }
 
 /// Removes every `nullable` keyword (a boolean; a property so named would be an object).

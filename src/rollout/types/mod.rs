@@ -14,8 +14,8 @@ mod decode;
 mod spec;
 mod status;
 
-pub use count::IntOrPercent;
-pub use crd::crd;
+pub use count::{IntOrPercent, PercentError};
+pub use crd::{crd, CrdError};
 pub use decode::{decode, DecodeError};
 pub use spec::{
     ConfigMapKey, HealthGates, KubeletConfigRollout, MaintenanceWindow, MaxUnavailable, RolloutSpec,
