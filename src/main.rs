@@ -181,14 +181,17 @@ fn cluster_command(command: Command) -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match command {
-            Command::Rollout(a) => rollout::cli::run(a, &mut std::io::stdout()).await,
+            Command::Rollout(a) => rollout::cli::run(a, &mut std::io::stdout())
+                .await
+                .map_err(|e| e.to_string()),
             Command::RolloutController(a) => {
                 kubelet_pivot::observe::logging::init(a.log_format);
                 let client = rollout::cli::client(
                     &a.cluster,
                     kubelet_pivot::cluster::agent::Component::RolloutController,
                 )
-                .await?;
+                .await
+                .map_err(|e| e.to_string())?;
                 let identity = a.identity.clone().unwrap_or_else(|| {
                     let host = nix::unistd::gethostname()
                         .map(|h| h.to_string_lossy().into_owned())
@@ -208,7 +211,10 @@ fn cluster_command(command: Command) -> ExitCode {
                     debounce: a.debounce,
                     metrics_address: a.metrics_address,
                 };
-                rollout::controller::run(client, opts).await.map(|()| 0)
+                rollout::controller::run(client, opts)
+                    .await
+                    .map(|()| 0)
+                    .map_err(|e| e.to_string())
             }
             _ => Err("internal error: not a cluster command".to_string()),
         }
