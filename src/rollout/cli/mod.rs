@@ -1,17 +1,20 @@
 //! The operator's commands: `kubectl pivot rollout start|status|pause|resume|undo|history`
 //! (the same binary installed as `kubectl-pivot`), the global stop switch and the CRD.
+//!
+//! - [`args`]: the flags; `start`: creating or re-pointing a rollout; `watch`: `status
+//!   --watch`; `stop`: the global stop switch; `render`: the text the commands print;
+//!   `error`: what can go wrong, each with its context.
 
 pub mod args;
 mod error;
 mod render;
 mod start;
+mod stop;
+mod watch;
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::Client;
 use serde_json::json;
 
@@ -233,10 +236,13 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
         } => {
             if watch {
                 let Some(limit) = timeout else {
-                    return watch_status(&client, &name, output, out).await;
+                    return watch::watch_status(&client, &name, output, out).await;
                 };
-                return match tokio::time::timeout(limit, watch_status(&client, &name, output, out))
-                    .await
+                return match tokio::time::timeout(
+                    limit,
+                    watch::watch_status(&client, &name, output, out),
+                )
+                .await
                 {
                     Ok(result) => result,
                     Err(_) => {
@@ -296,7 +302,7 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
             Ok(0)
         }
         RolloutAction::GlobalStop { switch, namespace } => {
-            global_stop(&client, switch, &namespace, output, out).await
+            stop::global_stop(&client, switch, &namespace, output, out).await
         }
     }
 }
@@ -313,132 +319,4 @@ fn report(
     }
     .map_err(CliError::Output)?;
     Ok(0)
-}
-
-async fn global_stop(
-    client: &Client,
-    switch: args::Switch,
-    namespace: &str,
-    output: Output,
-    out: &mut impl Write,
-) -> Result<u8, CliError> {
-    let name = super::controller_defaults::STOP_CONFIGMAP;
-    let failed = |action: &'static str| {
-        move |source| CliError::StopSwitch {
-            action,
-            namespace: namespace.to_string(),
-            name,
-            source,
-        }
-    };
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let on = match switch {
-        args::Switch::On => {
-            let cm: ConfigMap = serde_json::from_value(json!({
-                "metadata": {"name": name},
-                "data": {"reason": "set by kubectl pivot rollout global-stop on"},
-            }))?;
-            match cms.create(&PostParams::default(), &cm).await {
-                Ok(_) => true,
-                Err(kube::Error::Api(s)) if s.code == 409 => true,
-                Err(e) => return Err(failed("create")(e)),
-            }
-        }
-        args::Switch::Off => match cms.delete(name, &DeleteParams::default()).await {
-            Ok(_) => false,
-            Err(kube::Error::Api(s)) if s.code == 404 => false,
-            Err(e) => return Err(failed("delete")(e)),
-        },
-        args::Switch::Status => cms.get_opt(name).await.map_err(failed("read"))?.is_some(),
-    };
-    let text = match output {
-        Output::Json => {
-            json!({"globalStop": on, "configMap": format!("{namespace}/{name}")}).to_string()
-        }
-        Output::Table if on => format!(
-            "global stop is ON (configmap {namespace}/{name} exists): every rollout is halted"
-        ),
-        Output::Table => format!("global stop is off (no configmap {namespace}/{name})"),
-    };
-    writeln!(out, "{text}").map_err(CliError::Output)?;
-    Ok(0)
-}
-
-/// Follows one rollout: redraws on every change (in place on a terminal, one snapshot per
-/// change otherwise, one JSON document per line with -o json) until it settles.
-async fn watch_status(
-    client: &Client,
-    name: &str,
-    output: Output,
-    out: &mut impl Write,
-) -> Result<u8, CliError> {
-    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut stream = watcher::watcher(api(client), cfg).boxed();
-    let tty = std::io::stdout().is_terminal() && output == Output::Table;
-    let mut last_lines = 0usize;
-    let mut last: Option<KubeletConfigRollout> = None;
-    let io = CliError::Output;
-    let mut seen = false;
-    while let Some(event) = stream.next().await {
-        let raw = match event {
-            Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => o,
-            Ok(watcher::Event::Delete(_)) => {
-                return Err(CliError::Deleted {
-                    name: name.to_string(),
-                })
-            }
-            Ok(watcher::Event::Init) => continue,
-            Ok(watcher::Event::InitDone) => {
-                if !seen {
-                    return Err(CliError::NotFound {
-                        name: name.to_string(),
-                    });
-                }
-                continue;
-            }
-            Err(err) => {
-                eprintln!("watch interrupted ({err}); retrying");
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        seen = true;
-        let obj = match Read::of(raw) {
-            Read::Valid(r) => *r,
-            Read::Invalid(obj, err) => {
-                if tty && last_lines > 0 {
-                    write!(out, "\x1b[{last_lines}A\x1b[J").map_err(io)?;
-                } else if last.is_some() {
-                    writeln!(out).map_err(io)?;
-                }
-                print_invalid(out, &obj, &err, output).map_err(io)?;
-                out.flush().map_err(io)?;
-                return Ok(EXIT_FAILED);
-            }
-        };
-        if last.as_ref().is_some_and(|l| l.status == obj.status) {
-            continue;
-        }
-        match output {
-            Output::Json => print_object(out, &obj, output).map_err(io)?,
-            Output::Table => {
-                let text = status_text(&obj);
-                if tty && last_lines > 0 {
-                    write!(out, "\x1b[{last_lines}A\x1b[J").map_err(io)?;
-                } else if last.is_some() {
-                    writeln!(out).map_err(io)?;
-                }
-                write!(out, "{text}").map_err(io)?;
-                last_lines = text.lines().count();
-            }
-        }
-        out.flush().map_err(io)?;
-        let done = settled(&obj);
-        let code = exit_code(&obj);
-        last = Some(obj);
-        if done {
-            return Ok(code);
-        }
-    }
-    Err(CliError::WatchEnded)
 }
