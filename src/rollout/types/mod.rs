@@ -2,9 +2,9 @@
 //! operator writes it and its status as the controller keeps it. The CRD in
 //! `manifests/40-rollout-crd.yaml` is generated from these types (`kubelet-pivot rollout crd`).
 //!
-//! - [`spec`]: the spec, as the operator writes it;
-//! - [`count`]: a count or a percentage of nodes ([`IntOrPercent`]);
-//! - [`status`]: the status, as the controller keeps it;
+//! - `spec`: the spec, as the operator writes it;
+//! - `count`: a count or a percentage of nodes ([`IntOrPercent`]);
+//! - `status`: the status, as the controller keeps it;
 //! - `crd`: the CustomResourceDefinition generated from them;
 //! - `decode`: reading a stored object, with the field that cannot be read.
 
