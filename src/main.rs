@@ -200,14 +200,17 @@ fn cluster_command(command: Command) -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match command {
-            Command::Rollout(a) => kp_rollout::cli::run(a, &mut std::io::stdout()).await,
+            Command::Rollout(a) => kp_rollout::cli::run(a, &mut std::io::stdout())
+                .await
+                .map_err(|e| e.to_string()),
             Command::RolloutController(a) => {
                 kp_runtime::logging::init(a.log_format);
                 let client = kp_rollout::cli::client(
                     &a.cluster,
                     kp_runtime::agent::Component::RolloutController,
                 )
-                .await?;
+                .await
+                .map_err(|e| e.to_string())?;
                 let identity = a.identity.clone().unwrap_or_else(|| {
                     let host = nix::unistd::gethostname()
                         .map(|h| h.to_string_lossy().into_owned())
@@ -227,7 +230,10 @@ fn cluster_command(command: Command) -> ExitCode {
                     debounce: a.debounce,
                     metrics_address: a.metrics_address,
                 };
-                kp_rollout::controller::run(client, opts).await.map(|()| 0)
+                kp_rollout::controller::run(client, opts)
+                    .await
+                    .map(|()| 0)
+                    .map_err(|e| e.to_string())
             }
             _ => Err("internal error: not a cluster command".to_string()),
         }

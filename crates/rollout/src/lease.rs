@@ -25,17 +25,28 @@ pub struct LeaseTimings {
     pub retry_period: Duration,
 }
 
+/// Timings out of the order client-go requires (named by their flags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TimingsError {
+    #[error("--lease-duration must be longer than --renew-deadline")]
+    DurationNotAboveDeadline,
+    #[error("--renew-deadline must be longer than --retry-period")]
+    DeadlineNotAboveRetry,
+    #[error("--retry-period must be more than 0")]
+    NoRetryPeriod,
+}
+
 impl LeaseTimings {
     /// Checks the ordering client-go requires: duration > deadline > retry period.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), TimingsError> {
         if self.lease_duration <= self.renew_deadline {
-            return Err("--lease-duration must be longer than --renew-deadline".into());
+            return Err(TimingsError::DurationNotAboveDeadline);
         }
         if self.renew_deadline <= self.retry_period {
-            return Err("--renew-deadline must be longer than --retry-period".into());
+            return Err(TimingsError::DeadlineNotAboveRetry);
         }
         if self.retry_period.is_zero() {
-            return Err("--retry-period must be more than 0".into());
+            return Err(TimingsError::NoRetryPeriod);
         }
         Ok(())
     }

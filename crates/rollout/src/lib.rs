@@ -8,7 +8,8 @@
 //!   catches up;
 //! - [`plan`]: the decisions, as one pure function;
 //! - [`window`]: maintenance windows and durations;
-//! - [`controller`]: the kube-runtime controller around the plan;
+//! - [`controller`]: the kube-runtime controller around the plan, and what it remembers
+//!   between reconciles (each cache a type of its own);
 //! - [`events`]: the Events a rollout's progress posts on it;
 //! - [`invalid`]: a rollout the controller cannot read, reported on itself and skipped;
 //! - [`recorder`]: posting those Events, one create each;

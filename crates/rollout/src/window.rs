@@ -8,10 +8,46 @@ const DAY: u64 = 24 * 3600;
 const WEEK: u64 = 7 * DAY;
 const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
 
+/// A duration of the spec that cannot be read.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{field}: {text:?} is not a duration like \"30s\" or \"10m\": {source}")]
+pub struct DurationError {
+    /// The spec field (`soak`, `healthGates.nodeReadyTimeout`).
+    pub field: String,
+    pub text: String,
+    #[source]
+    pub source: humantime::DurationError,
+}
+
+/// A maintenance window that cannot be followed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum WindowError {
+    #[error("start {0:?} is not a time of day like \"22:00\"")]
+    Start(String),
+    #[error(transparent)]
+    Duration(#[from] DurationError),
+    #[error("duration {0:?} must be more than 0 and at most 7 days")]
+    Length(String),
+    #[error("day {0:?} is not one of Mon, Tue, ..., Sun")]
+    Day(String),
+}
+
+/// The window of a spec that cannot be followed, by its index.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("maintenanceWindows[{index}]: {source}")]
+pub struct WindowsError {
+    pub index: usize,
+    #[source]
+    pub source: WindowError,
+}
+
 /// A duration as the spec writes it (`"90s"`, `"10m"`, `"1h30m"`, `"0s"`).
-pub fn parse_duration(field: &str, text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim())
-        .map_err(|e| format!("{field}: {text:?} is not a duration like \"30s\" or \"10m\": {e}"))
+pub fn parse_duration(field: &str, text: &str) -> Result<Duration, DurationError> {
+    humantime::parse_duration(text.trim()).map_err(|source| DurationError {
+        field: field.to_string(),
+        text: text.to_string(),
+        source,
+    })
 }
 
 /// A window checked and turned into minutes of the week.
@@ -23,27 +59,24 @@ pub struct Window {
 }
 
 /// Checks the windows of a spec.
-pub fn parse_windows(windows: &[MaintenanceWindow]) -> Result<Vec<Window>, String> {
+pub fn parse_windows(windows: &[MaintenanceWindow]) -> Result<Vec<Window>, WindowsError> {
     windows
         .iter()
         .enumerate()
-        .map(|(i, w)| parse_window(w).map_err(|e| format!("maintenanceWindows[{i}]: {e}")))
+        .map(|(index, w)| parse_window(w).map_err(|source| WindowsError { index, source }))
         .collect()
 }
 
-fn parse_window(w: &MaintenanceWindow) -> Result<Window, String> {
+fn parse_window(w: &MaintenanceWindow) -> Result<Window, WindowError> {
     let (h, m) = w
         .start
         .split_once(':')
         .and_then(|(h, m)| Some((h.parse::<u64>().ok()?, m.parse::<u64>().ok()?)))
         .filter(|(h, m)| *h < 24 && *m < 60)
-        .ok_or_else(|| format!("start {:?} is not a time of day like \"22:00\"", w.start))?;
+        .ok_or_else(|| WindowError::Start(w.start.clone()))?;
     let length = parse_duration("duration", &w.duration)?.as_secs();
     if length == 0 || length > WEEK {
-        return Err(format!(
-            "duration {:?} must be more than 0 and at most 7 days",
-            w.duration
-        ));
+        return Err(WindowError::Length(w.duration.clone()));
     }
     let days: Vec<u64> = if w.days.is_empty() {
         (0..7).collect()
@@ -54,7 +87,7 @@ fn parse_window(w: &MaintenanceWindow) -> Result<Window, String> {
                 DAYS.iter()
                     .position(|name| name.eq_ignore_ascii_case(d.trim()))
                     .map(|p| p as u64)
-                    .ok_or_else(|| format!("day {d:?} is not one of Mon, Tue, ..., Sun"))
+                    .ok_or_else(|| WindowError::Day(d.clone()))
             })
             .collect::<Result<_, _>>()?
     };
@@ -153,7 +186,8 @@ mod tests {
                 start: start.into(),
                 duration: duration.into(),
             }])
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
             assert!(err.starts_with("maintenanceWindows[0]: "), "{err}");
             assert!(err.contains(want), "{err}");
         }

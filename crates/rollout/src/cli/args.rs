@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 
+use super::error::CountError;
 use kp_runtime::logging::LogFormat;
 
 /// Where the API server is: the usual kubeconfig rules.
@@ -168,14 +169,12 @@ pub struct ControllerArgs {
 
 /// A count of nodes: a whole number from 0 to 4294967295. A negative number is taken as
 /// the flag's value (not as another flag) and refused with this message.
-fn count(text: &str) -> Result<u32, String> {
+fn count(text: &str) -> Result<u32, CountError> {
     if text.trim_start().starts_with('-') {
-        return Err(format!("{text} is negative; a count of nodes is 0 or more"));
+        return Err(CountError::Negative(text.to_string()));
     }
-    text.parse::<u32>().map_err(|e| {
-        format!(
-            "{text:?} is not a count of nodes from 0 to {}: {e}",
-            u32::MAX
-        )
+    text.parse::<u32>().map_err(|source| CountError::NotACount {
+        text: text.to_string(),
+        source,
     })
 }

@@ -1,20 +1,25 @@
 //! The operator's commands: `kubectl pivot rollout start|status|pause|resume|undo|history`
 //! (the same binary installed as `kubectl-pivot`), the global stop switch and the CRD.
+//!
+//! - [`args`]: the flags; `start`: creating or re-pointing a rollout; `watch`: `status
+//!   --watch`; `stop`: the global stop switch; `render`: the text the commands print;
+//!   `error`: what can go wrong, each with its context.
 
 pub mod args;
+mod error;
 mod render;
 mod start;
+mod stop;
+mod watch;
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::Client;
 use serde_json::json;
 
 pub use args::{ClusterArgs, ControllerArgs, Output, RolloutAction, RolloutArgs};
+pub use error::{CliError, ClientError, CountError, FlagError};
 pub use render::{bar, exit_code, history_text, invalid_text, settled, status_text};
 
 use kp_contract::rollout::{self as types, DecodeError, KubeletConfigRollout};
@@ -27,31 +32,33 @@ pub const EXIT_TIMEOUT: u8 = 4;
 
 /// Builds a client the way kubectl does: --kubeconfig, else $KUBECONFIG, else
 /// ~/.kube/config (with --context), else the in-cluster config.
-pub async fn client(args: &ClusterArgs, component: Component) -> Result<Client, String> {
+pub async fn client(args: &ClusterArgs, component: Component) -> Result<Client, ClientError> {
     let opts = kube::config::KubeConfigOptions {
         context: args.context.clone(),
         ..Default::default()
     };
     let config = match &args.kubeconfig {
         Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| format!("cannot read --kubeconfig {}: {e}", path.display()))?;
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|source| {
+                ClientError::ReadKubeconfig {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
             kube::Config::from_custom_kubeconfig(kc, &opts)
                 .await
-                .map_err(|e| format!("cannot use --kubeconfig {}: {e}", path.display()))?
+                .map_err(|source| ClientError::UseKubeconfig {
+                    path: path.clone(),
+                    source,
+                })?
         }
         None => match kube::Config::from_kubeconfig(&opts).await {
             Ok(c) => c,
-            Err(err) if args.context.is_some() => {
-                return Err(format!("cannot use the kubeconfig: {err}"))
-            }
-            Err(err) => kube::Config::incluster().map_err(|_| {
-                format!("no kubeconfig ($KUBECONFIG or ~/.kube/config) and not in a cluster: {err}")
-            })?,
+            Err(err) if args.context.is_some() => return Err(ClientError::Kubeconfig(err)),
+            Err(err) => kube::Config::incluster().map_err(|_| ClientError::NoConfig(err))?,
         },
     };
-    kp_runtime::client::build(config, component)
-        .map_err(|e| format!("cannot build the API client: {e}"))
+    kp_runtime::client::build(config, component).map_err(ClientError::Build)
 }
 
 /// The rollouts, untyped: an object the types cannot read is still shown (see [`Read`]).
@@ -85,41 +92,45 @@ impl Read {
     }
 
     /// The rollout, or the error a command that needs it reports.
-    fn rollout(self, name: &str) -> Result<KubeletConfigRollout, String> {
+    fn rollout(self, name: &str) -> Result<KubeletConfigRollout, CliError> {
         match self {
             Read::Valid(r) => Ok(*r),
-            Read::Invalid(_, err) => Err(cannot_read(name, &err)),
+            Read::Invalid(_, source) => Err(CliError::Unreadable {
+                name: name.to_string(),
+                source,
+            }),
         }
     }
 }
 
-fn cannot_read(name: &str, err: &DecodeError) -> String {
-    format!(
-        "rollout {name} cannot be read ({err}); fix the field (kubectl edit kcr {name}) or delete the rollout"
-    )
+fn read_error(name: &str) -> impl FnOnce(kube::Error) -> CliError + '_ {
+    move |source| CliError::Read {
+        name: name.to_string(),
+        source,
+    }
 }
 
-async fn read(client: &Client, name: &str) -> Result<Read, String> {
+async fn read(client: &Client, name: &str) -> Result<Read, CliError> {
     api(client)
         .get_opt(name)
         .await
-        .map_err(|e| format!("cannot read rollout {name}: {e}"))?
+        .map_err(read_error(name))?
         .map(Read::of)
-        .ok_or_else(|| {
-            format!("rollout {name} not found (kubectl get kubeletconfigrollouts lists them)")
+        .ok_or_else(|| CliError::NotFound {
+            name: name.to_string(),
         })
 }
 
 /// The rollout, if it exists (an error if it cannot be read).
-async fn get_opt(client: &Client, name: &str) -> Result<Option<KubeletConfigRollout>, String> {
+async fn get_opt(client: &Client, name: &str) -> Result<Option<KubeletConfigRollout>, CliError> {
     match api(client).get_opt(name).await {
         Ok(Some(obj)) => Read::of(obj).rollout(name).map(Some),
         Ok(None) => Ok(None),
-        Err(e) => Err(format!("cannot read rollout {name}: {e}")),
+        Err(e) => Err(read_error(name)(e)),
     }
 }
 
-async fn get(client: &Client, name: &str) -> Result<KubeletConfigRollout, String> {
+async fn get(client: &Client, name: &str) -> Result<KubeletConfigRollout, CliError> {
     read(client, name).await?.rollout(name)
 }
 
@@ -127,14 +138,21 @@ async fn patch_spec(
     client: &Client,
     name: &str,
     patch: serde_json::Value,
-) -> Result<KubeletConfigRollout, String> {
+) -> Result<KubeletConfigRollout, CliError> {
     let obj = api(client)
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|e| format!("cannot update rollout {name}: {e}"))?;
-    Read::of(obj)
-        .rollout(name)
-        .map_err(|e| format!("the change was made, but {e}"))
+        .map_err(|source| CliError::Update {
+            name: name.to_string(),
+            source,
+        })?;
+    match Read::of(obj) {
+        Read::Valid(r) => Ok(*r),
+        Read::Invalid(_, source) => Err(CliError::ChangedButUnreadable {
+            name: name.to_string(),
+            source,
+        }),
+    }
 }
 
 fn print_object(
@@ -171,11 +189,11 @@ fn print_invalid(
 }
 
 /// Runs one `rollout` command; returns the exit status.
-pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, String> {
+pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError> {
     if let RolloutAction::Crd = args.action {
-        let crd = serde_yaml_ng::to_string(&kp_contract::rollout::crd()?)
-            .map_err(|e| format!("cannot render the CRD: {e}"))?;
-        write!(out, "{crd}").map_err(|e| e.to_string())?;
+        let crd =
+            serde_yaml_ng::to_string(&kp_contract::rollout::crd()?).map_err(CliError::RenderCrd)?;
+        write!(out, "{crd}").map_err(CliError::PrintCrd)?;
         return Ok(0);
     }
     if let RolloutAction::Start(a) = &args.action {
@@ -183,7 +201,7 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, String> 
     }
     let client = client(&args.cluster, Component::Cli).await?;
     let output = args.output;
-    let io = |e: std::io::Error| format!("cannot write the output: {e}");
+    let io = CliError::Output;
     match args.action {
         RolloutAction::Crd => Ok(0),
         RolloutAction::Start(a) => {
@@ -217,10 +235,13 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, String> 
         } => {
             if watch {
                 let Some(limit) = timeout else {
-                    return watch_status(&client, &name, output, out).await;
+                    return watch::watch_status(&client, &name, output, out).await;
                 };
-                return match tokio::time::timeout(limit, watch_status(&client, &name, output, out))
-                    .await
+                return match tokio::time::timeout(
+                    limit,
+                    watch::watch_status(&client, &name, output, out),
+                )
+                .await
                 {
                     Ok(result) => result,
                     Err(_) => {
@@ -273,19 +294,14 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, String> 
             match output {
                 Output::Json => {
                     let history = r.status.map(|s| s.history).unwrap_or_default();
-                    writeln!(
-                        out,
-                        "{}",
-                        serde_json::to_string(&history).map_err(|e| e.to_string())?
-                    )
-                    .map_err(io)?
+                    writeln!(out, "{}", serde_json::to_string(&history)?).map_err(io)?
                 }
                 Output::Table => write!(out, "{}", history_text(&r)).map_err(io)?,
             }
             Ok(0)
         }
         RolloutAction::GlobalStop { switch, namespace } => {
-            global_stop(&client, switch, &namespace, output, out).await
+            stop::global_stop(&client, switch, &namespace, output, out).await
         }
     }
 }
@@ -295,132 +311,11 @@ fn report(
     r: &KubeletConfigRollout,
     output: Output,
     msg: &str,
-) -> Result<u8, String> {
+) -> Result<u8, CliError> {
     match output {
         Output::Json => print_object(out, r, output),
         Output::Table => writeln!(out, "{msg}"),
     }
-    .map_err(|e| format!("cannot write the output: {e}"))?;
+    .map_err(CliError::Output)?;
     Ok(0)
-}
-
-async fn global_stop(
-    client: &Client,
-    switch: args::Switch,
-    namespace: &str,
-    output: Output,
-    out: &mut impl Write,
-) -> Result<u8, String> {
-    let name = super::controller_defaults::STOP_CONFIGMAP;
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let on = match switch {
-        args::Switch::On => {
-            let cm: ConfigMap = serde_json::from_value(json!({
-                "metadata": {"name": name},
-                "data": {"reason": "set by kubectl pivot rollout global-stop on"},
-            }))
-            .map_err(|e| e.to_string())?;
-            match cms.create(&PostParams::default(), &cm).await {
-                Ok(_) => true,
-                Err(kube::Error::Api(s)) if s.code == 409 => true,
-                Err(e) => return Err(format!("cannot create configmap {namespace}/{name}: {e}")),
-            }
-        }
-        args::Switch::Off => match cms.delete(name, &DeleteParams::default()).await {
-            Ok(_) => false,
-            Err(kube::Error::Api(s)) if s.code == 404 => false,
-            Err(e) => return Err(format!("cannot delete configmap {namespace}/{name}: {e}")),
-        },
-        args::Switch::Status => cms
-            .get_opt(name)
-            .await
-            .map_err(|e| format!("cannot read configmap {namespace}/{name}: {e}"))?
-            .is_some(),
-    };
-    let text = match output {
-        Output::Json => {
-            json!({"globalStop": on, "configMap": format!("{namespace}/{name}")}).to_string()
-        }
-        Output::Table if on => format!(
-            "global stop is ON (configmap {namespace}/{name} exists): every rollout is halted"
-        ),
-        Output::Table => format!("global stop is off (no configmap {namespace}/{name})"),
-    };
-    writeln!(out, "{text}").map_err(|e| format!("cannot write the output: {e}"))?;
-    Ok(0)
-}
-
-/// Follows one rollout: redraws on every change (in place on a terminal, one snapshot per
-/// change otherwise, one JSON document per line with -o json) until it settles.
-async fn watch_status(
-    client: &Client,
-    name: &str,
-    output: Output,
-    out: &mut impl Write,
-) -> Result<u8, String> {
-    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut stream = watcher::watcher(api(client), cfg).boxed();
-    let tty = std::io::stdout().is_terminal() && output == Output::Table;
-    let mut last_lines = 0usize;
-    let mut last: Option<KubeletConfigRollout> = None;
-    let io = |e: std::io::Error| format!("cannot write the output: {e}");
-    let mut seen = false;
-    while let Some(event) = stream.next().await {
-        let raw = match event {
-            Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => o,
-            Ok(watcher::Event::Delete(_)) => return Err(format!("rollout {name} was deleted")),
-            Ok(watcher::Event::Init) => continue,
-            Ok(watcher::Event::InitDone) => {
-                if !seen {
-                    return Err(format!(
-                        "rollout {name} not found (kubectl get kubeletconfigrollouts lists them)"
-                    ));
-                }
-                continue;
-            }
-            Err(err) => {
-                eprintln!("watch interrupted ({err}); retrying");
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        seen = true;
-        let obj = match Read::of(raw) {
-            Read::Valid(r) => *r,
-            Read::Invalid(obj, err) => {
-                if tty && last_lines > 0 {
-                    write!(out, "\x1b[{last_lines}A\x1b[J").map_err(io)?;
-                } else if last.is_some() {
-                    writeln!(out).map_err(io)?;
-                }
-                print_invalid(out, &obj, &err, output).map_err(io)?;
-                out.flush().map_err(io)?;
-                return Ok(EXIT_FAILED);
-            }
-        };
-        if last.as_ref().is_some_and(|l| l.status == obj.status) {
-            continue;
-        }
-        match output {
-            Output::Json => print_object(out, &obj, output).map_err(io)?,
-            Output::Table => {
-                let text = status_text(&obj);
-                if tty && last_lines > 0 {
-                    write!(out, "\x1b[{last_lines}A\x1b[J").map_err(io)?;
-                } else if last.is_some() {
-                    writeln!(out).map_err(io)?;
-                }
-                write!(out, "{text}").map_err(io)?;
-                last_lines = text.lines().count();
-            }
-        }
-        out.flush().map_err(io)?;
-        let done = settled(&obj);
-        let code = exit_code(&obj);
-        last = Some(obj);
-        if done {
-            return Ok(code);
-        }
-    }
-    Err("the watch ended".to_string())
 }

@@ -8,6 +8,7 @@ use kube::Client;
 use serde_json::{json, Map, Value};
 
 use super::args::StartArgs;
+use super::error::{CliError, FlagError};
 use crate::plan::settings::Settings;
 use kp_contract::node_config::parse_annotation;
 use kp_contract::rollout::{ConfigMapKey, IntOrPercent, KubeletConfigRollout, RolloutSpec};
@@ -20,30 +21,31 @@ fn int_or_percent(text: &str) -> IntOrPercent {
 }
 
 /// `--FLAG N|P%`, refused at once when negative (clap takes `-1` as the value).
-fn count_or_percent(flag: &str, text: &str) -> Result<Value, String> {
+fn count_or_percent(flag: &'static str, text: &str) -> Result<Value, FlagError> {
     if let Some(rest) = text.trim_start().strip_prefix('-') {
+        let text = text.to_string();
         return Err(if rest.starts_with(|c: char| c.is_ascii_digit()) {
-            format!("--{flag} {text} is negative; give a count of nodes or a percentage like 10%")
+            FlagError::Negative { flag, text }
         } else {
-            format!("--{flag} needs a count of nodes or a percentage like 10%, not {text:?}")
+            FlagError::NotACount { flag, text }
         });
     }
-    serde_json::to_value(int_or_percent(text)).map_err(|e| e.to_string())
+    Ok(serde_json::to_value(int_or_percent(text))?)
 }
 
-fn selector(text: &str) -> Result<BTreeMap<String, String>, String> {
+fn selector(text: &str) -> Result<BTreeMap<String, String>, FlagError> {
     text.split(',')
         .filter(|t| !t.trim().is_empty())
         .map(|term| {
             term.split_once('=')
                 .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
                 .filter(|(k, _)| !k.is_empty())
-                .ok_or_else(|| format!("--selector: {term:?} is not KEY=VALUE"))
+                .ok_or_else(|| FlagError::Selector(term.to_string()))
         })
         .collect()
 }
 
-fn window(text: &str) -> Result<Value, String> {
+fn window(text: &str) -> Result<Value, FlagError> {
     let parts: Vec<&str> = text.split_whitespace().collect();
     let (days, start, duration) = match parts.as_slice() {
         [start, duration] => (Vec::new(), *start, *duration),
@@ -52,28 +54,21 @@ fn window(text: &str) -> Result<Value, String> {
             *start,
             *duration,
         ),
-        _ => {
-            return Err(format!(
-                "--window {text:?}: expected \"[DAYS ]HH:MM DURATION\", e.g. \"Sat,Sun 22:00 4h\""
-            ))
-        }
+        _ => return Err(FlagError::Window(text.to_string())),
     };
     Ok(json!({"days": days, "start": start, "duration": duration}))
 }
 
 /// The spec fields the flags set, as JSON (camelCase), for a create or a merge patch.
-fn spec_fields(a: &StartArgs) -> Result<Map<String, Value>, String> {
-    let r = parse_annotation(&a.config).map_err(|e| format!("--config: {e}"))?;
+fn spec_fields(a: &StartArgs) -> Result<Map<String, Value>, FlagError> {
+    let r = parse_annotation(&a.config).map_err(FlagError::Config)?;
     let mut spec = Map::new();
     let config = ConfigMapKey {
         namespace: r.namespace,
         name: r.name,
         key: r.key,
     };
-    spec.insert(
-        "config".into(),
-        serde_json::to_value(config).map_err(|e| e.to_string())?,
-    );
+    spec.insert("config".into(), serde_json::to_value(config)?);
     spec.insert("undo".into(), json!(false));
     let mut set = |k: &str, v: Value| {
         spec.insert(k.to_string(), v);
@@ -97,7 +92,7 @@ fn spec_fields(a: &StartArgs) -> Result<Map<String, Value>, String> {
         set("paused", json!(true));
     }
     if !a.windows.is_empty() {
-        let windows: Result<Vec<Value>, String> = a.windows.iter().map(|w| window(w)).collect();
+        let windows: Result<Vec<Value>, FlagError> = a.windows.iter().map(|w| window(w)).collect();
         set("maintenanceWindows", Value::Array(windows?));
     }
     let mut mu = Map::new();
@@ -131,18 +126,18 @@ fn spec_fields(a: &StartArgs) -> Result<Map<String, Value>, String> {
 }
 
 /// The flags' errors, before any request (a typo never waits on the API server).
-pub fn check(a: &StartArgs) -> Result<(), String> {
+pub fn check(a: &StartArgs) -> Result<(), FlagError> {
     spec_fields(a).map(|_| ())
 }
 
 /// Creates or updates the rollout; the spec is checked here first so that a typo is a
 /// clear error at once, not an Invalid phase later.
-pub async fn start(client: &Client, a: &StartArgs) -> Result<KubeletConfigRollout, String> {
+pub async fn start(client: &Client, a: &StartArgs) -> Result<KubeletConfigRollout, CliError> {
     let fields = spec_fields(a)?;
     let api: Api<KubeletConfigRollout> = Api::all(client.clone());
     let existing = super::get_opt(client, &a.name).await?;
     let mut spec_json = match &existing {
-        Some(r) => serde_json::to_value(&r.spec).map_err(|e| e.to_string())?,
+        Some(r) => serde_json::to_value(&r.spec)?,
         None => json!({}),
     };
     if let Value::Object(m) = &mut spec_json {
@@ -155,21 +150,26 @@ pub async fn start(client: &Client, a: &StartArgs) -> Result<KubeletConfigRollou
             }
         }
     }
-    let spec: RolloutSpec =
-        serde_json::from_value(spec_json).map_err(|e| format!("invalid rollout: {e}"))?;
-    Settings::of(&spec).map_err(|e| format!("invalid rollout: {e}"))?;
+    let spec: RolloutSpec = serde_json::from_value(spec_json).map_err(CliError::InvalidSpec)?;
+    Settings::of(&spec).map_err(CliError::InvalidSettings)?;
     match existing {
         None => {
             let obj = KubeletConfigRollout::new(&a.name, spec);
             api.create(&PostParams::default(), &obj)
                 .await
-                .map_err(|e| format!("cannot create rollout {}: {e}", a.name))
+                .map_err(|source| CliError::Create {
+                    name: a.name.clone(),
+                    source,
+                })
         }
         Some(_) => {
             let patch = json!({"spec": Value::Object(fields)});
             api.patch(&a.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
-                .map_err(|e| format!("cannot update rollout {}: {e}", a.name))
+                .map_err(|source| CliError::Update {
+                    name: a.name.clone(),
+                    source,
+                })
         }
     }
 }
@@ -199,10 +199,10 @@ mod tests {
         let err = parse(&["--max-failures", "-3"]).err().unwrap().to_string();
         assert!(err.contains("-3 is negative"), "{err}");
         let cli = parse(&["--batch", "-1"]).ok().unwrap();
-        let err = check(&cli.start).unwrap_err();
+        let err = check(&cli.start).unwrap_err().to_string();
         assert!(err.contains("--batch -1 is negative"), "{err}");
         let cli = parse(&["--max-unavailable", "-10%"]).ok().unwrap();
-        let err = check(&cli.start).unwrap_err();
+        let err = check(&cli.start).unwrap_err().to_string();
         assert!(err.contains("--max-unavailable -10% is negative"), "{err}");
         let cli = parse(&["--canary", "0", "--batch", "10%"]).ok().unwrap();
         assert!(check(&cli.start).is_ok());

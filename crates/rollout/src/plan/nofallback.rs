@@ -36,6 +36,15 @@ impl From<ConfigError> for TrialError {
     }
 }
 
+/// A new revision cannot tell how long its nodes must not fall back: the config's trial
+/// cannot be read and the spec sets no `noFallbackFor`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "healthGates.noFallbackFor defaults to the config's {CONFIG_TRIAL_DURATION_FIELD}, \
+     but {0}; fix the config, or set healthGates.noFallbackFor"
+)]
+pub struct NoFallbackError(#[source] pub TrialError);
+
 /// The trial a node gives the config in `payload` (a KubeletConfiguration, as the
 /// supervisor reads it): its `configTrialDuration`, or the default when it has none.
 pub fn trial_of(payload: &str) -> Result<NoFallback, TrialError> {
@@ -61,19 +70,14 @@ pub fn trial_of(payload: &str) -> Result<NoFallback, TrialError> {
 pub fn resolve(
     explicit: Option<Duration>,
     trial: &Result<NoFallback, TrialError>,
-) -> Result<NoFallback, String> {
+) -> Result<NoFallback, NoFallbackError> {
     if let Some(duration) = explicit {
         return Ok(NoFallback {
             duration,
             source: NoFallbackSource::Spec,
         });
     }
-    trial.clone().map_err(|err| {
-        format!(
-            "healthGates.noFallbackFor defaults to the config's {CONFIG_TRIAL_DURATION_FIELD}, \
-             but {err}; fix the config, or set healthGates.noFallbackFor"
-        )
-    })
+    trial.clone().map_err(NoFallbackError)
 }
 
 /// The value in force for the current revision: the spec's when set, else the one the
@@ -147,14 +151,18 @@ mod tests {
         ] {
             let trial = trial_of(&payload(extra));
             assert!(trial.is_err(), "{extra}: {trial:?}");
-            let err = resolve(None, &trial).expect_err(extra);
+            let err = resolve(None, &trial).expect_err(extra).to_string();
             assert!(err.contains(shown), "{extra}: {err}");
             assert!(err.contains("set healthGates.noFallbackFor"), "{err}");
         }
         // Not a KubeletConfiguration at all.
-        let err = resolve(None, &trial_of("kind: Pod\n")).expect_err("not a config");
+        let err = resolve(None, &trial_of("kind: Pod\n"))
+            .expect_err("not a config")
+            .to_string();
         assert!(err.contains("cannot be read"), "{err}");
-        let err = resolve(None, &trial_of(": : :")).expect_err("not YAML");
+        let err = resolve(None, &trial_of(": : :"))
+            .expect_err("not YAML")
+            .to_string();
         assert!(err.contains("noFallbackFor"), "{err}");
     }
 

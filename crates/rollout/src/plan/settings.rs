@@ -5,8 +5,30 @@ use std::time::Duration;
 use kp_contract::node_config::{parse_annotation, ConfigRef};
 use kp_kubelet_config::DEFAULT_CONFIG_TRIAL_DURATION;
 
-use super::super::window::{parse_duration, parse_windows, Window};
-use kp_contract::rollout::{IntOrPercent, RolloutSpec};
+use super::super::window::{parse_duration, parse_windows, DurationError, Window, WindowsError};
+use kp_contract::rollout::{IntOrPercent, PercentError, RolloutSpec};
+
+/// A spec that cannot be followed: the field, and what it should look like.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SpecError {
+    /// The config's key does not make an assignment annotation (the parser says why).
+    #[error("config: {0}")]
+    Config(String),
+    #[error("batch: {0}")]
+    Batch(#[source] PercentError),
+    #[error("batch: must be at least 1")]
+    EmptyBatch,
+    #[error("maxUnavailable.value: {0}")]
+    MaxUnavailable(#[source] PercentError),
+    #[error("maxUnavailable.value: must be at least 1")]
+    NoneUnavailable,
+    #[error("maxUnavailable.topologyKey: must name a node label")]
+    TopologyKey,
+    #[error(transparent)]
+    Duration(#[from] DurationError),
+    #[error(transparent)]
+    Windows(#[from] WindowsError),
+}
 
 /// The spec's durations, counts and windows, parsed.
 #[derive(Clone, Debug)]
@@ -28,32 +50,17 @@ pub struct Settings {
 
 impl Settings {
     /// Checks the spec; the error names the field and what it should look like.
-    pub fn of(spec: &RolloutSpec) -> Result<Settings, String> {
-        let target =
-            parse_annotation(&spec.config.annotation()).map_err(|e| format!("config: {e}"))?;
-        spec.batch
-            .resolve(100)
-            .map_err(|e| format!("batch: {e}"))
-            .and_then(|n| {
-                if n == 0 {
-                    Err("batch: must be at least 1".to_string())
-                } else {
-                    Ok(())
-                }
-            })?;
-        spec.max_unavailable
-            .value
-            .resolve(100)
-            .map_err(|e| format!("maxUnavailable.value: {e}"))
-            .and_then(|n| {
-                if n == 0 {
-                    Err("maxUnavailable.value: must be at least 1".to_string())
-                } else {
-                    Ok(())
-                }
-            })?;
+    pub fn of(spec: &RolloutSpec) -> Result<Settings, SpecError> {
+        let target = parse_annotation(&spec.config.annotation()).map_err(SpecError::Config)?;
+        if spec.batch.resolve(100).map_err(SpecError::Batch)? == 0 {
+            return Err(SpecError::EmptyBatch);
+        }
+        let unavailable = spec.max_unavailable.value.resolve(100);
+        if unavailable.map_err(SpecError::MaxUnavailable)? == 0 {
+            return Err(SpecError::NoneUnavailable);
+        }
         if spec.max_unavailable.topology_key.trim().is_empty() {
-            return Err("maxUnavailable.topologyKey: must name a node label".to_string());
+            return Err(SpecError::TopologyKey);
         }
         let gates = &spec.health_gates;
         let explicit_no_fallback = gates
