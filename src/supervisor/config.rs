@@ -5,6 +5,7 @@
 use super::*;
 
 use super::disrupt::Pending;
+use crate::cluster::drain::Drainer;
 use crate::config::disruption::{Change, StateFile};
 use crate::config::running::{self, StartChoice};
 use crate::kubelet::{flags, state_files};
@@ -210,7 +211,7 @@ impl Driver {
             error: r.error.as_ref().map(|e| e.to_string()),
             assigned: r.assigned.clone(),
             last_known_good: r.last_known_good.clone(),
-            disruption: self.disruption_report(),
+            disruption: self.disruption.report(),
         };
         self.metrics.config(&report);
         self.reports.send_if_modified(|cur| {
@@ -234,7 +235,7 @@ impl Driver {
         // or dies with the process; it is atomic either way).
         let terminate = &self.opts.terminate;
         match blocking_unless_terminated(terminate, move || {
-            lifecycle::on_crash(&store, &applied, since)
+            lifecycle::on_crash(&store, &applied, since, std::time::SystemTime::now())
         })
         .await
         {
@@ -266,7 +267,8 @@ impl Driver {
         let base = self.opts.disruption.policy.clone();
         let Some((resolved, pending, promoted, trial_ends)) =
             blocking_unless_terminated(&self.opts.terminate, move || {
-                let promoted = lifecycle::maybe_promote(&store, &applied);
+                let promoted =
+                    lifecycle::maybe_promote(&store, &applied, std::time::SystemTime::now());
                 let resolved = lifecycle::resolve(&store, &local, Access::Holder);
                 let trial_ends = lifecycle::trial_ends(&store, &resolved);
                 // Same effective config: nothing restarts, but what runs (origin,
@@ -297,7 +299,7 @@ impl Driver {
         };
         let retry_record = pending.record.clone();
         let inputs = self.apply_checked(resolved, pending, promoted).await;
-        let retry_record = retry_record.filter(|_| self.disrupt_task.is_none());
+        let retry_record = retry_record.filter(|_| !self.disruption.task_running());
         self.config_due = next_due(trial_ends, retry_record.as_ref());
         inputs
     }
@@ -469,7 +471,10 @@ impl Driver {
         for m in &moved {
             self.metrics.disruption.state_file_moved(&m.name);
         }
-        let (Some(drainer), false) = (self.drainer(), moved.is_empty()) else {
+        let drainer = self
+            .client()
+            .map(|c| Drainer::new(c, self.opts.node_name.clone(), self.metrics.clone()));
+        let (Some(drainer), false) = (drainer, moved.is_empty()) else {
             return;
         };
         let text = moved

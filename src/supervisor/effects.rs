@@ -44,7 +44,7 @@ impl Driver {
         match effect {
             Effect::Acquire => return self.start_acquire(),
             Effect::Release => {
-                self.stop_disruption_task().await;
+                self.disruption.stop_task(&self.metrics).await;
                 self.stop_syncer().await;
                 self.forget_disruption();
                 // Our kubelet's group is gone: the description it inherited
@@ -104,7 +104,7 @@ impl Driver {
                 if self.recorded_lock != Some(self.lock.key()) {
                     self.write_record_now(None);
                 }
-                self.read_disruption().await;
+                self.disruption.read_once(&self.store).await;
                 let (cmd, from_prepared) = match self.take_prepared() {
                     Some(cmd) => (cmd, true),
                     None => match self.prepare_config().await {

@@ -274,13 +274,8 @@ struct Driver {
     holder_watch: Option<holder_watch::HolderWatch>,
     /// Contenders not yielded to for a while (they did not take the lock).
     skips: Skips,
-    /// The drain or health-gate task of a disruptive change.
-    disrupt_task: Option<tokio::task::JoinHandle<Option<TaskDone>>>,
-    /// The disruptive change waiting or in progress, as last read.
-    disruption: Option<crate::config::store::DisruptionRecord>,
-    /// Whether `disruption` was read in this holding: another holder may
-    /// have changed or finished the change since ours ended.
-    disruption_read: bool,
+    /// The disruptive change waiting or in progress, and its task.
+    disruption: disrupt::Disruption,
     /// Unexpected kubelet exits since a kubelet last ran through a config
     /// check (about a second).
     crashes_in_a_row: u32,
@@ -496,9 +491,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         settle_at: None,
         settle_for: None,
         holder_watch: None,
-        disrupt_task: None,
-        disruption: None,
-        disruption_read: false,
+        disruption: Default::default(),
         crashes_in_a_row: 0,
     };
     let mut watchdog = Notifier::watchdog_interval().map(tokio::time::interval);
@@ -552,7 +545,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
             _ = sleep_opt(recheck) => Wake::Recheck,
             _ = sleep_opt(reload_due) => Wake::ReloadDue,
             res = join_opt(&mut d.preparing) => Wake::Prepared(res.map(Box::new)),
-            res = join_opt(&mut d.disrupt_task) => Wake::Disruption(res),
+            res = join_opt(&mut d.disruption.task) => Wake::Disruption(res),
             _ = tick_opt(&mut watchdog) => Wake::Watchdog,
             _ = holder_watch::exited_opt(&d.holder_watch) => Wake::HolderExited,
             _ = sleep_opt(d.config_due) => Wake::ConfigDue,
