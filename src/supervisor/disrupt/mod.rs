@@ -355,27 +355,12 @@ impl Disruption {
     }
 }
 
-/// What disruption work needs, from the driver's fields (borrowed apart
-/// from its `disruption`).
-macro_rules! disruption_env {
-    ($d:expr) => {
-        Env {
-            client: $d.client(),
-            store: &$d.store,
-            metrics: &$d.metrics,
-            node: &$d.opts.node_name,
-            opts: &$d.opts.disruption,
-            applied: $d.applied.as_ref(),
-        }
-    };
-}
-
 impl Driver {
     /// The running kubelet's config equals the resolved one: a record left
     /// from a drain (ours, or of a supervisor that died) is finished: gate
     /// on the kubelet's health and uncordon what we cordoned.
     pub(super) async fn settle(&mut self, record: Option<DisruptionRecord>) {
-        let env = disruption_env!(self);
+        let env = self.config.disruption_env(&self.opts, &self.metrics);
         self.disruption
             .on_check(&env, Wanted::Reached, record)
             .await;
@@ -397,7 +382,7 @@ impl Driver {
             change: &pending.change,
             policy: &pending.policy,
         };
-        let env = disruption_env!(self);
+        let env = self.config.disruption_env(&self.opts, &self.metrics);
         self.disruption.on_check(&env, wanted, pending.record).await
     }
 
@@ -406,15 +391,15 @@ impl Driver {
         let running = matches!(self.pivot.state, State::Holding(Run::Running(_)));
         let restart = self
             .disruption
-            .on_task_done(&self.store, done, running)
+            .on_task_done(&self.config.store, done, running)
             .await;
         // A drain that gave up is tried again at the time its record names:
         // nothing else wakes the loop then (the record is not watched).
         if let Some(at) = super::config::retry_due(self.disruption.record()) {
             debug!(retry_at = ?self.disruption.record().and_then(|r| r.retry_at.as_deref()), "drain retry timer armed");
-            self.config_due = Some(self.config_due.map_or(at, |due| due.min(at)));
+            self.config.due_by(at);
         }
-        if let Some(a) = self.applied.clone() {
+        if let Some(a) = self.config.applied.clone() {
             self.publish_report(&a);
         }
         if restart {
@@ -429,6 +414,6 @@ impl Driver {
     /// the next syncer would start from, end with our holding.
     pub(super) fn forget_disruption(&mut self) {
         self.disruption.forget();
-        self.reports.send_replace(None);
+        self.config.reports.send_replace(None);
     }
 }
