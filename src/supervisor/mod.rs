@@ -1,7 +1,19 @@
 //! The driver: one select loop per supervisor that turns kernel events
 //! (signals, flock results, inotify hints, timers) into `pivot::Input`s and
-//! carries out the `pivot::Effect`s. All decisions live in `pivot` and
-//! `contention`; this module only does I/O.
+//! carries out the `pivot::Effect`s. The decisions live in pure machines
+//! (`pivot::machine`, `pivot::contention`, `pivot::takeover`,
+//! `disrupt::decide`, `config::lifecycle::verdict`); this module does the
+//! I/O around them.
+//!
+//! The `Driver` is the pivot machine plus parts that each own their state,
+//! unit-tested alone: the lock side (`lock_side`: lock file descriptions,
+//! the takeover lock, a replaced file's clocks), contention (`contention`:
+//! when to look at the contenders again, whom not to yield to), the config
+//! side (`config::side`: store, API, syncer, prepared start, config check
+//! timers, crash count), the disruption (`disrupt`: the change waiting or in
+//! progress and its task) and fencing (`fencing`: stopped supervisors, the
+//! holder's pidfds). The `impl Driver` blocks in the other files wire these
+//! parts to the kernel and to each other.
 
 mod acquire;
 mod config;
