@@ -55,20 +55,30 @@ fn record(hash: &str, phase: DrainPhase) -> DisruptionRecord {
     }
 }
 
-/// The decision for a change of `class` to "new" at `at(100)`.
-fn changed(class: Class, record: Option<&DisruptionRecord>, task_running: bool) -> Decision {
-    let (t, c, p) = (target("new"), change(class), Policy::defaults());
+/// The decision for `change` to "new" at `at(100)`.
+fn on_change(
+    change: &Change,
+    record: Option<&DisruptionRecord>,
+    task_running: bool,
+    api: bool,
+) -> Decision {
+    let (t, p) = (target("new"), Policy::defaults());
     let inputs = Inputs {
         wanted: Wanted::Changed {
             target: &t,
-            change: &c,
+            change,
             policy: &p,
         },
         record,
         task_running,
-        api: true,
+        api,
     };
     decide(&inputs, at(100))
+}
+
+/// The decision for a change of `class`, with an API server.
+fn changed(class: Class, record: Option<&DisruptionRecord>, task_running: bool) -> Decision {
+    on_change(&change(class), record, task_running, true)
 }
 
 fn reached(record: Option<&DisruptionRecord>, task_running: bool) -> Decision {
@@ -83,19 +93,8 @@ fn reached(record: Option<&DisruptionRecord>, task_running: bool) -> Decision {
 
 #[test]
 fn a_change_without_class_restarts() {
-    let (t, c, p) = (target("new"), Change::default(), Policy::defaults());
-    let inputs = Inputs {
-        wanted: Wanted::Changed {
-            target: &t,
-            change: &c,
-            policy: &p,
-        },
-        record: None,
-        task_running: true,
-        api: true,
-    };
     assert_eq!(
-        decide(&inputs, at(0)),
+        on_change(&Change::default(), None, true, true),
         Decision::Restart { classified: false }
     );
 }
@@ -110,23 +109,8 @@ fn an_in_place_change_restarts() {
 
 #[test]
 fn a_drain_without_an_api_server_is_a_restart() {
-    let (t, c, p) = (
-        target("new"),
-        change(Class::Allocatable),
-        Policy::defaults(),
-    );
-    let inputs = Inputs {
-        wanted: Wanted::Changed {
-            target: &t,
-            change: &c,
-            policy: &p,
-        },
-        record: None,
-        task_running: false,
-        api: false,
-    };
     assert_eq!(
-        decide(&inputs, at(0)),
+        on_change(&change(Class::Allocatable), None, false, false),
         Decision::Restart { classified: true }
     );
 }
