@@ -4,6 +4,8 @@
 
 use super::*;
 
+use super::lock_side::{Retake, RETAKE_PATIENCE};
+
 /// When flock returned (or why it failed).
 pub(super) type AcquireRx = oneshot::Receiver<Result<Instant, LockError>>;
 /// A flock that returned this long before the loop saw it is reported: the
@@ -67,7 +69,7 @@ impl Driver {
     pub(super) fn on_recheck(&mut self) -> Vec<Input> {
         match &self.pivot.state {
             State::Deferring { .. } => self.check_handover(),
-            State::Holding(_) if self.retake_since.is_some() && !self.lock.path_is_ours() => {
+            State::Holding(_) if self.lock.retaking() && !self.lock.file.path_is_ours() => {
                 self.handle_replacement()
             }
             State::Holding(Run::Clearing) => {
@@ -93,12 +95,10 @@ impl Driver {
     /// for [`REWAIT_GRACE`] (no holder took it): never racing the holder
     /// for the new file.
     pub(super) fn rewait_if_replaced(&mut self) -> Result<Option<Vec<Input>>, SupervisorError> {
-        if self.acquiring.is_none() || self.lock.path_is_ours() {
-            self.replaced_since = None;
+        if self.lock.acquiring.is_none() || self.lock.file.path_is_ours() {
+            self.lock.not_replaced();
             return Ok(None);
         }
-        let now = Instant::now();
-        let first = *self.replaced_since.get_or_insert(now);
         let new_is_locked = match std::fs::symlink_metadata(&self.opts.lock_path) {
             Ok(meta) => {
                 let key = procfs::FileKey::of_metadata(&meta);
@@ -109,13 +109,12 @@ impl Driver {
             }
             Err(_) => false,
         };
-        if !new_is_locked && now.duration_since(first) < REWAIT_GRACE {
+        if !self.lock.move_over(Instant::now(), new_is_locked) {
             return Ok(None);
         }
-        self.replaced_since = None;
-        warn!(path = %self.lock.path().display(), "the lock file was replaced while we waited on the old one; waiting on the new one");
-        self.acquiring = None;
-        self.lock = LockFile::open(&self.opts.lock_path)?;
+        warn!(path = %self.lock.file.path().display(), "the lock file was replaced while we waited on the old one; waiting on the new one");
+        self.lock.acquiring = None;
+        self.lock.reopen(&self.opts.lock_path)?;
         self.watcher.rewatch_lock();
         self.start_acquire().map(Some)
     }
@@ -134,7 +133,7 @@ impl Driver {
             (
                 State::Holding(_) | State::Stopping { .. },
                 Hint::LockChanged | Hint::Rescan | Hint::HolderChanged,
-            ) if !self.lock.path_is_ours() => self.handle_replacement(),
+            ) if !self.lock.file.path_is_ours() => self.handle_replacement(),
             // Whether we still hold the lock (our kubelet may have unlocked
             // the descriptor it inherited: flock grants make no inotify
             // event) is looked at on every hint about the lock, the record
@@ -148,12 +147,14 @@ impl Driver {
                 | Hint::LockOpened
                 | Hint::LockChanged
                 | Hint::ClaimsChanged,
-            ) if !matches!(self.lock.try_acquire(), Ok(true)) => self.lost_unless_handed_back(),
+            ) if !matches!(self.lock.file.try_acquire(), Ok(true)) => {
+                self.lost_unless_handed_back()
+            }
             (State::Holding(_), Hint::LockOpened) => {
                 if self.opts.yield_on_any_open {
                     return vec![Input::Contended(Contender::AnyOpen)];
                 }
-                self.recheck_until = Some(Instant::now() + OPEN_WINDOW);
+                self.contention.opened(Instant::now());
                 self.check_contention()
             }
             (State::Holding(_), _) => self.check_contention(),
@@ -171,9 +172,9 @@ impl Driver {
                 ..
             } => vec![],
             State::Holding(_) | State::Stopping { .. } => {
-                if !self.lock.path_is_ours() {
+                if !self.lock.file.path_is_ours() {
                     self.handle_replacement()
-                } else if !matches!(self.lock.try_acquire(), Ok(true)) {
+                } else if !matches!(self.lock.file.try_acquire(), Ok(true)) {
                     self.lost_unless_handed_back()
                 } else {
                     vec![]
@@ -205,12 +206,13 @@ impl Driver {
     pub(super) fn judge_now(&mut self) -> Verdict {
         let locks = procfs::read_locks().unwrap_or_default();
         let claims = self.live_claims(&locks);
-        self.outranked = crate::pivot::contention::outranked_by(self.rank(), &claims).is_some();
+        self.contention
+            .set_outranked(crate::pivot::contention::outranked_by(self.rank(), &claims).is_some());
         let trusted = [0, crate::safefs::trust::my_uid()];
         let now = Instant::now();
-        let skips = &self.skips;
+        let skips = self.contention.skips();
         judge(
-            self.lock.key(),
+            self.lock.file.key(),
             self.rank(),
             &claims,
             &locks,
@@ -224,7 +226,7 @@ impl Driver {
         let scan = claims::scan(&self.state, Some(self.me), locks, Cleanup::RemoveDead);
         for rejected in scan.rejected {
             let line = rejected.to_string();
-            if self.reported.len() < MAX_REPORTED && self.reported.insert(line.clone()) {
+            if self.reported.first(&line) {
                 warn!("{line}");
             }
         }
@@ -239,25 +241,19 @@ impl Driver {
         match self.verdict() {
             Verdict::Yield(c) => {
                 info!(contender = %c, "verified contender is blocked on the lock; yielding");
-                self.recheck_until = None;
-                self.pending = None;
+                self.contention.yielded();
                 vec![Input::Contended(c)]
             }
             Verdict::Pending { rank, pid } => {
                 // Fast re-checks for a while after a claimant appears, then
                 // slow ones (see next_recheck): never a hot loop.
-                if self.pending != Some(pid) {
+                if self.contention.claimant_pending(pid, Instant::now()) {
                     debug!(%rank, pid, "higher claim present but not blocked on the lock yet");
-                    self.pending = Some(pid);
-                    let until = Instant::now() + PENDING_WINDOW;
-                    if self.recheck_until.is_none_or(|u| u < until) {
-                        self.recheck_until = Some(until);
-                    }
                 }
                 vec![]
             }
             Verdict::Quiet => {
-                self.pending = None;
+                self.contention.quiet();
                 vec![]
             }
         }
@@ -273,7 +269,7 @@ impl Driver {
             return vec![];
         };
         let locks = procfs::read_locks().unwrap_or_default();
-        let key = self.lock.key();
+        let key = self.lock.file.key();
         if locks.iter().any(|e| !e.blocked && e.file == key) {
             debug!(contender = %to, "lock taken by another process");
             return vec![Input::HandoverSeen];
@@ -290,7 +286,7 @@ impl Driver {
             let skipped = match to {
                 Contender::Claimant { pid, .. } | Contender::Unclaimed { pid } => {
                     let start = procfs::stat(*pid).map(|s| s.start_time);
-                    Some(self.skips.skip(*pid, start, Instant::now()))
+                    Some(self.contention.skip(*pid, start, Instant::now()))
                 }
                 Contender::AnyOpen | Contender::Holder { .. } => None,
             };
@@ -324,10 +320,10 @@ impl Driver {
         self.on_acquired()
     }
     pub(super) fn on_acquired(&mut self) -> Result<Vec<Input>, SupervisorError> {
-        if !self.lock.path_is_ours() {
-            warn!(path = %self.lock.path().display(), "the lock file was deleted or replaced while we waited; reopening it");
-            let _ = self.lock.release();
-            self.lock = LockFile::open(&self.opts.lock_path)?;
+        if !self.lock.file.path_is_ours() {
+            warn!(path = %self.lock.file.path().display(), "the lock file was deleted or replaced while we waited; reopening it");
+            let _ = self.lock.file.release();
+            self.lock.reopen(&self.opts.lock_path)?;
             self.watcher.rewatch_lock();
             return self.start_acquire();
         }
@@ -352,12 +348,12 @@ impl Driver {
         Ok(vec![Input::Acquired { defer_to }])
     }
     pub(super) fn start_acquire(&mut self) -> Result<Vec<Input>, SupervisorError> {
-        match begin_acquire(&self.lock)? {
+        match begin_acquire(&self.lock.file)? {
             None => self.on_acquired(),
             Some(rx) => {
                 // Someone holds it: we stand by, blocked on the same descriptor.
                 self.notifier.ready();
-                self.acquiring = Some(rx);
+                self.lock.acquiring = Some(rx);
                 Ok(vec![])
             }
         }
@@ -367,13 +363,13 @@ impl Driver {
     /// must still hold its lock. Empty when all is well, else the inputs
     /// that say why not (`LockLost`).
     pub(super) fn confirm_holding(&mut self) -> Vec<Input> {
-        if !self.lock.path_is_ours() {
+        if !self.lock.file.path_is_ours() {
             let inputs = self.handle_replacement();
             if !inputs.is_empty() {
                 return inputs;
             }
         }
-        if self.still_locked() {
+        if self.lock.still_locked() {
             vec![]
         } else {
             vec![Input::LockLost]
@@ -388,11 +384,11 @@ impl Driver {
     /// lock on a later look. Only this rare path reads /proc/locks (who holds
     /// it); anything else holding the lock ends our kubelet at once.
     fn lost_unless_handed_back(&mut self) -> Vec<Input> {
-        if self.pivot.kubelet().is_some() && self.supervisor_holds(self.lock.key()) {
-            info!(path = %self.lock.path().display(), "another supervisor holds our lock (our kubelet unlocked the inherited descriptor); it hands the lock back to the recorded holder, so the kubelet keeps running");
+        if self.pivot.kubelet().is_some() && self.supervisor_holds(self.lock.file.key()) {
+            info!(path = %self.lock.file.path().display(), "another supervisor holds our lock (our kubelet unlocked the inherited descriptor); it hands the lock back to the recorded holder, so the kubelet keeps running");
             return vec![];
         }
-        if self.still_locked() {
+        if self.lock.still_locked() {
             vec![]
         } else {
             vec![Input::LockLost]
@@ -407,32 +403,6 @@ impl Driver {
         };
         self.live_claims(&locks).iter().any(|c| c.owner == taker)
     }
-    /// Whether our descriptor still holds the lock. flock on a description
-    /// that holds it succeeds at once; it fails when another description
-    /// holds it (a kubelet or its child unlocked the inherited descriptor
-    /// and somebody took the lock). When nobody holds it, this re-takes it.
-    pub(super) fn still_locked(&self) -> bool {
-        match self.lock.try_acquire() {
-            Ok(true) => true,
-            Ok(false) => {
-                error!(path = %self.lock.path().display(), "another process holds the lock we held (our kubelet, or a process it started, unlocked the inherited descriptor); killing our kubelet at once and waiting for the lock again");
-                false
-            }
-            Err(err) => {
-                error!(%err, "cannot check that we still hold the lock; treating it as lost");
-                false
-            }
-        }
-    }
-    /// Lets go of the description a kubelet that is gone inherited (its
-    /// inode is not the one the path names any more).
-    pub(super) fn release_kubelet_lock(&mut self) {
-        if let Some(old) = self.kubelet_lock.take() {
-            if let Err(err) = old.release() {
-                warn!(%err, "cannot release the lock of the replaced lock file");
-            }
-        }
-    }
     pub(super) fn handle_replacement(&mut self) -> Vec<Input> {
         let path = self.opts.lock_path.clone();
         warn!(path = %path.display(), "lock file was deleted or replaced while we hold it; re-creating and re-locking it (the kubelet keeps running)");
@@ -445,21 +415,10 @@ impl Driver {
         };
         match fresh.try_acquire() {
             Ok(true) => {
-                self.retake_since = None;
-                let old = std::mem::replace(&mut self.lock, fresh);
-                if self.pivot.kubelet().is_some() && self.kubelet_lock.is_none() {
-                    // Our kubelet holds the old inode's description, and our
-                    // record names that inode: it stays locked until the
-                    // kubelet is gone, so that nobody who takes the new file
-                    // takes over while it runs (a flock guards an inode, not
-                    // a path). Waiters on the old inode move to the new file
-                    // once they see it locked.
-                    self.kubelet_lock = Some(old);
-                } else {
-                    // No kubelet holds it (or it holds an older one, kept
-                    // already): nobody needs this inode any more.
-                    let _ = old.release();
-                }
+                // Waiters on the old inode move to the new file once they
+                // see it locked.
+                let kubelet_runs = self.pivot.kubelet().is_some();
+                self.lock.replace(fresh, kubelet_runs);
                 self.watcher.rewatch_lock();
                 info!(path = %path.display(), "re-created and re-locked the lock file");
                 vec![]
@@ -474,23 +433,23 @@ impl Driver {
                 // loaded node); killing at once instead cost a kubelet
                 // restart on every such race (measured in chaos: a restart
                 // that no step justified).
-                let now = Instant::now();
-                let since = *self.retake_since.get_or_insert(now);
-                if now.duration_since(since) < RETAKE_PATIENCE {
-                    if since == now {
+                match self.lock.retake(Instant::now()) {
+                    Retake::First => {
                         info!(path = %path.display(), "another supervisor took the re-created lock file first; it hands it back to the recorded holder (the kubelet keeps running)");
+                        vec![]
                     }
-                    return vec![];
+                    Retake::Waiting => vec![],
+                    Retake::GiveUp => {
+                        error!(path = %path.display(), patience = ?RETAKE_PATIENCE, "another supervisor keeps the re-created lock file; killing our kubelet and waiting for the new lock");
+                        vec![Input::LockLost]
+                    }
                 }
-                error!(path = %path.display(), patience = ?RETAKE_PATIENCE, "another supervisor keeps the re-created lock file; killing our kubelet and waiting for the new lock");
-                self.retake_since = None;
-                vec![Input::LockLost]
             }
             Ok(false) | Err(_) => {
                 // Held by a process that reads no holder record (a plain
                 // kubelet, or anything else): another kubelet may already
                 // run, so ours ends at once.
-                self.retake_since = None;
+                self.lock.retake_over();
                 error!(path = %path.display(), "the lock file was replaced by one another process holds; killing our kubelet at once and waiting for the new lock");
                 vec![Input::LockLost]
             }

@@ -44,13 +44,13 @@ impl Driver {
         match effect {
             Effect::Acquire => return self.start_acquire(),
             Effect::Release => {
-                self.stop_disruption_task().await;
+                self.disruption.stop_task(&self.metrics).await;
                 self.stop_syncer().await;
                 self.forget_disruption();
                 // Our kubelet's group is gone: the description it inherited
                 // (of a lock file replaced since) goes too.
-                self.release_kubelet_lock();
-                if let Err(err) = self.lock.release() {
+                self.lock.release_kubelet_lock();
+                if let Err(err) = self.lock.file.release() {
                     error!(%err, "failed to release the lock");
                 }
                 if let State::Deferring {
@@ -58,7 +58,7 @@ impl Driver {
                     ..
                 } = self.pivot.state
                 {
-                    self.lock.poke();
+                    self.lock.file.poke();
                 }
             }
             Effect::Clear => return Ok(self.try_clear()),
@@ -80,10 +80,10 @@ impl Driver {
                 if let Err(err) = HolderRecord::remove_if_ours(&self.state, self.me) {
                     warn!(%err, "failed to remove the holder record");
                 }
-                self.recorded_lock = None;
+                self.lock.recorded = None;
             }
             Effect::Reopen => {
-                self.lock = LockFile::open(&self.opts.lock_path)?;
+                self.lock.reopen(&self.opts.lock_path)?;
                 self.watcher.rewatch_lock();
             }
             Effect::Spawn => {
@@ -100,11 +100,11 @@ impl Driver {
                 }
                 // A kubelet that ran under an older inode is gone (backoff,
                 // restart): the new one inherits the inode the path names.
-                self.release_kubelet_lock();
-                if self.recorded_lock != Some(self.lock.key()) {
+                self.lock.release_kubelet_lock();
+                if self.lock.recorded != Some(self.lock.file.key()) {
                     self.write_record_now(None);
                 }
-                self.read_disruption().await;
+                self.disruption.read_once(&self.config.store).await;
                 let (cmd, from_prepared) = match self.take_prepared() {
                     Some(cmd) => (cmd, true),
                     None => match self.prepare_config().await {
@@ -125,7 +125,7 @@ impl Driver {
                 }
                 // Runs on the main thread (current-thread runtime), which
                 // lives as long as we do: PR_SET_PDEATHSIG stays armed.
-                return Ok(match child::spawn(&cmd, Some(self.lock.raw_fd())) {
+                return Ok(match child::spawn(&cmd, Some(self.lock.file.raw_fd())) {
                     Ok(k) => {
                         info!(pid = k.pid, view_pid = k.id.pid, program = %self.opts.kubelet.program.display(), "started kubelet");
                         if from_prepared {

@@ -4,7 +4,87 @@
 
 use super::*;
 
-use super::holder_watch;
+use super::holder_watch::HolderWatch;
+
+/// How often to complain about a process group that survives SIGKILL.
+const UNKILLABLE_REPORT: Duration = Duration::from_secs(5);
+
+/// What fencing remembers between looks.
+#[derive(Default)]
+pub(super) struct Fencing {
+    /// A stopped supervisor that keeps the node without a kubelet, and
+    /// since when we see it so (fenced after `STOPPED_PATIENCE`).
+    stopped_seen: Option<(ProcessId, Instant)>,
+    /// The last reason a takeover waited (logged when it changes).
+    note: Option<String>,
+    last_unkillable_report: Option<Instant>,
+    /// While waiting: the exits of the recorded holder and its kubelet.
+    pub(super) holder_watch: Option<HolderWatch>,
+}
+
+/// A stopped supervisor seen again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stopped {
+    /// Seen stopped for the first time (or another process than before).
+    FirstSeen,
+    /// Stopped, not for `STOPPED_PATIENCE` yet.
+    Patience,
+    /// Stopped for this long: fence it.
+    Fence(Duration),
+}
+
+impl Fencing {
+    /// `id` (a supervisor) is seen stopped at `now`.
+    pub(super) fn stopped(&mut self, id: ProcessId, now: Instant) -> Stopped {
+        let since = match self.stopped_seen {
+            Some((seen, since)) if seen == id => since,
+            _ => {
+                self.stopped_seen = Some((id, now));
+                return Stopped::FirstSeen;
+            }
+        };
+        let stopped_for = now.duration_since(since);
+        if stopped_for < STOPPED_PATIENCE {
+            Stopped::Patience
+        } else {
+            Stopped::Fence(stopped_for)
+        }
+    }
+
+    /// No stopped supervisor keeps the node without a kubelet.
+    pub(super) fn none_stopped(&mut self) {
+        self.stopped_seen = None;
+    }
+
+    /// Whether to complain (again) at `now` about a process group that
+    /// survives SIGKILL: at most once per [`UNKILLABLE_REPORT`].
+    pub(super) fn unkillable_report_due(&mut self, now: Instant) -> bool {
+        if self
+            .last_unkillable_report
+            .is_some_and(|t| now.duration_since(t) < UNKILLABLE_REPORT)
+        {
+            return false;
+        }
+        self.last_unkillable_report = Some(now);
+        true
+    }
+
+    /// Whether `why` (a takeover waits) differs from the last reason: then
+    /// it is noted, and logged by the caller.
+    pub(super) fn note(&mut self, why: String) -> bool {
+        if self.note.as_deref() == Some(why.as_str()) {
+            return false;
+        }
+        self.note = Some(why);
+        true
+    }
+
+    /// The takeover is done: the next wait's reason is news again.
+    pub(super) fn cleared(&mut self) {
+        self.note = None;
+        self.stopped_seen = None;
+    }
+}
 
 impl Driver {
     /// Reaps exited children; reports our kubelet's exit and, while
@@ -18,7 +98,7 @@ impl Driver {
                     info!(pid, %how, "kubelet exited");
                 } else {
                     warn!(pid, %how, "kubelet exited unexpectedly");
-                    self.crashes_in_a_row += 1;
+                    self.config.crashed();
                     self.count_crash().await;
                 }
                 out.push(Input::KubeletExited { pid, how });
@@ -37,15 +117,8 @@ impl Driver {
             if child::group_gone(kubelet.pgid()) {
                 return Some(Input::GroupGone);
             }
-            if *killed {
-                let now = Instant::now();
-                if self
-                    .last_unkillable_report
-                    .is_none_or(|t| now.duration_since(t) >= UNKILLABLE_REPORT)
-                {
-                    self.last_unkillable_report = Some(now);
-                    error!(pgid = kubelet.pgid(), "kubelet process group is still alive after SIGKILL (a process in uninterruptible sleep?); keeping the lock so that no second kubelet starts; check `ps -o pid,stat,wchan -g {}`", kubelet.pgid());
-                }
+            if *killed && self.fencing.unkillable_report_due(Instant::now()) {
+                error!(pgid = kubelet.pgid(), "kubelet process group is still alive after SIGKILL (a process in uninterruptible sleep?); keeping the lock so that no second kubelet starts; check `ps -o pid,stat,wchan -g {}`", kubelet.pgid());
             }
         }
         None
@@ -62,26 +135,27 @@ impl Driver {
     ///   kubelet (a SIGSTOP that landed while its flock was granted, or
     ///   while its kubelet was down): fenced after `STOPPED_PATIENCE`.
     pub(super) async fn fence_dead_holder(&mut self) {
-        let key = self.lock.key();
+        let key = self.lock.file.key();
         if let Some((supervisor, kubelet)) = self.served_by_live_holder(key) {
-            self.stopped_seen = None;
+            self.fencing.none_stopped();
             if !self
+                .fencing
                 .holder_watch
                 .as_ref()
                 .is_some_and(|w| w.watches(supervisor, kubelet))
             {
-                self.holder_watch = holder_watch::HolderWatch::open(supervisor, kubelet);
-                match &self.holder_watch {
+                self.fencing.holder_watch = HolderWatch::open(supervisor, kubelet);
+                match &self.fencing.holder_watch {
                     Some(_) => debug!(holder_pid = supervisor.pid, kubelet_pid = kubelet.pid, "watching the holder's and its kubelet's exits (no timed look while they run)"),
                     None => debug!(holder_pid = supervisor.pid, "cannot watch the holder's exit (not in our PID namespace?); looking every 100 ms"),
                 }
             }
             return;
         }
-        self.holder_watch = None;
+        self.fencing.holder_watch = None;
         let locks = procfs::read_locks().unwrap_or_default();
         let Some(taker) = procfs::taker(&locks, key) else {
-            self.stopped_seen = None;
+            self.fencing.none_stopped();
             return;
         };
         let rec = match HolderRecord::read(&self.state) {
@@ -99,7 +173,7 @@ impl Driver {
             if verified && !its_kubelet_runs {
                 self.fence_stopped(taker, "it holds the lock");
             } else {
-                self.stopped_seen = None;
+                self.fencing.none_stopped();
             }
             return;
         }
@@ -144,14 +218,14 @@ impl Driver {
             }
             Err(reason) => {
                 let line = format!("not fencing the kubelet named by the holder record: {reason}");
-                if self.reported.len() < MAX_REPORTED && self.reported.insert(line.clone()) {
+                if self.reported.first(&line) {
                     error!("{line}");
                 }
                 return true;
             }
         };
         let line = format!("the previous holder (gone) left its kubelet running: killing process group {pgid} before starting ours");
-        if self.reported.len() < MAX_REPORTED && self.reported.insert(line.clone()) {
+        if self.reported.first(&line) {
             warn!(previous = %rec.rank(), previous_pid = rec.pid, "{line}");
         }
         child::signal_view_group(pgid, Signal::SIGKILL);
@@ -160,12 +234,7 @@ impl Driver {
             info!(pgid, "previous kubelet fenced");
             return true;
         }
-        let now = Instant::now();
-        if self
-            .last_unkillable_report
-            .is_none_or(|t| now.duration_since(t) >= UNKILLABLE_REPORT)
-        {
-            self.last_unkillable_report = Some(now);
+        if self.fencing.unkillable_report_due(Instant::now()) {
             error!(pgid, "previous kubelet's process group survives SIGKILL; not starting ours until it is gone");
         }
         false
@@ -207,34 +276,93 @@ impl Driver {
     /// with it by PDEATHSIG and holds its inode until then).
     pub(super) fn fence_stopped(&mut self, pid: i32, why: &str) {
         let Some(stat) = procfs::stat(pid).filter(|s| matches!(s.state, 'T' | 't')) else {
-            self.stopped_seen = None;
+            self.fencing.none_stopped();
             return;
         };
         let id = ProcessId {
             pid,
             start_time: stat.start_time,
         };
-        let now = Instant::now();
-        let since = match self.stopped_seen {
-            Some((seen, since)) if seen == id => since,
-            _ => {
-                self.stopped_seen = Some((id, now));
+        let stopped_for = match self.fencing.stopped(id, Instant::now()) {
+            Stopped::FirstSeen => {
                 debug!(
                     pid,
                     why, "a stopped supervisor keeps the node without a kubelet"
                 );
                 return;
             }
+            Stopped::Patience => return,
+            Stopped::Fence(stopped_for) => stopped_for,
         };
-        if now.duration_since(since) < STOPPED_PATIENCE {
-            return;
-        }
-        warn!(pid, why, stopped_for = ?now.duration_since(since), "fencing a stopped supervisor that keeps the node without a kubelet: SIGKILL");
+        warn!(pid, why, stopped_for = ?stopped_for, "fencing a stopped supervisor that keeps the node without a kubelet: SIGKILL");
         if !child::signal_view_pid(pid, Signal::SIGKILL) {
             let line = format!("cannot fence stopped supervisor pid {pid} (not in our PID namespace); the node has no kubelet until it is resumed or killed");
-            if self.reported.len() < MAX_REPORTED && self.reported.insert(line.clone()) {
+            if self.reported.first(&line) {
                 error!("{line}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(pid: i32) -> ProcessId {
+        ProcessId { pid, start_time: 1 }
+    }
+
+    #[test]
+    fn a_stopped_supervisor_is_fenced_after_the_patience() {
+        let mut f = Fencing::default();
+        let now = Instant::now();
+        assert_eq!(f.stopped(id(7), now), Stopped::FirstSeen);
+        assert_eq!(
+            f.stopped(id(7), now + STOPPED_PATIENCE / 2),
+            Stopped::Patience
+        );
+        assert_eq!(
+            f.stopped(id(7), now + STOPPED_PATIENCE),
+            Stopped::Fence(STOPPED_PATIENCE)
+        );
+        // Another process (or the same pid reused) starts the clock anew.
+        assert_eq!(f.stopped(id(8), now + STOPPED_PATIENCE), Stopped::FirstSeen);
+        let reused = ProcessId {
+            pid: 8,
+            start_time: 2,
+        };
+        assert_eq!(
+            f.stopped(reused, now + STOPPED_PATIENCE),
+            Stopped::FirstSeen
+        );
+        // Seen running in between: anew too.
+        f.none_stopped();
+        assert_eq!(
+            f.stopped(reused, now + STOPPED_PATIENCE),
+            Stopped::FirstSeen
+        );
+    }
+
+    #[test]
+    fn an_unkillable_group_is_reported_every_few_seconds() {
+        let mut f = Fencing::default();
+        let now = Instant::now();
+        assert!(f.unkillable_report_due(now));
+        assert!(!f.unkillable_report_due(now + UNKILLABLE_REPORT / 2));
+        assert!(f.unkillable_report_due(now + UNKILLABLE_REPORT));
+    }
+
+    #[test]
+    fn a_takeover_wait_is_noted_once_per_reason() {
+        let mut f = Fencing::default();
+        assert!(f.note("a".into()));
+        assert!(!f.note("a".into()));
+        assert!(f.note("b".into()));
+        assert!(f.note("a".into()));
+        f.cleared();
+        assert!(f.note("a".into()));
+        assert_eq!(f.stopped(id(7), Instant::now()), Stopped::FirstSeen);
+        f.cleared();
+        assert_eq!(f.stopped(id(7), Instant::now()), Stopped::FirstSeen);
     }
 }

@@ -1,24 +1,41 @@
 //! The driver: one select loop per supervisor that turns kernel events
 //! (signals, flock results, inotify hints, timers) into `pivot::Input`s and
-//! carries out the `pivot::Effect`s. All decisions live in `pivot` and
-//! `contention`; this module only does I/O.
+//! carries out the `pivot::Effect`s. The decisions live in pure machines
+//! (`pivot::machine`, `pivot::contention`, `pivot::takeover`,
+//! `disrupt::decide`, `config::lifecycle::verdict`); this module does the
+//! I/O around them.
+//!
+//! The `Driver` is the pivot machine plus parts that each own their state,
+//! unit-tested alone: the lock side (`lock_side`: lock file descriptions,
+//! the takeover lock, a replaced file's clocks), contention (`contention`:
+//! when to look at the contenders again, whom not to yield to), the config
+//! side (`config::side`: store, API, syncer, prepared start, config check
+//! timers, crash count), the disruption (`disrupt`: the change waiting or in
+//! progress and its task) and fencing (`fencing`: stopped supervisors, the
+//! holder's pidfds). The `impl Driver` blocks in the other files wire these
+//! parts to the kernel and to each other.
 
 mod acquire;
 mod config;
+mod contention;
 mod disrupt;
 mod effects;
 mod fencing;
 mod holder_watch;
 mod lock_check;
+mod lock_side;
 mod status;
 mod takeover;
 
 pub use disrupt::DisruptionOptions;
 pub use lock_check::EXIT_LOCK_MISMATCH;
 
-use acquire::{begin_acquire, AcquireRx};
-use config::join_opt;
+use acquire::begin_acquire;
+use config::{join_opt, ConfigSide};
+use contention::Contention;
 use disrupt::TaskDone;
+use fencing::Fencing;
+use lock_side::LockSide;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -60,27 +77,6 @@ use crate::signals::{Debounce, TerminateFlag};
 use kp_contract::node_config::ConfigReport;
 use kp_contract::time::now_rfc3339;
 
-/// After an open of the lock file, how long to keep looking for the opener
-/// to block in flock (open and flock are two syscalls).
-const OPEN_WINDOW: Duration = Duration::from_millis(500);
-/// While a higher claim exists but its owner is not blocked yet.
-const PENDING_WINDOW: Duration = Duration::from_secs(2);
-/// Re-check cadence inside those windows: each re-check reads /proc/locks,
-/// which takes the kernel's file-lock rwsem for writing and stalls every
-/// flock on the node meanwhile; an opener blocks in flock within
-/// microseconds of its open, so a few ms cost a handoff little.
-const FAST_RECHECK: Duration = Duration::from_millis(2);
-/// A waiter blocked on a replaced lock file moves to the new file once it is
-/// locked, or after this long if nobody locks it.
-const REWAIT_GRACE: Duration = Duration::from_millis(500);
-/// How long a holder keeps its kubelet while another supervisor holds the
-/// re-created lock file (it hands it back: our record names us).
-const RETAKE_PATIENCE: Duration = Duration::from_secs(2);
-/// Cadence of re-checks while a higher claimant is not blocked, after the
-/// fast window.
-const PENDING_RECHECK: Duration = Duration::from_millis(100);
-/// While a higher claimant exists that may not be yielded to now.
-const OUTRANKED_RECHECK: Duration = Duration::from_secs(1);
 /// Cadence of group/handover polls (events usually come first).
 const SLOW_RECHECK: Duration = Duration::from_millis(5);
 /// A deferring supervisor takes the lock back after this long if the
@@ -98,23 +94,12 @@ const PENDING_DEFER: Duration = Duration::from_millis(500);
 /// alive (a dead holder's leftovers may keep the lock held), when its exit
 /// cannot be watched (pidfds; see `holder_watch`) or it runs no kubelet.
 const DEAD_HOLDER_CHECK: Duration = Duration::from_millis(100);
-/// A config check this long after each kubelet start (and then at the next
-/// trial end or drain retry the store names): a kubelet that ran this long
-/// is not crash-looping (see `crashes_in_a_row`).
-const SETTLE_CHECK: Duration = Duration::from_secs(1);
-/// A contender that did not take the lock it was handed (or never blocked on
-/// it) is not yielded to again for this long, doubling up to
-/// [`SKIP_MAX`]: at most a few takebacks a minute from one stuck contender.
-const SKIP_INITIAL: Duration = Duration::from_secs(10);
-const SKIP_MAX: Duration = Duration::from_secs(300);
 /// Status line prefix while another process holds the lock.
 const STANDING_BY: &str = "standing by: ";
 /// Status line while the lock's holder is not known (no live record).
 const STANDING_BY_UNKNOWN: &str = "standing by: lock held by another process";
-/// Distinct rejected claim files reported (each once); a bound on memory.
+/// Distinct problems reported (each once); a bound on memory.
 const MAX_REPORTED: usize = 1024;
-/// How often to complain about a process group that survives SIGKILL.
-const UNKILLABLE_REPORT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SupervisorError {
@@ -196,95 +181,46 @@ enum Wake {
     ApiChanged,
 }
 
+/// The supervisor: the pivot state machine and the parts that each own
+/// their state (the lock side, contention, config, disruption, fencing).
 struct Driver {
     opts: Options,
     me: ProcessId,
-    lock: LockFile,
-    /// The locked description our running kubelet inherited, when the lock
-    /// path has named another file since (we hold that one as `lock`): kept
-    /// locked until the kubelet's group is gone, because the holder record
-    /// names it and waiters judge by it (see `pivot::takeover`).
-    kubelet_lock: Option<LockFile>,
-    /// The inode our holder record names (None: no record of ours).
-    recorded_lock: Option<crate::procfs::FileKey>,
-    /// `STATE/takeover.lock`, held around a takeover of the holder record.
-    takeover: TakeoverLock,
-    /// A stopped supervisor that keeps the node without a kubelet, and
-    /// since when we see it so (fenced after `STOPPED_PATIENCE`).
-    stopped_seen: Option<(ProcessId, Instant)>,
-    /// The last reason a takeover waited (logged when it changes).
-    clear_note: Option<String>,
-    /// Since when another supervisor holds the file the lock path names
-    /// now while we hold the replaced one and run our kubelet.
-    retake_since: Option<Instant>,
     state: StateDir,
     claim: ClaimGuard,
-    /// Rejected claim files already reported (each is reported once).
-    reported: std::collections::HashSet<String>,
     pivot: Pivot,
     watcher: Watcher,
     notifier: Notifier,
-    acquiring: Option<AcquireRx>,
-    /// Look at contention again until then (fast cadence).
-    recheck_until: Option<Instant>,
-    last_status: String,
-    last_unkillable_report: Option<Instant>,
-    store: Store,
-    /// The config the running (or next) kubelet was started with.
-    applied: Option<Resolved>,
-    holder_since_time: std::time::SystemTime,
-    /// API access, its client kept current (None = local-only mode).
-    api: Option<Api>,
-    /// The generation of the client the running syncer uses.
-    sync_generation: u64,
-    /// The API status last written to `STATE/api.json` (while holding).
-    api_status_written: Option<ApiStatus>,
-    /// The syncer of the current holder tenure.
-    sync_task: Option<tokio::task::JoinHandle<()>>,
-    reports: tokio::sync::watch::Sender<Option<ConfigReport>>,
     metrics: Arc<Metrics>,
-    /// A higher claimant seen not blocked yet (its pid), while holding.
-    pending: Option<i32>,
-    /// While holding: a live higher claim exists whose owner may not be
-    /// yielded to now (stopped, or skipped after it failed to take the lock
-    /// once). A thawed process resumes its flock without opening the lock
-    /// file (no event), and a skip ends by time: looked at again every
-    /// `OUTRANKED_RECHECK` until it blocks, wins or goes.
-    outranked: bool,
-    /// While waiting: since when the path names another file than ours.
-    replaced_since: Option<Instant>,
+    /// When this supervisor last took the lock (its holder record says so).
+    holder_since_time: std::time::SystemTime,
     /// SIGHUPs not acted on yet (a burst restarts the kubelet once).
     reload: Debounce,
-    /// The next kubelet start, prepared while another holds the lock.
-    prepared: Option<Prepared>,
-    preparing: Option<tokio::task::JoinHandle<Option<Prepared>>>,
-    last_prepare: Option<Instant>,
-    /// Prepare the next start again (the config may have changed since).
-    prepare_due: bool,
-    /// When the next preparation may run (`PREPARE_INTERVAL` after the last).
-    prepare_at: Option<Instant>,
-    /// The next config check a pending step needs (a trial's end, a
-    /// drain's retry).
-    config_due: Option<Instant>,
-    /// The config check after a kubelet start (see `SETTLE_CHECK`): kept
-    /// apart from `config_due`, which each check sets anew.
-    settle_at: Option<Instant>,
-    /// The kubelet the settle check was scheduled for.
-    settle_for: Option<i32>,
-    /// While waiting: the exits of the recorded holder and its kubelet.
-    holder_watch: Option<holder_watch::HolderWatch>,
-    /// Contenders not yielded to for a while (they did not take the lock).
-    skips: Skips,
-    /// The drain or health-gate task of a disruptive change.
-    disrupt_task: Option<tokio::task::JoinHandle<Option<TaskDone>>>,
-    /// The disruptive change waiting or in progress, as last read.
-    disruption: Option<crate::config::store::DisruptionRecord>,
-    /// Whether `disruption` was read in this holding: another holder may
-    /// have changed or finished the change since ours ended.
-    disruption_read: bool,
-    /// Unexpected kubelet exits since a kubelet last ran through a config
-    /// check (about a second).
-    crashes_in_a_row: u32,
+    last_status: String,
+    /// Problems already reported (each is reported once).
+    reported: Reported,
+    /// The lock file, the kubelet's inherited one, the takeover lock.
+    lock: LockSide,
+    /// The clocks of a holder's looks at its contenders.
+    contention: Contention,
+    /// The config of the running (or next) kubelet, its checks and the syncer.
+    config: ConfigSide,
+    /// The disruptive change waiting or in progress, and its task.
+    disruption: disrupt::Disruption,
+    /// What fencing a previous holder's leftovers remembers.
+    fencing: Fencing,
+}
+
+/// Problems reported once each (rejected claim files, fencing refusals),
+/// at most [`MAX_REPORTED`] of them: a bound on memory.
+#[derive(Default)]
+struct Reported(std::collections::HashSet<String>);
+
+impl Reported {
+    /// Whether `line` is reported for the first time (then: log it).
+    fn first(&mut self, line: &str) -> bool {
+        self.0.len() < MAX_REPORTED && self.0.insert(line.to_string())
+    }
 }
 
 /// Runs blocking store I/O off the async loop.
@@ -457,57 +393,28 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     let mut d = Driver {
         opts,
         me,
-        lock,
-        kubelet_lock: None,
-        recorded_lock: None,
-        takeover,
-        stopped_seen: None,
-        clear_note: None,
-        retake_since: None,
         state,
         claim,
-        reported: Default::default(),
         pivot,
         watcher,
         notifier: Notifier::new(),
-        acquiring: None,
-        recheck_until: None,
-        last_status: String::new(),
-        last_unkillable_report: None,
-        store,
-        applied: None,
-        holder_since_time: std::time::SystemTime::now(),
-        api,
-        sync_generation: 0,
-        api_status_written: None,
-        sync_task: None,
-        reports: tokio::sync::watch::channel(None).0,
         metrics,
-        pending: None,
-        outranked: false,
-        replaced_since: None,
+        holder_since_time: std::time::SystemTime::now(),
         reload: Debounce::default(),
-        skips: Skips::new(SKIP_INITIAL, SKIP_MAX),
-        prepared: None,
-        preparing: None,
-        last_prepare: None,
-        prepare_due: true,
-        prepare_at: None,
-        config_due: None,
-        settle_at: None,
-        settle_for: None,
-        holder_watch: None,
-        disrupt_task: None,
-        disruption: None,
-        disruption_read: false,
-        crashes_in_a_row: 0,
+        last_status: String::new(),
+        reported: Reported::default(),
+        lock: LockSide::new(lock, takeover),
+        contention: Contention::default(),
+        config: ConfigSide::new(store, api),
+        disruption: Default::default(),
+        fencing: Fencing::default(),
     };
     let mut watchdog = Notifier::watchdog_interval().map(tokio::time::interval);
     let mut inputs = match acquiring {
         None => d.on_acquired()?,
         Some(rx) => {
             d.notifier.ready();
-            d.acquiring = Some(rx);
+            d.lock.acquiring = Some(rx);
             vec![]
         }
     };
@@ -523,7 +430,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         d.tend_prepared();
         d.schedule_settle_check();
         if d.pivot.state != State::Waiting {
-            d.holder_watch = None;
+            d.fencing.holder_watch = None;
         }
         let (backoff_until, stop_deadline) = match &d.pivot.state {
             State::Holding(Run::Backoff { until, .. }) => (Some(*until), None),
@@ -546,19 +453,19 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
             // for two, the second SIGKILLing the kubelet (tests/sigterm.rs).
             biased;
             Some(sig) = signals.next() => Wake::Signal(sig),
-            Some(res) = recv_opt(&mut d.acquiring) => Wake::Acquired(res),
+            Some(res) = recv_opt(&mut d.lock.acquiring) => Wake::Acquired(res),
             hint = d.watcher.next() => Wake::Hint(hint),
             _ = sleep_opt(backoff_until) => Wake::BackoffElapsed,
             _ = sleep_opt(stop_deadline) => Wake::StopDeadline,
             _ = sleep_opt(recheck) => Wake::Recheck,
             _ = sleep_opt(reload_due) => Wake::ReloadDue,
-            res = join_opt(&mut d.preparing) => Wake::Prepared(res.map(Box::new)),
-            res = join_opt(&mut d.disrupt_task) => Wake::Disruption(res),
+            res = join_opt(&mut d.config.preparing) => Wake::Prepared(res.map(Box::new)),
+            res = join_opt(&mut d.disruption.task) => Wake::Disruption(res),
             _ = tick_opt(&mut watchdog) => Wake::Watchdog,
-            _ = holder_watch::exited_opt(&d.holder_watch) => Wake::HolderExited,
-            _ = sleep_opt(d.config_due) => Wake::ConfigDue,
-            _ = sleep_opt(d.settle_at) => Wake::SettleDue,
-            _ = sleep_opt(d.prepare_at) => Wake::PrepareDue,
+            _ = holder_watch::exited_opt(&d.fencing.holder_watch) => Wake::HolderExited,
+            _ = sleep_opt(d.config.config_due) => Wake::ConfigDue,
+            _ = sleep_opt(d.config.settle_at) => Wake::SettleDue,
+            _ = sleep_opt(d.config.prepare_at) => Wake::PrepareDue,
             _ = api_changed(&mut api_changes) => Wake::ApiChanged,
         };
         inputs = d.wake(wake).await?;
@@ -574,7 +481,7 @@ impl Driver {
         Ok(match wake {
             Wake::Signal(sig) => self.on_signal(sig).await,
             Wake::Acquired(res) => {
-                self.acquiring = None;
+                self.lock.acquiring = None;
                 let at = res?;
                 self.on_flock_returned(at)?
             }
@@ -584,22 +491,24 @@ impl Driver {
             Wake::Hint(Hint::ConfigChanged)
                 if matches!(self.pivot.state, State::Waiting | State::Deferring { .. }) =>
             {
-                self.prepare_due = true;
+                self.config.prepare_again();
                 vec![]
             }
             // Waiting: every hint (the record, the claims, the lock file; in
             // polling mode the tick, which comes as often as the waiting
             // re-check and, first in the select, would starve it) is a look
             // at the holder.
-            Wake::Hint(hint) if self.pivot.state == State::Waiting && self.acquiring.is_some() => {
+            Wake::Hint(hint)
+                if self.pivot.state == State::Waiting && self.lock.acquiring.is_some() =>
+            {
                 if hint == Hint::Rescan {
-                    self.prepare_due = true;
+                    self.config.prepare_again();
                 }
                 self.look_at_holder().await?
             }
             Wake::HolderExited => {
-                self.holder_watch = None;
-                if self.pivot.state == State::Waiting && self.acquiring.is_some() {
+                self.fencing.holder_watch = None;
+                if self.pivot.state == State::Waiting && self.lock.acquiring.is_some() {
                     self.look_at_holder().await?
                 } else {
                     vec![]
@@ -633,11 +542,11 @@ impl Driver {
             }
             Wake::Recheck => self.on_recheck(),
             Wake::Prepared(prepared) => {
-                self.preparing = None;
+                self.config.preparing = None;
                 if prepared.is_some() {
                     debug!("next kubelet start prepared");
                 }
-                self.prepared = prepared.map(|p| *p);
+                self.config.prepared = prepared.map(|p| *p);
                 vec![]
             }
             Wake::ReloadDue => {
@@ -654,15 +563,15 @@ impl Driver {
                 self.lock_check()
             }
             Wake::ConfigDue => {
-                self.config_due = None;
+                self.config.config_due = None;
                 self.check_config().await
             }
             Wake::SettleDue => {
-                self.settle_at = None;
+                self.config.settle_at = None;
                 self.check_config().await
             }
             Wake::PrepareDue => {
-                self.prepare_at = None;
+                self.config.prepare_at = None;
                 vec![]
             }
             // The loop's tending restarts the syncer with the new client
@@ -681,18 +590,13 @@ impl Driver {
         Ok(vec![])
     }
 
-    /// After each kubelet start, one config check `SETTLE_CHECK` later.
+    /// After each kubelet start, one config check a second later.
     fn schedule_settle_check(&mut self) {
         let running = match &self.pivot.state {
             State::Holding(Run::Running(k)) => Some(k.pid),
             _ => None,
         };
-        if running.is_some() && running != self.settle_for {
-            self.settle_at = Some(Instant::now() + SETTLE_CHECK);
-        } else if running.is_none() {
-            self.settle_at = None;
-        }
-        self.settle_for = running;
+        self.config.schedule_settle(running, Instant::now());
     }
 
     fn next_recheck(&mut self, now: Instant) -> Option<Instant> {
@@ -705,26 +609,31 @@ impl Driver {
             // While a replaced lock file waits to be locked by its holder
             // (flock grants make no event), the timed look stays too.
             State::Waiting
-                if self.acquiring.is_some()
-                    && (self.holder_watch.is_none() || self.replaced_since.is_some()) =>
+                if self.lock.acquiring.is_some()
+                    && (self.fencing.holder_watch.is_none() || self.lock.replaced()) =>
             {
                 Some(now + DEAD_HOLDER_CHECK)
             }
-            State::Holding(_) if self.retake_since.is_some() => Some(now + SLOW_RECHECK),
-            State::Holding(_) => match self.recheck_until {
-                Some(until) if until > now => Some(now + FAST_RECHECK),
-                _ => {
-                    self.recheck_until = None;
-                    // A higher claimant that is not blocked (stuck between
-                    // its claim and flock, or stopped): look every 100 ms,
-                    // not every millisecond, so that it is seen soon once it
-                    // blocks without a hot loop meanwhile.
-                    self.pending
-                        .map(|_| now + PENDING_RECHECK)
-                        .or(self.outranked.then(|| now + OUTRANKED_RECHECK))
-                }
-            },
+            State::Holding(_) if self.lock.retaking() => Some(now + SLOW_RECHECK),
+            State::Holding(_) => self.contention.next_look(now),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_problem_is_reported_once_and_memory_is_bounded() {
+        let mut r = Reported::default();
+        assert!(r.first("a"));
+        assert!(!r.first("a"));
+        for i in 1..MAX_REPORTED {
+            assert!(r.first(&i.to_string()));
+        }
+        assert!(!r.first("one too many"));
+        assert!(!r.first("a"));
     }
 }

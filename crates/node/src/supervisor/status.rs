@@ -13,14 +13,8 @@ impl Driver {
             rec.kubelet_pid = Some(k.id.pid);
             rec.kubelet_start_time = Some(k.id.start_time);
         }
-        rec.lock_file = Some(self.kubelet_lock_key());
+        rec.lock_file = Some(self.lock.kubelet_key());
         rec
-    }
-    /// The inode whose lock our kubelet holds (or the next one will).
-    pub(super) fn kubelet_lock_key(&self) -> crate::procfs::FileKey {
-        self.kubelet_lock
-            .as_ref()
-            .map_or_else(|| self.lock.key(), LockFile::key)
     }
     /// Writes our record inline (a few hundred bytes, no fsync: runtime
     /// state), on the path to a spawn. False when it could not be written.
@@ -32,7 +26,7 @@ impl Driver {
         let key = rec.lock_file;
         match rec.write(&self.state) {
             Ok(()) => {
-                self.recorded_lock = key;
+                self.lock.recorded = key;
                 true
             }
             Err(err) => {
@@ -46,7 +40,7 @@ impl Driver {
         let key = rec.lock_file;
         let state = self.state.clone();
         match tokio::task::spawn_blocking(move || rec.write(&state)).await {
-            Ok(Ok(())) => self.recorded_lock = key,
+            Ok(Ok(())) => self.lock.recorded = key,
             Ok(Err(err)) => {
                 warn!(%err, "failed to write the holder record; `status` will be wrong until the next write")
             }
@@ -59,7 +53,7 @@ impl Driver {
                 Ok(Some(r)) if r.is_live() && r.supervisor() != self.me => {
                     format!("standing by: lock held by {} pid {}", r.rank(), r.pid)
                 }
-                _ if self.acquiring.is_some() => STANDING_BY_UNKNOWN.to_string(),
+                _ if self.lock.acquiring.is_some() => STANDING_BY_UNKNOWN.to_string(),
                 _ => "waiting for the lock".to_string(),
             },
             State::Deferring { to, .. } => format!("standing by: handing the lock to {to}"),

@@ -20,7 +20,7 @@ impl Driver {
         if !lost.is_empty() {
             return lost;
         }
-        let guard = match self.takeover.try_guard() {
+        let guard = match self.lock.takeover.try_guard() {
             Ok(Some(guard)) => guard,
             Ok(None) => {
                 self.fence_stopped_takeover_holder();
@@ -38,7 +38,7 @@ impl Driver {
                 // record that cannot be read was damaged by hand. It names
                 // nobody we could wait for.
                 let line = format!("ignoring the holder record: {err}");
-                if self.reported.len() < MAX_REPORTED && self.reported.insert(line.clone()) {
+                if self.reported.first(&line) {
                     error!("{line}");
                 }
                 None
@@ -47,7 +47,7 @@ impl Driver {
         let facts = RecordFacts::of(rec.as_ref(), self.me);
         let locks = procfs::read_locks().map_err(|e| e.to_string());
         let ours = self.state_files();
-        match decide(&facts, self.lock.key(), &locks, &ours) {
+        match decide(&facts, self.lock.file.key(), &locks, &ours) {
             Decision::Ours
             | Decision::TakeOver {
                 fence_record: false,
@@ -61,15 +61,14 @@ impl Driver {
             }
             Decision::HandOver { rank, pid } => {
                 drop(guard);
-                self.stopped_seen = None;
+                self.fencing.none_stopped();
                 // Once per holder and lock file: a stopped holder whose
                 // kubelet runs is handed the lock again every deferral round.
-                let note = format!("hand over to {pid} on {}", self.lock.key());
-                if self.clear_note.as_deref() == Some(note.as_str()) {
-                    debug!(holder = %rank, holder_pid = pid, "handing the lock to the recorded holder again");
-                } else {
+                let note = format!("hand over to {pid} on {}", self.lock.file.key());
+                if self.fencing.note(note) {
                     info!(holder = %rank, holder_pid = pid, "took the lock, but the holder record names a live supervisor whose kubelet may run under a replaced lock file; handing the lock to it instead of starting a second kubelet");
-                    self.clear_note = Some(note);
+                } else {
+                    debug!(holder = %rank, holder_pid = pid, "handing the lock to the recorded holder again");
                 }
                 return vec![Input::HolderAlive(Contender::Holder { rank, pid })];
             }
@@ -82,7 +81,7 @@ impl Driver {
                 drop(guard);
                 self.note_wait(format!(
                     "the previous holder is gone but the lock file it held ({lock_file}) is still locked (taken by pid {taker}; we hold {}): its kubelet may still run",
-                    self.lock.key()
+                    self.lock.file.key()
                 ));
                 if fence::taker_gone(taker) || procfs::doomed(taker) {
                     if let Some(prev) = &rec {
@@ -113,15 +112,14 @@ impl Driver {
         // without a kubelet is no safer.
         self.write_record_now(None);
         drop(guard);
-        self.clear_note = None;
-        self.stopped_seen = None;
+        self.fencing.cleared();
         vec![Input::Cleared]
     }
 
     /// Inodes of the state directory's files (claims, takeover lock): an
     /// old lock file's inode number found among them was reused.
     fn state_files(&self) -> Vec<procfs::FileKey> {
-        let mut keys = vec![self.takeover.key()];
+        let mut keys = vec![self.lock.takeover.key()];
         if let Ok(entries) = std::fs::read_dir(self.state.claims_dir()) {
             keys.extend(
                 entries
@@ -136,9 +134,8 @@ impl Driver {
 
     /// Logs why a takeover waits, once per reason.
     fn note_wait(&mut self, why: String) {
-        if self.clear_note.as_deref() != Some(why.as_str()) {
+        if self.fencing.note(why.clone()) {
             warn!("not starting a kubelet yet: {why}");
-            self.clear_note = Some(why);
         }
     }
 
@@ -146,7 +143,7 @@ impl Driver {
     /// (frozen in the middle of a takeover), it keeps the node without a
     /// kubelet; fence it after the patience.
     fn fence_stopped_takeover_holder(&mut self) {
-        let key = self.takeover.key();
+        let key = self.lock.takeover.key();
         let locks = procfs::read_locks().unwrap_or_default();
         let Some(taker) = procfs::taker(&locks, key) else {
             return;

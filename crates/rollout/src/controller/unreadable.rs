@@ -72,7 +72,7 @@ async fn write_invalid_status(
 ) -> Result<StatusWrite, ReconcileError> {
     let name = obj.name_any();
     let raw = serde_json::to_value(obj).unwrap_or_default();
-    let now = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+    let now = kp_contract::time::rfc3339(SystemTime::now());
     let reported = invalid::with_report(&raw, message, &now);
     let body: DynamicObject = match serde_json::from_value(reported) {
         Ok(body) => body,

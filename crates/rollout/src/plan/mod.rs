@@ -97,9 +97,7 @@ pub struct Plan {
     pub requeue: Option<Duration>,
 }
 
-fn rfc3339(t: SystemTime) -> String {
-    humantime::format_rfc3339_millis(t).to_string()
-}
+use kp_contract::time::rfc3339;
 
 struct Decider<'a> {
     inp: &'a Inputs<'a>,

@@ -160,7 +160,7 @@ mod tests {
     }
 
     fn text(t: SystemTime) -> String {
-        humantime::format_rfc3339_millis(t).to_string()
+        kp_contract::time::rfc3339(t)
     }
 
     fn record(rollout: &str, uid: Option<&str>, revision: u32, started: u64) -> NodeRecord {

@@ -4,7 +4,8 @@
 //!
 //! Only the lock holder calls the mutating functions; `status` resolves in
 //! read-only mode. Which config runs is decided here (`resolve`); its trial,
-//! crash loops and promotion are in `trial`.
+//! crash loops and promotion are in `trial`, around the pure verdict of
+//! `verdict` (which trial to blame, whether a trial is over).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,7 @@ use kp_kubelet_config::{ConfigError, KubeletConfig, MAX_CONFIG_BYTES};
 #[cfg(test)]
 mod tests;
 mod trial;
+mod verdict;
 
 pub use trial::{maybe_promote, on_applied, on_crash, trial_ends};
 

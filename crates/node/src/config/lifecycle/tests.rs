@@ -12,6 +12,11 @@ fn checkpoint(store: &Store, s: &ConfigSource, body: &str) {
     store.save_checkpoint(s, &files).unwrap();
 }
 
+/// One more kubelet exit, now: the rollback's reason, if any.
+fn crash(store: &Store, r: &Resolved, since: SystemTime) -> Option<String> {
+    on_crash(store, r, since, SystemTime::now()).unwrap()
+}
+
 const GOOD: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 50\ncrashLoopThreshold: 1\nconfigTrialDuration: 10m\n";
 const INVALID: &str =
     "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 70000\n";
@@ -81,14 +86,14 @@ fn crash_loop_marks_bad_then_promotion_path() {
     on_applied(&store, &r).unwrap();
     let since = SystemTime::now() - Duration::from_secs(1);
     // threshold 1: the first restart is allowed, the second is a loop.
-    assert_eq!(on_crash(&store, &r, since).unwrap(), None);
-    let reason = on_crash(&store, &r, since).unwrap().unwrap();
+    assert_eq!(crash(&store, &r, since), None);
+    let reason = crash(&store, &r, since).unwrap();
     assert!(reason.contains("crash loop"), "{reason}");
     let r2 = resolve(&store, &local, Access::Holder);
     assert_eq!(r2.origin, Origin::Local);
     assert!(matches!(r2.error, Some(ConfigStatusError::KnownBad { .. })));
     // Not promoted: trial not over.
-    assert!(!maybe_promote(&store, &r).unwrap());
+    assert!(!maybe_promote(&store, &r, SystemTime::now()).unwrap());
 }
 
 // --- --config-dir drop-ins ------------------------------------------
@@ -206,7 +211,7 @@ fn a_crash_looping_drop_in_set_goes_back_to_last_known_good() {
     let mut record = n.store.drop_in_record().unwrap();
     record.trial.as_mut().unwrap().since = "2000-01-01T00:00:00Z".into();
     n.store.set_drop_in_record(&record).unwrap();
-    assert!(maybe_promote(&n.store, &good).unwrap());
+    assert!(maybe_promote(&n.store, &good, SystemTime::now()).unwrap());
     let record = n.store.drop_in_record().unwrap();
     assert_eq!(
         record.last_known_good.unwrap().id,
@@ -218,8 +223,8 @@ fn a_crash_looping_drop_in_set_goes_back_to_last_known_good() {
     let bad = n.apply();
     assert_eq!(bad.config.effective()["maxPods"], 70);
     let since = SystemTime::now() - Duration::from_secs(1);
-    assert_eq!(on_crash(&n.store, &bad, since).unwrap(), None);
-    let reason = on_crash(&n.store, &bad, since).unwrap().unwrap();
+    assert_eq!(crash(&n.store, &bad, since), None);
+    let reason = crash(&n.store, &bad, since).unwrap();
     assert!(reason.contains("crash loop"), "{reason}");
     let record = n.store.drop_in_record().unwrap();
     assert!(record.bad.contains_key(bad.drop_ins.as_ref().unwrap().id()));
@@ -236,7 +241,7 @@ fn a_crash_looping_drop_in_set_goes_back_to_last_known_good() {
         Some(ConfigStatusError::DropInKnownBad { .. })
     ));
     // Not on trial, so its exits count against nothing.
-    assert_eq!(on_crash(&n.store, &r, since).unwrap(), None);
+    assert_eq!(crash(&n.store, &r, since), None);
     // The assigned config was not blamed.
     assert!(n.store.bad_configs().unwrap().is_empty());
 }
@@ -259,8 +264,8 @@ fn the_newest_change_is_blamed_for_a_crash_loop() {
     let r = n.apply();
     assert_eq!(r.on_trial(), Some(&a));
     assert!(trial_of(&n).is_some());
-    assert_eq!(on_crash(&n.store, &r, since).unwrap(), None);
-    assert!(on_crash(&n.store, &r, since).unwrap().is_some());
+    assert_eq!(crash(&n.store, &r, since), None);
+    assert!(crash(&n.store, &r, since).is_some());
     assert!(n.store.bad_entry(&a).unwrap().is_some());
     assert!(n.store.drop_in_record().unwrap().bad.is_empty());
     // The drop-in trial's count starts again.
@@ -277,8 +282,8 @@ fn the_newest_change_is_blamed_for_a_crash_loop() {
     n.write("20-more.conf", "maxPods: 61");
     let r = n.apply();
     assert_eq!(r.on_trial(), Some(&a));
-    assert_eq!(on_crash(&n.store, &r, since).unwrap(), None);
-    assert!(on_crash(&n.store, &r, since).unwrap().is_some());
+    assert_eq!(crash(&n.store, &r, since), None);
+    assert!(crash(&n.store, &r, since).is_some());
     assert!(n.store.bad_entry(&a).unwrap().is_none());
     let record = n.store.drop_in_record().unwrap();
     assert!(record.bad.contains_key(r.drop_ins.as_ref().unwrap().id()));

@@ -6,6 +6,7 @@ use std::time::SystemTime;
 
 use tracing::{info, warn};
 
+use super::verdict::{self, Inputs, TrialFacts, Verdict};
 use super::{boot_time, parse_time, Resolved};
 use crate::config::store::{DropInTrial, EffectiveRecord, Store, StoreError, Trial};
 use kp_contract::time::now_rfc3339;
@@ -103,41 +104,6 @@ fn record_drop_ins(store: &Store, r: &Resolved) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// A trial's crash count after one more kubelet exit: the exits within the
-/// trial, counted from the latest of its start, boot and this holder's
-/// start.
-struct TrialCount {
-    start: SystemTime,
-    count: usize,
-    /// The trial is still running and the count is over the threshold.
-    over: bool,
-}
-
-fn count_crashes(
-    since: &str,
-    startups: &[String],
-    holder_since: SystemTime,
-    r: &Resolved,
-    now: SystemTime,
-) -> TrialCount {
-    let start = parse_time(since).unwrap_or(now);
-    let end = start + r.config.config_trial_duration();
-    let mut window_start = start.max(holder_since);
-    if let Some(boot) = boot_time() {
-        window_start = window_start.max(boot);
-    }
-    let count = startups
-        .iter()
-        .filter_map(|s| parse_time(s))
-        .filter(|t| *t >= window_start && *t <= end)
-        .count();
-    TrialCount {
-        start,
-        count,
-        over: now <= end && count > r.config.crash_loop_threshold() as usize,
-    }
-}
-
 fn crash_loop_reason(count: usize, r: &Resolved) -> String {
     format!(
         "crash loop: {count} kubelet restarts within the {} trial period (crashLoopThreshold {})",
@@ -146,24 +112,22 @@ fn crash_loop_reason(count: usize, r: &Resolved) -> String {
     )
 }
 
-/// Called by the holder when its kubelet exited without being asked to.
-/// Records the restart against every config on trial (an assigned config,
-/// a `--config-dir` drop-in set); when more than crashLoopThreshold
-/// restarts fall in a trial period (counted from the latest of trial start,
-/// boot and this holder's start), the config whose trial started last, the
-/// newest change, is marked bad and the reason returned. The other trial's
-/// count starts again: those crashes were the newer change's.
+/// Called by the holder when its kubelet exited without being asked to, at
+/// `now`. Records the restart against every config on trial (an assigned
+/// config, a `--config-dir` drop-in set) and carries out the verdict
+/// ([`verdict::decide`]): a config that crash-looped in its trial is marked
+/// bad and the reason returned; the other trial's count starts again.
 pub fn on_crash(
     store: &Store,
     r: &Resolved,
     holder_since: SystemTime,
+    now: SystemTime,
 ) -> Result<Option<String>, StoreError> {
     if r.on_trial().is_none() && r.drop_ins.is_none() {
         return Ok(None);
     }
     let _guard = store.lock()?;
-    let now = SystemTime::now();
-    let stamp = now_rfc3339();
+    let stamp = kp_contract::time::rfc3339(now);
     let assigned = match r.on_trial() {
         Some(src) => store.trial()?.filter(|t| &t.source == src),
         None => None,
@@ -178,72 +142,79 @@ pub fn on_crash(
         return Ok(None);
     }
     let mut assigned_startups = Vec::new();
-    let assigned_count = match &assigned {
-        Some(trial) => {
-            assigned_startups = store.startups()?;
-            assigned_startups.push(stamp.clone());
-            Some(count_crashes(
-                &trial.since,
-                &assigned_startups,
-                holder_since,
-                r,
-                now,
-            ))
-        }
-        None => None,
-    };
-    let drop_in_count = drop_in_trial.map(|trial| {
-        trial.startups.push(stamp.clone());
-        count_crashes(&trial.since, &trial.startups, holder_since, r, now)
-    });
-    let blame_drop_ins = match (&assigned_count, &drop_in_count) {
-        (Some(a), Some(d)) if a.over && d.over => d.start >= a.start,
-        (_, Some(d)) => d.over,
-        _ => false,
-    };
-    if blame_drop_ins {
-        let count = drop_in_count.map_or(0, |d| d.count);
-        let reason = crash_loop_reason(count, r);
-        if let Some(id) = on_trial_id {
-            warn!(drop_ins = %id, %reason, "marking the --config-dir drop-ins bad and going back to the last-known-good set");
-            record.mark_bad(&id, &reason, &stamp);
-        }
-        record.trial = None;
-        store.set_drop_in_record(&record)?;
-        if assigned.is_some() {
-            store.set_startups(&[])?;
-        }
-        return Ok(Some(reason));
+    if assigned.is_some() {
+        assigned_startups = store.startups()?;
+        assigned_startups.push(stamp.clone());
     }
-    if let (Some(src), Some(count)) = (r.on_trial(), &assigned_count) {
-        if count.over {
-            let reason = crash_loop_reason(count.count, r);
-            warn!(source = %src, %reason, "marking the assigned config bad and rolling back to last-known-good");
-            store.mark_bad(src, &reason, &stamp)?;
+    let drop_ins_on_trial = drop_in_trial.is_some();
+    if let Some(trial) = drop_in_trial {
+        trial.startups.push(stamp.clone());
+    }
+    let drop_in_facts = record
+        .trial
+        .as_ref()
+        .filter(|_| drop_ins_on_trial)
+        .map(|t| TrialFacts {
+            since: &t.since,
+            startups: &t.startups,
+        });
+    let inputs = Inputs {
+        assigned: assigned.as_ref().map(|t| TrialFacts {
+            since: &t.since,
+            startups: &assigned_startups,
+        }),
+        drop_ins: drop_in_facts,
+        holder_since,
+        boot: boot_time(),
+        trial: r.config.config_trial_duration(),
+        threshold: r.config.crash_loop_threshold(),
+    };
+    match verdict::decide(&inputs, now) {
+        Verdict::BlameDropIns { count } => {
+            let reason = crash_loop_reason(count, r);
+            if let Some(id) = on_trial_id {
+                warn!(drop_ins = %id, %reason, "marking the --config-dir drop-ins bad and going back to the last-known-good set");
+                record.mark_bad(&id, &reason, &stamp);
+            }
+            record.trial = None;
+            store.set_drop_in_record(&record)?;
+            if assigned.is_some() {
+                store.set_startups(&[])?;
+            }
+            Ok(Some(reason))
+        }
+        Verdict::BlameAssigned { count } => {
+            let reason = crash_loop_reason(count, r);
+            if let Some(src) = r.on_trial() {
+                warn!(source = %src, %reason, "marking the assigned config bad and rolling back to last-known-good");
+                store.mark_bad(src, &reason, &stamp)?;
+            }
             store.set_startups(&[])?;
             store.set_trial(None)?;
             if let Some(trial) = record.trial.as_mut() {
                 trial.startups.clear();
             }
             store.set_drop_in_record(&record)?;
-            return Ok(Some(reason));
+            Ok(Some(reason))
+        }
+        Verdict::Count { assigned, drop_ins } => {
+            if assigned.is_some() {
+                store.set_startups(&assigned_startups)?;
+            }
+            if drop_ins.is_some() {
+                store.set_drop_in_record(&record)?;
+            }
+            Ok(None)
         }
     }
-    if assigned.is_some() {
-        store.set_startups(&assigned_startups)?;
-    }
-    if drop_in_count.is_some() {
-        store.set_drop_in_record(&record)?;
-    }
-    Ok(None)
 }
 
 /// Called by the holder while its kubelet runs: an assigned config, and a
-/// `--config-dir` drop-in set, that survived its trial period becomes
-/// last-known-good. Returns whether anything was promoted.
-pub fn maybe_promote(store: &Store, r: &Resolved) -> Result<bool, StoreError> {
-    let assigned = promote_assigned(store, r)?;
-    let drop_ins = promote_drop_ins(store, r)?;
+/// `--config-dir` drop-in set, that survived its trial period by `now`
+/// becomes last-known-good. Returns whether anything was promoted.
+pub fn maybe_promote(store: &Store, r: &Resolved, now: SystemTime) -> Result<bool, StoreError> {
+    let assigned = promote_assigned(store, r, now)?;
+    let drop_ins = promote_drop_ins(store, r, now)?;
     Ok(assigned || drop_ins)
 }
 
@@ -264,19 +235,18 @@ pub fn trial_ends(store: &Store, r: &Resolved) -> Option<SystemTime> {
     [assigned, drop_ins].into_iter().flatten().min()
 }
 
-fn trial_over(since: &str, r: &Resolved) -> bool {
-    parse_time(since)
-        .is_some_and(|start| SystemTime::now() >= start + r.config.config_trial_duration())
+fn trial_over(since: &str, r: &Resolved, now: SystemTime) -> bool {
+    verdict::over(since, r.config.config_trial_duration(), now)
 }
 
-fn promote_assigned(store: &Store, r: &Resolved) -> Result<bool, StoreError> {
+fn promote_assigned(store: &Store, r: &Resolved, now: SystemTime) -> Result<bool, StoreError> {
     let Some(src) = r.on_trial() else {
         return Ok(false);
     };
     let Some(trial) = store.trial()?.filter(|t| &t.source == src) else {
         return Ok(false);
     };
-    if !trial_over(&trial.since, r) {
+    if !trial_over(&trial.since, r, now) {
         return Ok(false);
     }
     let _guard = store.lock()?;
@@ -287,7 +257,7 @@ fn promote_assigned(store: &Store, r: &Resolved) -> Result<bool, StoreError> {
     Ok(true)
 }
 
-fn promote_drop_ins(store: &Store, r: &Resolved) -> Result<bool, StoreError> {
+fn promote_drop_ins(store: &Store, r: &Resolved, now: SystemTime) -> Result<bool, StoreError> {
     if r.drop_ins.is_none() {
         return Ok(false);
     }
@@ -298,7 +268,7 @@ fn promote_drop_ins(store: &Store, r: &Resolved) -> Result<bool, StoreError> {
     let over = record
         .trial
         .as_ref()
-        .is_some_and(|t| t.id == applied.id() && trial_over(&t.since, r));
+        .is_some_and(|t| t.id == applied.id() && trial_over(&t.since, r, now));
     if !over {
         return Ok(false);
     }

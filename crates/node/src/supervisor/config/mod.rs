@@ -4,7 +4,11 @@
 
 use super::*;
 
+mod side;
+pub(super) use side::ConfigSide;
+
 use super::disrupt::Pending;
+use crate::cluster::drain::Drainer;
 use crate::config::running::{self, StartChoice};
 use crate::kubelet::{flags, state_files};
 use kp_kubelet_config::disruption::{Change, StateFile};
@@ -96,11 +100,6 @@ pub(super) async fn join_opt<T>(
     }
 }
 
-/// A config kept running while a disruptive change waits is given up after
-/// this many kubelet exits in a row without a config check in between: a
-/// crash-looping kubelet protects no pod, so the new config starts.
-const PINNED_CRASH_LIMIT: u32 = 3;
-
 /// How often a waiting supervisor may prepare its next start anew.
 pub(super) const PREPARE_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -115,57 +114,58 @@ impl Driver {
                 self.pivot.state,
                 State::Exited(_) | State::Holding(Run::Clearing)
             );
-        let current = self.api.as_ref().and_then(Api::current);
+        let current = self.config.api.as_ref().and_then(Api::current);
         // A new client (the kubeconfig appeared, credentials rotated): the
         // syncer of the old one stops and one with the new starts.
-        if let (Some(task), Some(p)) = (&self.sync_task, &current) {
-            if p.generation != self.sync_generation {
+        if let (Some(task), Some(p)) = (&self.config.sync_task, &current) {
+            if p.generation != self.config.sync_generation {
                 info!(
                     generation = p.generation,
                     "new API credentials: restarting the sync with them"
                 );
                 task.abort();
-                self.sync_task = None;
+                self.config.sync_task = None;
             }
         }
-        match (current, holding, &self.sync_task) {
+        match (current, holding, &self.config.sync_task) {
             (Some(published), true, None) => {
-                self.sync_generation = published.generation;
-                let hint = self.api.as_ref().map(Api::hint).unwrap_or_default();
+                self.config.sync_generation = published.generation;
+                let hint = self.config.api.as_ref().map(Api::hint).unwrap_or_default();
                 let syncer = Syncer::new(
                     published.client,
                     hint,
                     self.opts.node_name.clone(),
-                    self.store.clone(),
-                    self.reports.subscribe(),
+                    self.config.store.clone(),
+                    self.config.reports.subscribe(),
                     self.metrics.clone(),
                 );
-                self.sync_task = Some(tokio::spawn(syncer.run()));
+                self.config.sync_task = Some(tokio::spawn(syncer.run()));
             }
             (_, false, Some(task)) => {
                 task.abort();
-                self.sync_task = None;
+                self.config.sync_task = None;
             }
             _ => {}
         }
     }
     /// The newest API client, if any.
     pub(super) fn client(&self) -> Option<kube::Client> {
-        self.api.as_ref().and_then(Api::current).map(|p| p.client)
+        self.config.client()
     }
     /// While holding: records what the API access does in `STATE/api.json`
     /// for `status` (on every change; off the loop).
     pub(super) fn tend_api_status(&mut self) {
         if !self.pivot.holds_lock() || matches!(self.pivot.state, State::Exited(_)) {
-            self.api_status_written = None;
+            self.config.api_status_written = None;
             return;
         }
         // Local-only mode writes nothing (no new work on its path): `status`
         // shows an `API` row only for the live holder's own record.
-        let Some(now) = self.api.as_ref().map(Api::status) else {
+        let Some(now) = self.config.api.as_ref().map(Api::status) else {
             return;
         };
         if self
+            .config
             .api_status_written
             .as_ref()
             .is_some_and(|w| w.same_as(&now))
@@ -174,7 +174,7 @@ impl Driver {
         }
         // The follower logs each change itself (one line each).
         debug!(api = %now.message, "recording the API access for status");
-        self.api_status_written = Some(now.clone());
+        self.config.api_status_written = Some(now.clone());
         let mut now = now;
         now.pid = Some(self.me.pid);
         let state = self.state.clone();
@@ -188,12 +188,12 @@ impl Driver {
     /// store write it has in flight (writes hold the store's writer lock), so
     /// that no write of ours lands after the next holder took over.
     pub(super) async fn stop_syncer(&mut self) {
-        let Some(task) = self.sync_task.take() else {
+        let Some(task) = self.config.sync_task.take() else {
             return;
         };
         task.abort();
         let _ = task.await;
-        let store = self.store.clone();
+        let store = self.config.store.clone();
         if let Some(Err(err)) = blocking(move || store.lock().map(drop)).await {
             warn!(%err, "cannot take the store lock to fence in-flight writes");
         }
@@ -210,10 +210,10 @@ impl Driver {
             error: r.error.as_ref().map(|e| e.to_string()),
             assigned: r.assigned.clone(),
             last_known_good: r.last_known_good.clone(),
-            disruption: self.disruption_report(),
+            disruption: self.disruption.report(),
         };
         self.metrics.config(&report);
-        self.reports.send_if_modified(|cur| {
+        self.config.reports.send_if_modified(|cur| {
             if cur.as_ref() == Some(&report) {
                 false
             } else {
@@ -224,17 +224,17 @@ impl Driver {
     }
     /// A kubelet exit we did not cause counts against a config on trial.
     pub(super) async fn count_crash(&mut self) {
-        let Some(applied) = self.applied.clone() else {
+        let Some(applied) = self.config.applied.clone() else {
             return;
         };
-        let store = self.store.clone();
+        let store = self.config.store.clone();
         let since = self.holder_since_time;
         // A durable write (fsync) that can take 100 ms and more on a busy
         // disk: a SIGTERM meanwhile is acted on at once (the write finishes
         // or dies with the process; it is atomic either way).
         let terminate = &self.opts.terminate;
         match blocking_unless_terminated(terminate, move || {
-            lifecycle::on_crash(&store, &applied, since)
+            lifecycle::on_crash(&store, &applied, since, std::time::SystemTime::now())
         })
         .await
         {
@@ -257,16 +257,17 @@ impl Driver {
         if !matches!(self.pivot.state, State::Holding(Run::Running(_))) {
             return vec![];
         }
-        let Some(applied) = self.applied.clone() else {
+        let Some(applied) = self.config.applied.clone() else {
             return vec![];
         };
-        self.crashes_in_a_row = 0;
-        let store = self.store.clone();
+        self.config.checked();
+        let store = self.config.store.clone();
         let local = self.opts.local.clone();
         let base = self.opts.disruption.policy.clone();
         let Some((resolved, pending, promoted, trial_ends)) =
             blocking_unless_terminated(&self.opts.terminate, move || {
-                let promoted = lifecycle::maybe_promote(&store, &applied);
+                let promoted =
+                    lifecycle::maybe_promote(&store, &applied, std::time::SystemTime::now());
                 let resolved = lifecycle::resolve(&store, &local, Access::Holder);
                 let trial_ends = lifecycle::trial_ends(&store, &resolved);
                 // Same effective config: nothing restarts, but what runs (origin,
@@ -297,8 +298,8 @@ impl Driver {
         };
         let retry_record = pending.record.clone();
         let inputs = self.apply_checked(resolved, pending, promoted).await;
-        let retry_record = retry_record.filter(|_| self.disrupt_task.is_none());
-        self.config_due = next_due(trial_ends, retry_record.as_ref());
+        let retry_record = retry_record.filter(|_| !self.disruption.task_running());
+        self.config.config_due = next_due(trial_ends, retry_record.as_ref());
         inputs
     }
 
@@ -312,7 +313,7 @@ impl Driver {
         if let Err(err) = promoted {
             error!(%err, "cannot update the config state (promotion or effective record) in the store");
         }
-        let old_hash = self.applied.as_ref().map(Resolved::hash);
+        let old_hash = self.config.applied.as_ref().map(Resolved::hash);
         if Some(resolved.hash()) != old_hash {
             let known = pending
                 .record
@@ -324,14 +325,14 @@ impl Driver {
                 info!(from = ?old_hash, to = %resolved.hash(), config = %resolved.describe(), change = %running::describe(&pending.change), "effective kubelet config changed");
             }
             let inputs = self.on_disruptive(&resolved, pending).await;
-            if let Some(applied) = self.applied.clone() {
+            if let Some(applied) = self.config.applied.clone() {
                 self.publish_report(&applied);
             }
             return inputs;
         }
         self.settle(pending.record).await;
         self.publish_report(&resolved);
-        self.applied = Some(resolved);
+        self.config.applied = Some(resolved);
         vec![]
     }
     /// While another supervisor holds the lock: prepare our kubelet start
@@ -342,39 +343,24 @@ impl Driver {
     /// soon). A stale start is refused at acquisition anyway
     /// (`take_prepared` checks it again).
     pub(super) fn tend_prepared(&mut self) {
-        if !matches!(self.pivot.state, State::Waiting | State::Deferring { .. }) {
-            // Prepared anew when the next wait begins.
-            self.prepare_due = true;
-            self.prepare_at = None;
+        let waiting = matches!(self.pivot.state, State::Waiting | State::Deferring { .. });
+        if !self.config.prepare_now(waiting, Instant::now()) {
             return;
         }
-        if !self.prepare_due || self.preparing.is_some() {
-            return;
-        }
-        let now = Instant::now();
-        if let Some(last) = self
-            .last_prepare
-            .filter(|t| now.duration_since(*t) < PREPARE_INTERVAL)
-        {
-            self.prepare_at = Some(last + PREPARE_INTERVAL);
-            return;
-        }
-        self.prepare_due = false;
-        self.prepare_at = None;
-        self.last_prepare = Some(now);
         if self
+            .config
             .prepared
             .as_ref()
-            .is_some_and(|p| p.still_valid(&self.store))
+            .is_some_and(|p| p.still_valid(&self.config.store))
         {
             return;
         }
-        self.prepared = None;
-        let store = self.store.clone();
+        self.config.prepared = None;
+        let store = self.config.store.clone();
         let local = self.opts.local.clone();
         let base = self.opts.disruption.policy.clone();
-        let api = self.api.is_some();
-        self.preparing = Some(tokio::task::spawn_blocking(move || {
+        let api = self.config.api.is_some();
+        self.config.preparing = Some(tokio::task::spawn_blocking(move || {
             let policy = running::node_policy(&base, &store);
             Prepared::prepare(&store, &local, &policy, api)
         }));
@@ -382,27 +368,30 @@ impl Driver {
     /// The prepared start, if nothing it rests on changed: the kubelet
     /// command, with `applied` and the report set as a full resolution does.
     pub(super) fn take_prepared(&mut self) -> Option<KubeletCommand> {
-        let prepared = self.prepared.take()?;
-        if !prepared.still_valid(&self.store) {
+        let prepared = self.config.prepared.take()?;
+        if !prepared.still_valid(&self.config.store) {
             return None;
         }
         let resolved = prepared.resolved;
         info!(config = %resolved.describe(), hash = %resolved.hash(), "kubelet config prepared while waiting is unchanged");
         let cmd = KubeletCommand {
             program: self.opts.kubelet.program.clone(),
-            args: flags::child_args(&self.opts.kubelet.args, &self.store.effective_config_path()),
+            args: flags::child_args(
+                &self.opts.kubelet.args,
+                &self.config.store.effective_config_path(),
+            ),
         };
         self.publish_report(&resolved);
-        self.applied = Some(resolved);
+        self.config.applied = Some(resolved);
         Some(cmd)
     }
     /// After a kubelet started from a prepared config: record what runs
     /// (trial, effective record), as the full path does before starting.
     pub(super) async fn record_applied(&mut self) {
-        let Some(applied) = self.applied.clone() else {
+        let Some(applied) = self.config.applied.clone() else {
             return;
         };
-        let store = self.store.clone();
+        let store = self.config.store.clone();
         if let Some(Err(err)) = blocking(move || lifecycle::on_applied(&store, &applied)).await {
             error!(%err, "cannot record the running config in the checkpoint store");
         }
@@ -413,12 +402,12 @@ impl Driver {
     /// Kubelet state files the started config contradicts are moved aside
     /// first. Returns the kubelet command to run.
     pub(super) async fn prepare_config(&mut self) -> Option<KubeletCommand> {
-        let store = self.store.clone();
+        let store = self.config.store.clone();
         let local = self.opts.local.clone();
         let base = self.opts.disruption.policy.clone();
-        let api = self.api.is_some();
+        let api = self.config.api.is_some();
         let root_dir = self.opts.disruption.kubelet_root_dir.clone();
-        let crashing = self.crashes_in_a_row >= PINNED_CRASH_LIMIT;
+        let crashing = self.config.crash_looping();
         let result = blocking_unless_terminated(&self.opts.terminate, move || {
             let resolved = lifecycle::resolve(&store, &local, Access::Holder);
             let policy = running::node_policy(&base, &store);
@@ -454,7 +443,7 @@ impl Driver {
                     args: flags::child_args(&self.opts.kubelet.args, &path),
                 };
                 self.publish_report(&resolved);
-                self.applied = Some(resolved);
+                self.config.applied = Some(resolved);
                 Some(cmd)
             }
             Err(err) => {
@@ -469,7 +458,10 @@ impl Driver {
         for m in &moved {
             self.metrics.disruption.state_file_moved(&m.name);
         }
-        let (Some(drainer), false) = (self.drainer(), moved.is_empty()) else {
+        let drainer = self
+            .client()
+            .map(|c| Drainer::new(c, self.opts.node_name.clone(), self.metrics.clone()));
+        let (Some(drainer), false) = (drainer, moved.is_empty()) else {
             return;
         };
         let text = moved
