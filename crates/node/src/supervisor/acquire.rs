@@ -4,10 +4,8 @@
 
 use super::*;
 
-use super::lock_side::{Retake, RETAKE_PATIENCE};
+use super::lock_side::{AcquireRx, Retake, RETAKE_PATIENCE};
 
-/// When flock returned (or why it failed).
-pub(super) type AcquireRx = oneshot::Receiver<Result<Instant, LockError>>;
 /// A flock that returned this long before the loop saw it is reported: the
 /// supervisor did not run meanwhile (a loaded node), and the node may have
 /// been without a kubelet for that long.

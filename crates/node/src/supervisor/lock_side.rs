@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use tracing::{error, warn};
 
-use super::acquire::AcquireRx;
 use crate::pivot::lock::{LockError, LockFile};
 use crate::pivot::takeover::TakeoverLock;
 use crate::procfs::FileKey;
@@ -17,6 +16,10 @@ use crate::procfs::FileKey;
 const REWAIT_GRACE: Duration = Duration::from_millis(500);
 /// How long a holder keeps its kubelet while another supervisor holds the
 /// re-created lock file (it hands it back: our record names us).
+/// When flock returned (or why it failed).
+pub(super) type AcquireRx =
+    tokio::sync::oneshot::Receiver<Result<std::time::Instant, crate::pivot::lock::LockError>>;
+
 pub(super) const RETAKE_PATIENCE: Duration = Duration::from_secs(2);
 
 pub(super) struct LockSide {

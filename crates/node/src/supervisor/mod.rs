@@ -19,6 +19,7 @@ mod acquire;
 mod config;
 mod contention;
 mod disrupt;
+mod due;
 mod effects;
 mod fencing;
 mod holder_watch;

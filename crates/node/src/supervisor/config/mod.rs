@@ -8,6 +8,7 @@ mod side;
 pub(super) use side::ConfigSide;
 
 use super::disrupt::Pending;
+use super::due::instant_of;
 use crate::cluster::drain::Drainer;
 use crate::config::running::{self, StartChoice};
 use crate::kubelet::{flags, state_files};
@@ -45,36 +46,6 @@ pub(super) async fn blocking_unless_terminated<T: Send + 'static>(
     }
 }
 
-/// How long after a timer's moment the look runs: stamps and the clock
-/// agree to the millisecond, and a look a moment early would find nothing
-/// due (and arm the same moment again).
-const DUE_MARGIN: Duration = Duration::from_millis(5);
-
-/// A moment the check that computed it found past already: that check did
-/// what was due (a promotion, a drain started) and the store still names
-/// it (a failed write, a retry nothing started): looked at again after this
-/// long, not in a loop.
-const OVERDUE_LOOK: Duration = Duration::from_secs(1);
-
-/// The moment `at` (wall clock) on the monotonic clock, plus [`DUE_MARGIN`].
-fn instant_of(at: std::time::SystemTime) -> Instant {
-    match at.duration_since(std::time::SystemTime::now()) {
-        Ok(wait) => Instant::now() + wait + DUE_MARGIN,
-        Err(_) => Instant::now() + OVERDUE_LOOK,
-    }
-}
-
-/// When a drain that backs off is tried again, if `record` is one.
-pub(super) fn retry_due(
-    record: Option<&crate::config::store::DisruptionRecord>,
-) -> Option<Instant> {
-    record
-        .filter(|r| r.phase == crate::config::store::DrainPhase::BackingOff)
-        .and_then(|r| r.retry_at.as_deref())
-        .and_then(super::disrupt::parse_retry_at)
-        .map(instant_of)
-}
-
 /// When the holder must look at its config again without an event: a trial
 /// ends (promotion to last-known-good), or a drain that backs off is due
 /// again (not while a drain task runs: it writes the record anew). Nothing
@@ -84,10 +55,13 @@ fn next_due(
     trial_ends: Option<std::time::SystemTime>,
     record: Option<&crate::config::store::DisruptionRecord>,
 ) -> Option<Instant> {
-    [trial_ends.map(instant_of), retry_due(record)]
-        .into_iter()
-        .flatten()
-        .min()
+    [
+        trial_ends.map(instant_of),
+        super::disrupt::retry_due(record),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
 }
 
 /// The result of a blocking task, if one runs.

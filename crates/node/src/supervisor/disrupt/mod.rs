@@ -395,7 +395,7 @@ impl Driver {
             .await;
         // A drain that gave up is tried again at the time its record names:
         // nothing else wakes the loop then (the record is not watched).
-        if let Some(at) = super::config::retry_due(self.disruption.record()) {
+        if let Some(at) = retry_due(self.disruption.record()) {
             debug!(retry_at = ?self.disruption.record().and_then(|r| r.retry_at.as_deref()), "drain retry timer armed");
             self.config.due_by(at);
         }
@@ -416,4 +416,15 @@ impl Driver {
         self.disruption.forget();
         self.config.reports.send_replace(None);
     }
+}
+
+/// When a drain that backs off is tried again, if `record` is one.
+pub(super) fn retry_due(
+    record: Option<&crate::config::store::DisruptionRecord>,
+) -> Option<Instant> {
+    record
+        .filter(|r| r.phase == crate::config::store::DrainPhase::BackingOff)
+        .and_then(|r| r.retry_at.as_deref())
+        .and_then(parse_retry_at)
+        .map(super::due::instant_of)
 }
