@@ -13,18 +13,12 @@
 
 use crate::support;
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::ops::Deref;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-use support::{kubelet_config, wait_until, Proc, Scene};
-use testkit::ApiServer;
+use support::api_node::{condition_of, ApiNode, CONDITION, NODE};
+use support::{kubelet_config, wait_until, Proc};
 
-const NODE: &str = "node-a";
-const NS: &str = "kubelet-config";
-const SOURCE_ANNOTATION: &str = "kubelet-pivot.io/config-source";
-const CONDITION: &str = "KubeletConfigOK";
 /// How long the API server is away.
 const OUTAGE: Duration = Duration::from_secs(60);
 /// The bound on the supervisor's log lines during [`OUTAGE`].
@@ -36,59 +30,31 @@ const SYNC_SLACK: Duration = Duration::from_secs(15);
 /// Deadline for anything the product should do promptly.
 const DEADLINE: Duration = Duration::from_secs(8);
 
-struct Node {
-    scene: Scene,
-    server: ApiServer,
-    kubeconfig: PathBuf,
+/// [`ApiNode`] with the supervisor and the looks of these tests.
+struct Node(ApiNode);
+
+impl Deref for Node {
+    type Target = ApiNode;
+
+    fn deref(&self) -> &ApiNode {
+        &self.0
+    }
 }
 
 impl Node {
     fn new() -> Node {
-        let scene = Scene::new();
-        let server = ApiServer::start();
-        server.create_node(NODE, std::iter::empty::<(&str, &str)>());
-        let kubeconfig = server.node_kubeconfig_in(scene.path(), NODE);
-        Node {
-            scene,
-            server,
-            kubeconfig,
-        }
+        Node(ApiNode::new())
     }
 
     /// Creates an immutable ConfigMap `name` with `eventBurst: burst`; returns its uid.
     fn configmap(&self, name: &str, burst: u32) -> String {
-        let data = BTreeMap::from([(
-            "kubelet".to_owned(),
-            kubelet_config(&format!("eventBurst: {burst}\n")),
-        )]);
-        let cm = self.server.create_configmap(NS, name, data, true);
-        cm["metadata"]["uid"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no uid in {cm}"))
-            .to_owned()
-    }
-
-    fn assign(&self, name: &str) {
-        let value = format!("{NS}/{name}");
-        self.server
-            .set_node_annotation(NODE, SOURCE_ANNOTATION, Some(&value));
+        self.0
+            .configmap(name, kubelet_config(&format!("eventBurst: {burst}\n")))
     }
 
     fn bootstrap(&self) -> Proc {
-        let kubeconfig = self.kubeconfig.to_str().expect("utf-8 temp path");
-        self.scene.spawn(self.scene.pivot(
-            &[
-                "bootstrap",
-                "--kubeconfig",
-                kubeconfig,
-                "--node-name",
-                NODE,
-                "--stop-timeout",
-                "2s",
-            ],
-            &[],
-            &[],
-        ))
+        self.scene
+            .spawn(self.scene.pivot(&self.node_args(&["bootstrap"]), &[], &[]))
     }
 
     /// The single running kubelet.
@@ -105,7 +71,7 @@ impl Node {
     fn reports(&self, uid: &str) -> bool {
         self.server
             .try_node(NODE)
-            .and_then(|node| condition_of(&node))
+            .and_then(|node| condition_of(&node, CONDITION))
             .is_some_and(|c| {
                 c["status"] == "True" && c["message"].as_str().unwrap_or("").contains(uid)
             })
@@ -133,14 +99,6 @@ impl Node {
         let out = self.scene.output();
         out[from..].lines().map(str::to_owned).collect()
     }
-}
-
-fn condition_of(node: &Value) -> Option<Value> {
-    node["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == CONDITION)
-        .cloned()
 }
 
 fn event_burst(n: u32) -> String {

@@ -32,7 +32,9 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 use support::lock_state::{blocked_on, claim_pids, flocks_on, holder_record};
 use support::sampler::{cpu_ticks, ticks_per_second, Report, Sampler};
-use support::{now_ns, ns_between, pid_alive, poll_until, wait_until, LogLine, Proc, Scene};
+use support::{
+    catches_sigterm, now_ns, ns_between, pid_alive, poll_until, wait_until, LogLine, Proc, Scene,
+};
 
 /// Deadline for states the product reaches in milliseconds; generous for a loaded CI host.
 const SETTLE: Duration = Duration::from_secs(10);
@@ -902,21 +904,6 @@ fn all_threads_stopped(pid: i32) -> bool {
                 .is_some_and(|state| state == "T" || state == "t")
         })
     })
-}
-
-/// Whether `pid` has a handler for SIGTERM (bit 14 of `SigCgt` in /proc/PID/status).
-fn catches_sigterm(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            let mask = status
-                .lines()
-                .find_map(|l| l.strip_prefix("SigCgt:"))?
-                .trim()
-                .to_owned();
-            u64::from_str_radix(&mask, 16).ok()
-        })
-        .is_some_and(|mask| mask & (1 << 14) != 0)
 }
 
 /// SIGTERM in the first milliseconds of a supervisor's life (20 times, from the instant its

@@ -11,24 +11,21 @@ use crate::support;
 
 use crate::support::scrape;
 
-use std::net::{SocketAddr, TcpListener};
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::ops::Deref;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
+use support::api_node::{ApiNode, NODE};
 use support::lock_state::status_json;
-use support::{kubelet_config, wait_until, Proc, Scene};
-use testkit::{ApiServer, RequestRecord};
+use support::{wait_until, Proc};
+use testkit::RequestRecord;
 
-const NODE: &str = "node-a";
-const NS: &str = "kubelet-config";
 const APP_NS: &str = "default";
-const SOURCE_ANNOTATION: &str = "kubelet-pivot.io/config-source";
 const OVERRIDE_ANNOTATION: &str = "kubelet-pivot.io/disruption-actions";
 const ROLL_LABEL: &str = "kubelet-pivot.io/roll-required";
-const CONDITION: &str = "KubeletConfigOK";
 const DEADLINE: Duration = Duration::from_secs(15);
 /// Window of a "does NOT happen" check (a bounded sleep by design).
 const QUIET_WINDOW: Duration = Duration::from_millis(1500);
@@ -36,55 +33,28 @@ const QUIET_WINDOW: Duration = Duration::from_millis(1500);
 const SEVERAL_PDBS: &str =
     "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.";
 
-/// A free TCP port on loopback (bound, read, released).
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local addr").port()
-}
+/// One node: [`ApiNode`] (scene, API server with the Node, node credentials, kubelet root dir,
+/// healthz port) with the supervisor and the looks of these tests.
+struct Node(ApiNode);
 
-/// One node: scene, API server with the Node, node credentials, kubelet root dir, healthz port.
-struct Node {
-    scene: Scene,
-    server: ApiServer,
-    kubeconfig: PathBuf,
-    root_dir: PathBuf,
-    healthz: u16,
+impl Deref for Node {
+    type Target = ApiNode;
+
+    fn deref(&self) -> &ApiNode {
+        &self.0
+    }
 }
 
 impl Node {
     fn new() -> Node {
-        let scene = Scene::new();
-        let server = ApiServer::start();
-        server.create_node(NODE, std::iter::empty::<(&str, &str)>());
-        let kubeconfig = server.node_kubeconfig_in(scene.path(), NODE);
-        let root_dir = scene.path().join("kubelet-root");
-        std::fs::create_dir_all(&root_dir).expect("kubelet root dir");
-        Node {
-            scene,
-            server,
-            kubeconfig,
-            root_dir,
-            healthz: free_port(),
-        }
+        Node(ApiNode::new())
     }
 
     /// The bootstrap supervisor with node credentials, its kubelet serving healthz on our port.
     fn supervisor_with(&self, extra: &[&str], env: &[(&str, &str)]) -> Proc {
-        let kubeconfig = self.kubeconfig.to_str().expect("utf-8 path");
-        let root = self.root_dir.to_str().expect("utf-8 path");
-        let mut args = vec![
-            "bootstrap",
-            "--kubeconfig",
-            kubeconfig,
-            "--node-name",
-            NODE,
-            "--stop-timeout",
-            "2s",
-            "--kubelet-root-dir",
-            root,
-            "--drain-retry",
-            "1h",
-        ];
+        let root = self.root_str();
+        let mut args = self.node_args(&["bootstrap"]);
+        args.extend_from_slice(&["--kubelet-root-dir", root, "--drain-retry", "1h"]);
         args.extend_from_slice(extra);
         // A config that contains the crash mark crashes its kubelet 50 ms after start.
         let mut all_env = vec![
@@ -100,37 +70,16 @@ impl Node {
         self.supervisor_with(extra, &[])
     }
 
-    /// A config with our healthz port and `extra`.
-    fn config(&self, extra: &str) -> String {
-        kubelet_config(&format!("healthzPort: {}\n{extra}", self.healthz))
-    }
-
-    /// The node's local config (`--init-config`): [`Node::config`]`(extra)` in a file; its path.
+    /// The node's local config (`--init-config`): [`ApiNode::config`]`(extra)` in a file; its path.
     fn init_config(&self, extra: &str) -> String {
         let path = self.scene.path().join("init.yaml");
         std::fs::write(&path, self.config(extra)).expect("write the init config");
         path.to_str().expect("utf-8").to_string()
     }
 
-    /// ConfigMap `name` with [`Node::config`]`(extra)`; returns its uid.
+    /// ConfigMap `name` with [`ApiNode::config`]`(extra)`; returns its uid.
     fn configmap(&self, name: &str, extra: &str) -> String {
-        let data = [("kubelet".to_string(), self.config(extra))]
-            .into_iter()
-            .collect();
-        let cm = self.server.create_configmap(NS, name, data, true);
-        cm["metadata"]["uid"].as_str().expect("uid").to_string()
-    }
-
-    fn assign(&self, name: &str) {
-        self.server
-            .set_node_annotation(NODE, SOURCE_ANNOTATION, Some(&format!("{NS}/{name}")));
-    }
-
-    fn running(&self) -> Option<(i32, String)> {
-        match self.scene.running_kubelets().as_slice() {
-            [pid] => Some((*pid, self.scene.config_of(*pid))),
-            _ => None,
-        }
+        self.0.configmap(name, self.config(extra))
     }
 
     /// Waits for one running kubelet, not `old`, whose config contains `needle`.
@@ -143,15 +92,6 @@ impl Node {
                 (Some(pid) != old && content.contains(needle)).then_some(pid)
             },
         )
-    }
-
-    fn condition(&self) -> Option<Value> {
-        let node = self.server.node(NODE);
-        node["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .find(|c| c["type"] == CONDITION)
-            .cloned()
     }
 
     fn wait_condition(&self, what: &str, accept: impl Fn(&Value) -> bool) -> Value {
@@ -247,7 +187,7 @@ impl Node {
     }
 
     /// A (Pending) pod bound to the node with these ownerReferences, which
-    /// [`ApiServer::create_pod`] cannot express.
+    /// [`testkit::ApiServer::create_pod`] cannot express.
     fn pod_owned_by(&self, name: &str, owners: Value) {
         let (code, text) = self.post(
             &format!("/api/v1/namespaces/{APP_NS}/pods"),

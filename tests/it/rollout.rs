@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
-use support::rollout::{generated_crd, paused_reason, Timings};
+use support::rollout::{self, generated_crd, paused_reason, Timings};
 use support::{pivot_bin, wait_until, Proc};
 use testkit::rbac::{Grant, Policy, Request, User};
 use testkit::{ApiServer, NodeSim, RequestRecord, Script, SimOptions};
@@ -178,23 +178,11 @@ impl Cluster {
 
     /// `kubelet-pivot rollout ARGS --kubeconfig K`.
     fn cli(&self, args: &[&str]) -> Output {
-        let mut cmd = Command::new(pivot_bin());
-        cmd.arg("rollout")
-            .args(args)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig);
-        cmd.output().expect("run kubelet-pivot rollout")
+        rollout::cli(&self.kubeconfig, args)
     }
 
     fn cli_ok(&self, args: &[&str]) -> String {
-        let out = self.cli(args);
-        assert!(
-            out.status.success(),
-            "rollout {args:?}: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        text(&out.stdout)
+        rollout::cli_ok(&self.kubeconfig, args)
     }
 
     fn start(&self, name: &str, config: &str, extra: &[&str]) {
@@ -1581,14 +1569,7 @@ fn rollout_object(name: &str, spec: Value) -> Value {
 }
 
 fn stored_rollout(c: &Cluster, name: &str) -> Value {
-    c.server
-        .custom_object(
-            "kubelet-pivot.io/v1alpha1",
-            "kubeletconfigrollouts",
-            None,
-            name,
-        )
-        .unwrap_or_else(|| panic!("rollout {name} is stored"))
+    rollout::stored(&c.server, name).unwrap_or_else(|| panic!("rollout {name} is stored"))
 }
 
 fn condition<'a>(r: &'a Value, type_: &str) -> Option<&'a Value> {
@@ -1712,15 +1693,7 @@ fn the_schema_refuses_what_the_controller_cannot_read() {
             .map(|r| r.status)
             .collect();
         assert_eq!(answered, [422], "{name}");
-        assert!(c
-            .server
-            .custom_object(
-                "kubelet-pivot.io/v1alpha1",
-                "kubeletconfigrollouts",
-                None,
-                name
-            )
-            .is_none());
+        assert!(rollout::stored(&c.server, name).is_none());
     }
     // A null is not nullable any more: the server puts the default in its place.
     for (name, spec, field, default) in [

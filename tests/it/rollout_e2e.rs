@@ -27,13 +27,13 @@ use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
-use support::rollout::{controller, generated_crd, paused_reason, Timings};
-use support::{kubelet_config, pivot_bin, poll_until, Proc, Scene};
+use support::rollout::{self, controller, generated_crd, paused_reason, Timings};
+use support::{kubelet_config, poll_until, Proc, Scene};
 use testkit::ApiServer;
 
 /// Nodes in the fleet, each a real supervisor.
@@ -293,36 +293,16 @@ impl Fleet {
 
     /// `kubelet-pivot rollout ARGS --kubeconfig K`.
     fn cli(&self, args: &[&str]) -> Output {
-        Command::new(pivot_bin())
-            .arg("rollout")
-            .args(args)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .output()
-            .expect("run kubelet-pivot rollout")
+        rollout::cli(&self.kubeconfig, args)
     }
 
     fn cli_ok(&self, args: &[&str]) -> String {
-        let out = self.cli(args);
-        assert!(
-            out.status.success(),
-            "rollout {args:?}: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        text(&out.stdout)
+        rollout::cli_ok(&self.kubeconfig, args)
     }
 
     /// The rollout as stored (Null before it exists).
     fn rollout(&self) -> Value {
-        self.server
-            .custom_object(
-                "kubelet-pivot.io/v1alpha1",
-                "kubeletconfigrollouts",
-                None,
-                ROLLOUT,
-            )
-            .unwrap_or(Value::Null)
+        rollout::stored(&self.server, ROLLOUT).unwrap_or(Value::Null)
     }
 
     /// Waits for the rollout in `phase` with its status up to date with its spec.

@@ -55,7 +55,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use nix::sys::signal::Signal;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use support::{now_ns, ns_between, pid_alive, poll_until, LogLine, Scene};
+use support::{catches_sigterm, now_ns, ns_between, pid_alive, poll_until, LogLine, Scene};
 
 /// Rounds when `SIGTERM_ITERATIONS` is not set: well under a minute on a loaded 2-core host.
 const DEFAULT_ITERATIONS: usize = 200;
@@ -110,21 +110,6 @@ impl Moment {
     fn crash_loop(self) -> bool {
         matches!(self, Moment::Backoff | Moment::Respawn)
     }
-}
-
-/// Whether `pid` has a handler for SIGTERM (bit 14 of `SigCgt` in /proc/PID/status).
-fn catches_sigterm(pid: i32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            let mask = status
-                .lines()
-                .find_map(|l| l.strip_prefix("SigCgt:"))?
-                .trim()
-                .to_owned();
-            u64::from_str_radix(&mask, 16).ok()
-        })
-        .is_some_and(|mask| mask & (1 << 14) != 0)
 }
 
 /// Whether the main thread of `pid` is inside clone(2) (`/proc/PID/syscall` names the system

@@ -14,6 +14,8 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tempfile::TempDir;
 
+use crate::support::free_port;
+
 const DEADLINE: Duration = Duration::from_secs(20);
 const POLL: Duration = Duration::from_millis(5);
 
@@ -174,12 +176,6 @@ fn config_json(extra: &str) -> String {
     format!(
         r#"{{"apiVersion":"kubelet.config.k8s.io/v1beta1","kind":"KubeletConfiguration"{extra}}}"#
     )
-}
-
-/// A port that was free a moment ago.
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local addr").port()
 }
 
 /// `GET path` over a fresh connection: (status code, body).

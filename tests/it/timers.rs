@@ -13,46 +13,37 @@
 
 use crate::support;
 
-use std::path::PathBuf;
+use std::ops::Deref;
 use std::time::{Duration, SystemTime};
 
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
+use support::api_node::{ApiNode, NODE};
 use support::lock_state::{blocked_on, claim_pids};
 use support::{kubelet_config, poll_until, wait_until, Proc, Scene};
-use testkit::{ApiServer, RequestRecord};
+use testkit::RequestRecord;
 
-const NODE: &str = "node-a";
-const NS: &str = "kubelet-config";
 const APP_NS: &str = "default";
-const SOURCE_ANNOTATION: &str = "kubelet-pivot.io/config-source";
 const DEADLINE: Duration = Duration::from_secs(20);
 /// How late a timer's action may come, under load included.
 const LATE: Duration = Duration::from_millis(500);
 /// The test's own look at the request log and the store.
 const LOOK: Duration = Duration::from_millis(5);
 
-struct Node {
-    scene: Scene,
-    server: ApiServer,
-    kubeconfig: PathBuf,
-    root_dir: PathBuf,
+/// [`ApiNode`] with the supervisor and the looks of these tests.
+struct Node(ApiNode);
+
+impl Deref for Node {
+    type Target = ApiNode;
+
+    fn deref(&self) -> &ApiNode {
+        &self.0
+    }
 }
 
 impl Node {
     fn new() -> Node {
-        let scene = Scene::new();
-        let server = ApiServer::start();
-        server.create_node(NODE, std::iter::empty::<(&str, &str)>());
-        let kubeconfig = server.node_kubeconfig_in(scene.path(), NODE);
-        let root_dir = scene.path().join("kubelet-root");
-        std::fs::create_dir_all(&root_dir).expect("kubelet root dir");
-        Node {
-            scene,
-            server,
-            kubeconfig,
-            root_dir,
-        }
+        Node(ApiNode::new())
     }
 
     /// The bootstrap supervisor with node credentials, the local config `extra` and `flags`.
@@ -64,22 +55,10 @@ impl Node {
     fn supervisor_with(&self, extra: &str, flags: &[&str], env: &[(&str, &str)]) -> Proc {
         let init = self.scene.path().join("init.yaml");
         std::fs::write(&init, kubelet_config(extra)).expect("write the init config");
-        let kubeconfig = self.kubeconfig.to_str().expect("utf-8 path");
-        let root = self.root_dir.to_str().expect("utf-8 path");
+        let root = self.root_str();
         let init = init.to_str().expect("utf-8 path");
-        let mut args = vec![
-            "bootstrap",
-            "--kubeconfig",
-            kubeconfig,
-            "--node-name",
-            NODE,
-            "--stop-timeout",
-            "2s",
-            "--kubelet-root-dir",
-            root,
-            "--init-config",
-            init,
-        ];
+        let mut args = self.node_args(&["bootstrap"]);
+        args.extend_from_slice(&["--kubelet-root-dir", root, "--init-config", init]);
         args.extend_from_slice(flags);
         self.scene
             .spawn(self.scene.pivot(&args, &["--root-dir", root], env))
@@ -87,23 +66,7 @@ impl Node {
 
     /// ConfigMap `name` with the config `extra`; returns its uid.
     fn configmap(&self, name: &str, extra: &str) -> String {
-        let data = [("kubelet".to_string(), kubelet_config(extra))]
-            .into_iter()
-            .collect();
-        let cm = self.server.create_configmap(NS, name, data, true);
-        cm["metadata"]["uid"].as_str().expect("uid").to_string()
-    }
-
-    fn assign(&self, name: &str) {
-        self.server
-            .set_node_annotation(NODE, SOURCE_ANNOTATION, Some(&format!("{NS}/{name}")));
-    }
-
-    fn running(&self) -> Option<(i32, String)> {
-        match self.scene.running_kubelets().as_slice() {
-            [pid] => Some((*pid, self.scene.config_of(*pid))),
-            _ => None,
-        }
+        self.0.configmap(name, kubelet_config(extra))
     }
 
     fn wait_kubelet_with(&self, needle: &str) -> i32 {

@@ -3,13 +3,9 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-/// The kubelet-pivot binary under test.
-pub fn pivot_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_kubelet-pivot"))
-}
+pub use super::pivot_bin;
 
 /// Runs `cmd` to completion with stdin null and stdout and stderr captured.
 pub fn run(mut cmd: Command) -> Output {

@@ -10,7 +10,7 @@
 //! record, claims, /proc/locks), [`load`] (busy and fork loops beside a test), [`alone`] (the
 //! tests that need the machine to themselves), [`sampler`] (a background sampler of live
 //! kubelets: overlaps at any instant, gaps without a kubelet), [`kubectl`] (real kubectl,
-//! skipped when absent), [`command`] (the binary and the shipped scripts run to completion),
+//! skipped when absent), [`api_node`] (one node on the test API server), [`command`] (the binary and the shipped scripts run to completion),
 //! [`scrape`] (a strict Prometheus scraper), [`rollout`] (the rollout controller) and [`bench`]
 //! (for the benches, which include this module with `#[path]`).
 
@@ -18,6 +18,7 @@
 #![allow(dead_code)]
 
 pub mod alone;
+pub mod api_node;
 pub mod bench;
 pub mod command;
 pub mod kubectl;
@@ -112,6 +113,26 @@ pub fn ns_between(from_ns: u128, to_ns: u128) -> Duration {
     Duration::from_nanos(
         u64::try_from(to_ns.saturating_sub(from_ns)).expect("duration fits in u64 ns"),
     )
+}
+
+/// A TCP port on loopback that was free a moment ago (bound, read, released).
+pub fn free_port() -> u16 {
+    scrape::free_addr().port()
+}
+
+/// Whether `pid` has a handler for SIGTERM (bit 14 of `SigCgt` in /proc/PID/status).
+pub fn catches_sigterm(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            let mask = status
+                .lines()
+                .find_map(|l| l.strip_prefix("SigCgt:"))?
+                .trim()
+                .to_owned();
+            u64::from_str_radix(&mask, 16).ok()
+        })
+        .is_some_and(|mask| mask & (1 << 14) != 0)
 }
 
 /// A KubeletConfiguration document with `extra` YAML fields.

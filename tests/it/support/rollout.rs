@@ -3,10 +3,10 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
-use testkit::RequestRecord;
+use testkit::{ApiServer, RequestRecord};
 
 use super::{pivot_bin, Proc};
 
@@ -110,4 +110,37 @@ pub fn request_kind(r: &RequestRecord) -> String {
         (method, _, _) => method,
     };
     format!("{verb} {resource}")
+}
+
+/// `kubelet-pivot rollout <args..> --kubeconfig <kubeconfig>`, run to completion.
+pub fn cli(kubeconfig: &Path, args: &[&str]) -> Output {
+    Command::new(pivot_bin())
+        .arg("rollout")
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .output()
+        .unwrap_or_else(|err| panic!("failed to run kubelet-pivot rollout {args:?}: {err}"))
+}
+
+/// [`cli`] that must succeed; its stdout.
+pub fn cli_ok(kubeconfig: &Path, args: &[&str]) -> String {
+    let out = cli(kubeconfig, args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "rollout {args:?}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The KubeletConfigRollout `name` as the server stores it, if it exists.
+pub fn stored(server: &ApiServer, name: &str) -> Option<Value> {
+    server.custom_object(
+        "kubelet-pivot.io/v1alpha1",
+        "kubeletconfigrollouts",
+        None,
+        name,
+    )
 }
