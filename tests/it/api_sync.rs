@@ -14,24 +14,21 @@ use crate::support::scrape;
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::ops::Deref;
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
+use support::api_node::{
+    condition_of, ApiNode, CONDITION, NODE, NS, SOURCE_ANNOTATION, STATUS_ANNOTATION,
+};
 use support::kubectl::Kubectl;
 use support::lock_state::status_json;
-use support::{kubelet_config, wait_until, Proc, Scene};
+use support::{kubelet_config, wait_until, Proc};
 use testkit::rbac::Policy;
-use testkit::{ApiServer, RequestRecord};
+use testkit::RequestRecord;
 
-/// The node every test runs as.
-const NODE: &str = "node-a";
-/// Namespace of the kubelet ConfigMaps (the shipped RBAC grants access there).
-const NS: &str = "kubelet-config";
-const SOURCE_ANNOTATION: &str = "kubelet-pivot.io/config-source";
-const STATUS_ANNOTATION: &str = "kubelet-pivot.io/config-status";
-const CONDITION: &str = "KubeletConfigOK";
 /// A stand-in kubelet whose --config contains this crashes 50 ms after start.
 const CRASH_MARK: &str = "crashme.example";
 /// Deadline for anything the product should do promptly.
@@ -51,22 +48,22 @@ const SYNC_FAILED_PREFIX: &str = "failed to sync, desired config unclear, cause:
 /// Dropped at the end of a test that did not panic, it checks that the server refused the
 /// supervisor nothing (403), unless the test made it refuse ([`Cluster::expect_forbidden`]).
 struct Cluster {
-    scene: Scene,
-    server: ApiServer,
-    kubeconfig: PathBuf,
+    node: ApiNode,
     forbidden_expected: Cell<bool>,
+}
+
+impl Deref for Cluster {
+    type Target = ApiNode;
+
+    fn deref(&self) -> &ApiNode {
+        &self.node
+    }
 }
 
 impl Cluster {
     fn new() -> Cluster {
-        let scene = Scene::new();
-        let server = ApiServer::start();
-        server.create_node(NODE, std::iter::empty::<(&str, &str)>());
-        let kubeconfig = server.node_kubeconfig_in(scene.path(), NODE);
         Cluster {
-            scene,
-            server,
-            kubeconfig,
+            node: ApiNode::new(),
             forbidden_expected: Cell::new(false),
         }
     }
@@ -79,16 +76,7 @@ impl Cluster {
     /// `kubelet-pivot <role..> --kubeconfig .. --node-name NODE --stop-timeout 2s <extra..>`,
     /// with the stand-in crashing on [`CRASH_MARK`].
     fn supervisor(&self, role: &[&str], extra: &[&str]) -> Proc {
-        let kubeconfig = self.kubeconfig.to_str().expect("utf-8 temp path");
-        let mut args = role.to_vec();
-        args.extend_from_slice(&[
-            "--kubeconfig",
-            kubeconfig,
-            "--node-name",
-            NODE,
-            "--stop-timeout",
-            "2s",
-        ]);
+        let mut args = self.node_args(role);
         args.extend_from_slice(extra);
         self.scene.spawn(
             self.scene
@@ -111,14 +99,7 @@ impl Cluster {
 
     /// Points the node's config-source annotation at `NS/name` (`None` removes it).
     fn assign(&self, name: Option<&str>) {
-        let value = name.map(|name| format!("{NS}/{name}"));
-        self.server
-            .set_node_annotation(NODE, SOURCE_ANNOTATION, value.as_deref());
-    }
-
-    /// The node's KubeletConfigOK condition, if reported.
-    fn condition(&self) -> Option<Value> {
-        condition_of(&self.server.node(NODE))
+        self.set_source(name);
     }
 
     /// Waits for a KubeletConfigOK condition that satisfies `accept`.
@@ -258,14 +239,6 @@ fn string_at(value: &Value, path: &[&str]) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("no string at {path:?} in {value}"))
         .to_owned()
-}
-
-fn condition_of(node: &Value) -> Option<Value> {
-    node["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == CONDITION)
-        .cloned()
 }
 
 fn field(cond: &Value, key: &str) -> String {
@@ -851,7 +824,7 @@ fn kubectl_workflow_assigns_a_config_and_shows_the_condition() {
     let node = wait_until(DEADLINE, "kubectl to show KubeletConfigOK True", || {
         let text = kubectl.ok(&["get", "node", NODE, "-o", "json"]);
         let node: Value = serde_json::from_str(&text).expect("kubectl get -o json prints JSON");
-        condition_of(&node)
+        condition_of(&node, CONDITION)
             .is_some_and(|c| c["status"] == "True" && field(&c, "message").contains(&uid))
             .then_some(node)
     });
@@ -1022,7 +995,7 @@ fn recreated_node_gets_the_condition_and_annotation_back_within_a_second() {
         "the condition and the annotation on the re-created Node",
         || {
             let node = c.server.node(NODE);
-            let cond = condition_of(&node)?;
+            let cond = condition_of(&node, CONDITION)?;
             let text = node["metadata"]["annotations"][STATUS_ANNOTATION].as_str()?;
             (cond["status"] == "True"
                 && field(&cond, "message").contains(&uid)

@@ -15,22 +15,18 @@
 
 use crate::support;
 
-use std::collections::BTreeMap;
 use std::fs;
+use std::ops::Deref;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use support::api_node::{ApiNode, NODE};
 use support::lock_state::status_json;
 use support::{kubelet_config, node_paths, pivot_bin, poll_until, wait_until, Proc, Scene};
 use testkit::ApiServer;
 
-const NODE: &str = "node-a";
-const NS: &str = "kubelet-config";
-const SOURCE_ANNOTATION: &str = "kubelet-pivot.io/config-source";
-const CONDITION: &str = "KubeletConfigOK";
 /// Deadline for anything the product should do promptly.
 const DEADLINE: Duration = Duration::from_secs(10);
 /// How long a "does NOT happen" check watches (a bounded sleep by design).
@@ -39,24 +35,21 @@ const QUIET_WINDOW: Duration = Duration::from_millis(1500);
 const FOLLOW_BOUND: Duration = Duration::from_secs(1);
 const WAITING_TEXT: &str = "(the kubelet writes it after its TLS bootstrap)";
 
-struct Node {
-    scene: Scene,
-    server: ApiServer,
-    /// `<scene>/etc/kubernetes/kubelet.conf`; its directories do not exist at first.
-    kubeconfig: PathBuf,
+/// [`ApiNode`] whose kubeconfig, `<scene>/etc/kubernetes/kubelet.conf`, does not exist at first
+/// (nor its directories), with the supervisor and the looks of these tests.
+struct Node(ApiNode);
+
+impl Deref for Node {
+    type Target = ApiNode;
+
+    fn deref(&self) -> &ApiNode {
+        &self.0
+    }
 }
 
 impl Node {
     fn new() -> Node {
-        let scene = Scene::new();
-        let server = ApiServer::start();
-        server.create_node(NODE, std::iter::empty::<(&str, &str)>());
-        let kubeconfig = scene.path().join("etc/kubernetes/kubelet.conf");
-        Node {
-            scene,
-            server,
-            kubeconfig,
-        }
+        Node(ApiNode::awaiting_credentials("etc/kubernetes/kubelet.conf"))
     }
 
     fn bootstrap(&self) -> Proc {
@@ -64,41 +57,13 @@ impl Node {
     }
 
     fn bootstrap_with(&self, extra: &[&str]) -> Proc {
-        let kubeconfig = self.kubeconfig.to_str().expect("utf-8 temp path");
-        let mut args = vec![
-            "bootstrap",
-            "--kubeconfig",
-            kubeconfig,
-            "--node-name",
-            NODE,
-            "--stop-timeout",
-            "2s",
-        ];
+        let mut args = self.node_args(&["bootstrap"]);
         args.extend_from_slice(extra);
         self.scene.spawn(self.scene.pivot(&args, &[], &[]))
     }
 
     fn configmap(&self, name: &str, extra: &str) -> String {
-        let data = BTreeMap::from([("kubelet".to_owned(), kubelet_config(extra))]);
-        let cm = self.server.create_configmap(NS, name, data, true);
-        cm["metadata"]["uid"]
-            .as_str()
-            .expect("ConfigMap uid")
-            .to_string()
-    }
-
-    fn assign(&self, name: &str) {
-        self.server
-            .set_node_annotation(NODE, SOURCE_ANNOTATION, Some(&format!("{NS}/{name}")));
-    }
-
-    fn condition(&self) -> Option<Value> {
-        let node = self.server.node(NODE);
-        node["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .find(|c| c["type"] == CONDITION)
-            .cloned()
+        self.0.configmap(name, kubelet_config(extra))
     }
 
     /// The condition says the assigned config (`uid`) runs.
@@ -462,7 +427,6 @@ fn cert_accepted(server: &ApiServer, ca: &Path, cert: &testkit::ClientCert) -> b
 fn a_rotated_client_certificate_is_used_after_the_old_one_expired() {
     let scene = Scene::new();
     let server = ApiServer::start_https();
-    server.create_node(NODE, std::iter::empty::<(&str, &str)>());
     let pki = scene.path().join("var/lib/kubelet/pki");
     fs::create_dir_all(&pki).expect("pki dir");
     let ca = pki.join("ca.crt");
@@ -484,11 +448,7 @@ fn a_rotated_client_certificate_is_used_after_the_old_one_expired() {
         ),
     )
     .expect("kubeconfig");
-    let node = Node {
-        scene,
-        server,
-        kubeconfig,
-    };
+    let node = Node(ApiNode::from_parts(scene, server, kubeconfig));
     let (_boot, uid_b) = node.follow_a_first();
     assert!(
         std::time::SystemTime::now() < first.not_after,

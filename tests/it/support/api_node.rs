@@ -44,7 +44,7 @@ impl ApiNode {
         let scene = Scene::new();
         let server = ApiServer::start();
         let kubeconfig = server.node_kubeconfig_in(scene.path(), NODE);
-        ApiNode::with(scene, server, kubeconfig)
+        ApiNode::from_parts(scene, server, kubeconfig)
     }
 
     /// The node whose kubeconfig is `<scene>/<rel>`, not written yet (the kubelet writes it
@@ -52,10 +52,12 @@ impl ApiNode {
     pub fn awaiting_credentials(rel: &str) -> ApiNode {
         let scene = Scene::new();
         let kubeconfig = scene.path().join(rel);
-        ApiNode::with(scene, ApiServer::start(), kubeconfig)
+        ApiNode::from_parts(scene, ApiServer::start(), kubeconfig)
     }
 
-    fn with(scene: Scene, server: ApiServer, kubeconfig: PathBuf) -> ApiNode {
+    /// The node on `server` (an HTTPS one, say) with the kubeconfig `kubeconfig`: registers
+    /// the Node, creates the kubelet root dir and picks the healthz port.
+    pub fn from_parts(scene: Scene, server: ApiServer, kubeconfig: PathBuf) -> ApiNode {
         server.create_node(NODE, std::iter::empty::<(&str, &str)>());
         let root_dir = scene.path().join("kubelet-root");
         fs::create_dir_all(&root_dir)
