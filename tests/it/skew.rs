@@ -15,18 +15,18 @@
 
 use crate::support;
 
-use std::collections::BTreeMap;
 use std::fs;
-use std::net::TcpListener;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
+use support::api_node::{ApiNode, NODE, STATUS_ANNOTATION};
 use support::lock_state::{checked_holder_record, status_by};
-use support::{kubelet_config, now_ns, ns_between, pivot_bin, wait_until, Proc, Scene};
-use testkit::{ApiServer, RequestRecord};
+use support::{now_ns, ns_between, pivot_bin, wait_until, Proc, Scene};
+use testkit::RequestRecord;
 
 /// Where scripts/test.sh says the baseline binary is.
 const BASELINE_ENV: &str = "KUBELET_PIVOT_BASELINE_BIN";
@@ -40,12 +40,7 @@ const QUIET_WINDOW: Duration = Duration::from_millis(1500);
 const CRASH_MARK: &str = "crashme.example";
 /// The first release that records its build in the holder record and the claims.
 const FIRST_RECORDED: &str = "0.5.0";
-const NODE: &str = "node-a";
-const NS: &str = "kubelet-config";
 const APP_NS: &str = "default";
-const SOURCE_ANNOTATION: &str = "kubelet-pivot.io/config-source";
-const STATUS_ANNOTATION: &str = "kubelet-pivot.io/config-status";
-const CONDITION: &str = "KubeletConfigOK";
 
 /// One of the two builds on the node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -544,33 +539,19 @@ fn a_store_written_by_the_new_build_is_read_by_the_old_one() {
 
 /// One node on the test API server, with the node's credentials, a kubelet root dir and a
 /// healthz port for the stand-in (the drain's health gate).
-struct Cluster {
-    scene: Scene,
-    server: ApiServer,
-    kubeconfig: PathBuf,
-    root_dir: PathBuf,
-    healthz: u16,
+struct Cluster(ApiNode);
+
+impl Deref for Cluster {
+    type Target = ApiNode;
+
+    fn deref(&self) -> &ApiNode {
+        &self.0
+    }
 }
 
 impl Cluster {
     fn new() -> Cluster {
-        let scene = Scene::new();
-        let server = ApiServer::start();
-        server.create_node(NODE, std::iter::empty::<(&str, &str)>());
-        let kubeconfig = server.node_kubeconfig_in(scene.path(), NODE);
-        let root_dir = scene.path().join("kubelet-root");
-        fs::create_dir_all(&root_dir).expect("kubelet root dir");
-        let healthz = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        Cluster {
-            scene,
-            server,
-            kubeconfig,
-            root_dir,
-            healthz,
-        }
+        Cluster(ApiNode::new())
     }
 
     /// `<build> <role..> --kubeconfig .. --node-name NODE ..`, its kubelet serving healthz.
@@ -580,21 +561,9 @@ impl Cluster {
 
     /// [`Cluster::supervisor`] with the drain flags `drain`.
     fn supervisor_with(&self, build: Build, role: &[&str], init: &str, drain: &[&str]) -> Proc {
-        let kubeconfig = self.kubeconfig.to_str().expect("utf-8 path");
-        let root = self.root_dir.to_str().expect("utf-8 path");
-        let mut args = role.to_vec();
-        args.extend_from_slice(&[
-            "--kubeconfig",
-            kubeconfig,
-            "--node-name",
-            NODE,
-            "--stop-timeout",
-            "2s",
-            "--kubelet-root-dir",
-            root,
-            "--init-config",
-            init,
-        ]);
+        let root = self.root_str();
+        let mut args = self.node_args(role);
+        args.extend_from_slice(&["--kubelet-root-dir", root, "--init-config", init]);
         args.extend_from_slice(drain);
         self.scene.spawn(self.scene.pivot_of(
             &build.bin(),
@@ -604,27 +573,8 @@ impl Cluster {
         ))
     }
 
-    fn config(&self, extra: &str) -> String {
-        kubelet_config(&format!("healthzPort: {}\n{extra}", self.healthz))
-    }
-
     fn configmap(&self, name: &str, extra: &str) -> String {
-        let data = BTreeMap::from([("kubelet".to_string(), self.config(extra))]);
-        let cm = self.server.create_configmap(NS, name, data, true);
-        cm["metadata"]["uid"].as_str().expect("uid").to_string()
-    }
-
-    fn assign(&self, name: &str) {
-        self.server
-            .set_node_annotation(NODE, SOURCE_ANNOTATION, Some(&format!("{NS}/{name}")));
-    }
-
-    fn condition(&self) -> Option<Value> {
-        self.server.node(NODE)["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .find(|c| c["type"] == CONDITION)
-            .cloned()
+        self.0.configmap(name, self.config(extra))
     }
 
     /// Waits until KubeletConfigOK is True for `uid`, the status annotation names it active,
