@@ -13,7 +13,6 @@
 
 use crate::support;
 
-use std::ops::Deref;
 use std::time::{Duration, Instant};
 
 use support::api_node::{condition_of, ApiNode, CONDITION, NODE};
@@ -30,15 +29,9 @@ const SYNC_SLACK: Duration = Duration::from_secs(15);
 /// Deadline for anything the product should do promptly.
 const DEADLINE: Duration = Duration::from_secs(8);
 
-/// [`ApiNode`] with the supervisor and the looks of these tests.
-struct Node(ApiNode);
-
-impl Deref for Node {
-    type Target = ApiNode;
-
-    fn deref(&self) -> &ApiNode {
-        &self.0
-    }
+support::api_node::node_type! {
+    /// [`ApiNode`] with the supervisor and the looks of these tests.
+    Node
 }
 
 impl Node {

@@ -16,7 +16,6 @@
 use crate::support;
 
 use std::fs;
-use std::ops::Deref;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -35,16 +34,10 @@ const QUIET_WINDOW: Duration = Duration::from_millis(1500);
 const FOLLOW_BOUND: Duration = Duration::from_secs(1);
 const WAITING_TEXT: &str = "(the kubelet writes it after its TLS bootstrap)";
 
-/// [`ApiNode`] whose kubeconfig, `<scene>/etc/kubernetes/kubelet.conf`, does not exist at first
-/// (nor its directories), with the supervisor and the looks of these tests.
-struct Node(ApiNode);
-
-impl Deref for Node {
-    type Target = ApiNode;
-
-    fn deref(&self) -> &ApiNode {
-        &self.0
-    }
+support::api_node::node_type! {
+    /// [`ApiNode`] whose kubeconfig, `<scene>/etc/kubernetes/kubelet.conf`, does not exist at first
+    /// (nor its directories), with the supervisor and the looks of these tests.
+    Node
 }
 
 impl Node {

@@ -12,7 +12,6 @@ use crate::support;
 use crate::support::scrape;
 
 use std::net::SocketAddr;
-use std::ops::Deref;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -33,16 +32,10 @@ const QUIET_WINDOW: Duration = Duration::from_millis(1500);
 const SEVERAL_PDBS: &str =
     "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.";
 
-/// One node: [`ApiNode`] (scene, API server with the Node, node credentials, kubelet root dir,
-/// healthz port) with the supervisor and the looks of these tests.
-struct Node(ApiNode);
-
-impl Deref for Node {
-    type Target = ApiNode;
-
-    fn deref(&self) -> &ApiNode {
-        &self.0
-    }
+support::api_node::node_type! {
+    /// One node: [`ApiNode`] (scene, API server with the Node, node credentials, kubelet root dir,
+    /// healthz port) with the supervisor and the looks of these tests.
+    Node
 }
 
 impl Node {

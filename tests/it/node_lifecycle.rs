@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
+use support::api_node::condition_of;
 use support::lock_state::status_json;
 use support::{wait_until, Proc, Scene};
 use testkit::ApiServer;
@@ -224,7 +225,7 @@ fn a_refusal_is_a_node_condition_where_an_api_server_is_configured() {
     let out = run_to_exit(supervisor_with_lock(&scene, &gen1_args, &typo));
     assert_eq!(out.status.code(), Some(4), "{}", text(&out));
     let cond = wait_until(DEADLINE, "the KubeletLockFile condition", || {
-        condition(&server.node(NODE))
+        condition_of(&server.node(NODE), CONDITION)
     });
     assert_eq!(cond["status"], "False", "{cond}");
     assert_eq!(cond["reason"], "LockFileMismatch", "{cond}");
@@ -244,21 +245,13 @@ fn a_refusal_is_a_node_condition_where_an_api_server_is_configured() {
         &[],
     ));
     let cond = wait_until(DEADLINE, "the condition True again", || {
-        condition(&server.node(NODE)).filter(|c| c["status"] == "True")
+        condition_of(&server.node(NODE), CONDITION).filter(|c| c["status"] == "True")
     });
     assert_eq!(cond["reason"], "LockFileAgreed", "{cond}");
     gen1.signal(Signal::SIGTERM);
     host.signal(Signal::SIGTERM);
     gen1.wait_exit(DEADLINE);
     host.wait_exit(DEADLINE);
-}
-
-fn condition(node: &Value) -> Option<Value> {
-    node["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == CONDITION)
-        .cloned()
 }
 
 #[test]
@@ -315,7 +308,7 @@ fn a_pod_without_the_host_paths_refuses_instead_of_running_a_private_kubelet() {
         &[],
     ));
     assert_eq!(out.status.code(), Some(4), "{}", text(&out));
-    let cond = condition(&server.node(NODE)).expect("the KubeletLockFile condition");
+    let cond = condition_of(&server.node(NODE), CONDITION).expect("the KubeletLockFile condition");
     assert_eq!(cond["status"], "False", "{cond}");
     let message = cond["message"].as_str().unwrap_or_default();
     assert!(

@@ -16,7 +16,6 @@
 use crate::support;
 
 use std::fs;
-use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -537,16 +536,10 @@ fn a_store_written_by_the_new_build_is_read_by_the_old_one() {
 // With the API server: a pending drain and the Node's status across builds
 // ------------------------------------------------------------------------------------------
 
-/// One node on the test API server, with the node's credentials, a kubelet root dir and a
-/// healthz port for the stand-in (the drain's health gate).
-struct Cluster(ApiNode);
-
-impl Deref for Cluster {
-    type Target = ApiNode;
-
-    fn deref(&self) -> &ApiNode {
-        &self.0
-    }
+support::api_node::node_type! {
+    /// One node on the test API server, with the node's credentials, a kubelet root dir and a
+    /// healthz port for the stand-in (the drain's health gate).
+    Cluster
 }
 
 impl Cluster {

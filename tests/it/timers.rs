@@ -13,7 +13,6 @@
 
 use crate::support;
 
-use std::ops::Deref;
 use std::time::{Duration, SystemTime};
 
 use nix::sys::signal::Signal;
@@ -30,15 +29,9 @@ const LATE: Duration = Duration::from_millis(500);
 /// The test's own look at the request log and the store.
 const LOOK: Duration = Duration::from_millis(5);
 
-/// [`ApiNode`] with the supervisor and the looks of these tests.
-struct Node(ApiNode);
-
-impl Deref for Node {
-    type Target = ApiNode;
-
-    fn deref(&self) -> &ApiNode {
-        &self.0
-    }
+support::api_node::node_type! {
+    /// [`ApiNode`] with the supervisor and the looks of these tests.
+    Node
 }
 
 impl Node {

@@ -135,3 +135,50 @@ impl Drop for Beside {
         CHANGED.notify_all();
     }
 }
+
+/// [`alone()`] waits for open scenes and holds new ones back; [`beside()`] is re-entrant.
+#[test]
+fn alone_waits_for_scenes_and_holds_new_ones_back() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+    use std::thread;
+    use std::time::Duration;
+
+    let (opened, scene_open) = mpsc::channel();
+    let (close, closing) = mpsc::channel::<()>();
+    let scene = thread::spawn(move || {
+        let _first = beside();
+        let _second = beside();
+        opened.send(()).expect("the test waits for it");
+        closing.recv().expect("the test says when");
+    });
+    scene_open
+        .recv()
+        .expect("the scene thread opened its scenes");
+    let ran_alone = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran_alone);
+    let lone = thread::spawn(move || {
+        let _alone = alone();
+        let _own = beside();
+        flag.store(true, Ordering::SeqCst);
+        thread::sleep(Duration::from_millis(100));
+        flag.store(false, Ordering::SeqCst);
+    });
+    thread::sleep(Duration::from_millis(100));
+    assert!(
+        !ran_alone.load(Ordering::SeqCst),
+        "alone() did not wait for an open scene"
+    );
+    close.send(()).expect("the scene thread waits for it");
+    scene.join().expect("the scene thread");
+    let flag = Arc::clone(&ran_alone);
+    let waited = thread::spawn(move || {
+        let _scene = beside();
+        assert!(
+            !flag.load(Ordering::SeqCst),
+            "a scene opened while a test ran alone"
+        );
+    });
+    lone.join().expect("the alone thread");
+    waited.join().expect("a scene opened after alone()");
+}

@@ -149,3 +149,23 @@ pub fn condition_of(node: &Value, kind: &str) -> Option<Value> {
         .find(|c| c["type"] == kind)
         .cloned()
 }
+
+/// `struct NAME(ApiNode)` that dereferences to [`ApiNode`]: a test file's node, with the
+/// helpers only that file uses in its own `impl NAME`.
+#[allow(unused_macros)]
+macro_rules! node_type {
+    ($(#[$attr:meta])* $name:ident) => {
+        $(#[$attr])*
+        struct $name($crate::support::api_node::ApiNode);
+
+        impl std::ops::Deref for $name {
+            type Target = $crate::support::api_node::ApiNode;
+
+            fn deref(&self) -> &Self::Target {
+                &self.0
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use node_type;
