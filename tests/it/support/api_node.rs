@@ -43,8 +43,9 @@ impl ApiNode {
     pub fn new() -> ApiNode {
         let scene = Scene::new();
         let server = ApiServer::start();
+        server.create_node(NODE, std::iter::empty::<(&str, &str)>());
         let kubeconfig = server.node_kubeconfig_in(scene.path(), NODE);
-        ApiNode::from_parts(scene, server, kubeconfig)
+        ApiNode::assemble(scene, server, kubeconfig)
     }
 
     /// The node whose kubeconfig is `<scene>/<rel>`, not written yet (the kubelet writes it
@@ -59,6 +60,12 @@ impl ApiNode {
     /// the Node, creates the kubelet root dir and picks the healthz port.
     pub fn from_parts(scene: Scene, server: ApiServer, kubeconfig: PathBuf) -> ApiNode {
         server.create_node(NODE, std::iter::empty::<(&str, &str)>());
+        ApiNode::assemble(scene, server, kubeconfig)
+    }
+
+    /// The node on `server`, its Node registered: creates the kubelet root dir and picks the
+    /// healthz port.
+    fn assemble(scene: Scene, server: ApiServer, kubeconfig: PathBuf) -> ApiNode {
         let root_dir = scene.path().join("kubelet-root");
         fs::create_dir_all(&root_dir)
             .unwrap_or_else(|err| panic!("failed to create {}: {err}", root_dir.display()));
