@@ -36,7 +36,7 @@
 //! Watches get a BOOKMARK every 60 s (a real API server's order of magnitude; the fake's
 //! default is 1 s).
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::collections::BTreeMap;

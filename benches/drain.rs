@@ -12,7 +12,7 @@
 //! the condition True for the new config with the node uncordoned and no drain record left.
 //! Pods leave at once when evicted (the test server has no kubelet to wait for).
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::collections::BTreeMap;

@@ -13,7 +13,7 @@
 //! evictions), which show the list-then-watch pattern, and the supervisor's log lines about
 //! listing and watching the pods (warnings; `DRAIN_SUPERVISOR_LOG=info` shows re-lists too).
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::collections::BTreeMap;

@@ -8,15 +8,14 @@
 //! kubelet, a minimal Rust process (one signal thread, a few open files), so the memory figure
 //! reads as "what supervising costs over the smallest process that could do it".
 
-#[path = "../tests/support/scrape.rs"]
-mod scrape;
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use support::bench::{cpu_ticks, fail, stand_in, stats, status_field};
+use support::scrape;
 use support::{wait_until, Scene};
 
 fn main() {

@@ -25,7 +25,7 @@
 //! /run/lock on a node; HANDOFF_CONFIG_DIR=DIR puts the dynamic config directory under DIR.
 //! The stand-in exits at once on SIGTERM, so the figures are the pivots' own cost.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::fs::{self, File};

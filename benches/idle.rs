@@ -51,7 +51,7 @@
 //! could not give says why (`n/a: ...`). The load average is printed at each step: the CPU
 //! figures are only as quiet as the machine.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -20,7 +20,7 @@
 //! theirs), by verb and resource. The bench fails (exit 2) unless the controller patched
 //! every node exactly once.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::collections::BTreeMap;

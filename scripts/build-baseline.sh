@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the baseline of the skew test (tests/skew.rs): the commit named in
+# Builds the baseline of the skew test (tests/it/skew.rs): the commit named in
 # compat/baseline, exported with `git archive` and built with
 # `cargo build --locked -p kubelet-pivot --bin kubelet-pivot` in the
 # workspace's own target directory, so that the dependencies the workspace

@@ -72,8 +72,8 @@ if want test; then
         have "$tool" || need_package util-linux "$tool"
     done
     have inotifywait || need_package inotify-tools "inotifywait"
-    # systemd 252 as PID 1 in a namespace (tests/systemd_unit.rs), systemd-analyze
-    # verify of the installed unit (tests/install.rs).
+    # systemd 252 as PID 1 in a namespace (tests/it/systemd_unit.rs), systemd-analyze
+    # verify of the installed unit (tests/it/install.rs).
     for tool in systemctl journalctl systemd-analyze; do
         have "$tool" || need_package systemd "$tool"
     done
@@ -81,14 +81,14 @@ if want test; then
     have timeout || need_package coreutils "timeout"
     # The unit's ExecReload= (systemd-analyze verify checks that it exists).
     [ -x /bin/kill ] || need_package procps "/bin/kill"
-    # strace holds a system call to widen a race window (tests/bad_day.rs t7d).
+    # strace holds a system call to widen a race window (tests/it/bad_day.rs t7d).
     have strace || need_package strace "strace"
     have git || need_package git "git"
     have objcopy || need_package binutils "objcopy"
     have readelf || need_package binutils "readelf"
 fi
 
-# kubernetes-validate (PyPI): API schemas for tests/manifests.rs.
+# kubernetes-validate (PyPI): API schemas for tests/it/manifests.rs.
 validate_missing=0
 if want test && ! kubernetes-validate --version 2>/dev/null | grep -qx "$VALIDATE_VERSION"; then
     validate_missing=1

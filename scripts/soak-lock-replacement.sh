@@ -17,12 +17,12 @@ tests=(
     "bad_day t8a_a_replaced_lock_file"
     "bootstrap a_polling_waiter_follows"
 )
-cargo test --locked --no-run --test bootstrap --test bad_day >/dev/null 2>&1 || {
+cargo test --locked --no-run --test it >/dev/null 2>&1 || {
     echo "soak: build failed" >&2
     exit 1
 }
-# The newest test executable of that name (not a .d file or an object).
-bin() { ls -t target/debug/deps/ | grep -E "^$1-[0-9a-f]{16}\$" | head -1 | sed 's|^|target/debug/deps/|'; }
+# The newest executable of the integration tests (not a .d file or an object).
+bin() { ls -t target/debug/deps/ | grep -E "^it-[0-9a-f]{16}\$" | head -1 | sed 's|^|target/debug/deps/|'; }
 loops=()
 for _ in $(seq 1 "$(nproc)"); do
     sh -c 'while :; do :; done' & loops+=($!)
@@ -34,7 +34,7 @@ declare -A pass fail
 for i in $(seq 1 "$n"); do
     for t in "${tests[@]}"; do
         set -- $t
-        if "$(bin "$1")" "$2" >"$log" 2>&1; then
+        if "$(bin)" "$1::$2" >"$log" 2>&1; then
             grep -q "1 passed" "$log" && pass[$2]=$(( ${pass[$2]:-0} + 1 )) || { fail[$2]=$(( ${fail[$2]:-0} + 1 )); echo "run $i: $2: no test ran"; }
         else
             fail[$2]=$(( ${fail[$2]:-0} + 1 ))

@@ -18,7 +18,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 bash scripts/deps.sh test || exit
 export CHAOS_ITERATIONS="${CHAOS_ITERATIONS:-300}"
-# The skew test (tests/skew.rs) runs this build beside the earlier one pinned
+# The skew test (tests/it/skew.rs) runs this build beside the earlier one pinned
 # in compat/baseline: build that once (about 2 minutes: only the baseline's own
 # crate and the few dependencies whose features differ are compiled; the rest
 # comes from the workspace's target directory). If the build fails, the skew
@@ -26,7 +26,7 @@ export CHAOS_ITERATIONS="${CHAOS_ITERATIONS:-300}"
 if baseline=$(bash scripts/build-baseline.sh); then
     export KUBELET_PIVOT_BASELINE_BIN="$baseline"
 else
-    echo "test.sh: the baseline build failed (see above); tests/skew.rs will fail" >&2
+    echo "test.sh: the baseline build failed (see above); tests/it/skew.rs will fail" >&2
     export KUBELET_PIVOT_BASELINE_BIN="(scripts/build-baseline.sh failed)"
 fi
 log=$(mktemp)

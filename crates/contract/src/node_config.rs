@@ -500,6 +500,16 @@ pub fn roll_required(report: &ConfigReport) -> bool {
 
 #[cfg(test)]
 mod tests {
+    /// The names on the wire, pinned: a rename here is a protocol change that nodes and
+    /// controllers of other versions do not follow.
+    #[test]
+    fn the_wire_names_are_pinned() {
+        assert_eq!(super::SOURCE_ANNOTATION, "kubelet-pivot.io/config-source");
+        assert_eq!(super::STATUS_ANNOTATION, "kubelet-pivot.io/config-status");
+        assert_eq!(super::CONDITION_TYPE, "KubeletConfigOK");
+        assert_eq!(super::ROLL_REQUIRED_LABEL, "kubelet-pivot.io/roll-required");
+    }
+
     use super::*;
     use k8s_openapi::api::core::v1::{ConfigMapNodeConfigSource, NodeConfigSource, NodeSpec};
     use std::collections::BTreeMap;

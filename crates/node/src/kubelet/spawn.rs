@@ -108,7 +108,7 @@ pub fn spawn(plan: &SpawnPlan) -> io::Result<i32> {
     // it (the handler runs there: early flag, and the wake-up byte for the
     // event loop's signal stream), or, if there is none, keeps it pending
     // for the process until the mask is restored below and the handler runs
-    // here (tests/sigterm.rs sends SIGTERM inside this window).
+    // here (tests/it/sigterm.rs sends SIGTERM inside this window).
     let mut old = SigSet::empty();
     pthread_sigmask(
         SigmaskHow::SIG_SETMASK,

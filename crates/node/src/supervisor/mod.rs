@@ -451,7 +451,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
             // sets the early flag queues it here too, also during a spawn
             // (see `kubelet::spawn`). The flag is read only inside work that
             // keeps the loop away from here; polling it here took one SIGTERM
-            // for two, the second SIGKILLing the kubelet (tests/sigterm.rs).
+            // for two, the second SIGKILLing the kubelet (tests/it/sigterm.rs).
             biased;
             Some(sig) = signals.next() => Wake::Signal(sig),
             Some(res) = recv_opt(&mut d.lock.acquiring) => Wake::Acquired(res),
