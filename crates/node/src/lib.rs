@@ -1,21 +1,21 @@
-//! kubelet-pivot: decides which kubelet runs on a node.
+//! kp-node: the kubelet-pivot node agent, which decides which kubelet runs on a node.
 //!
-//! One folder per subsystem; the dependency direction is
-//! `cluster` (and the operator) → `config` → [`supervisor`] → `kubelet`, with
-//! [`pivot`] (the lock protocol) driven by the supervisor, [`observe`] reading
-//! from all of them and [`safefs`] under everything. Nothing reaches around a
-//! neighbour (see ARCHITECTURE.md).
+//! The top-level modules form layers; each may use the ones below it, never one above
+//! (`tests/it/architecture.rs` keeps the modules of every crate free of cycles):
 //!
-//! - [`pivot`]: lock file, holder record, claims, contention, fencing proofs,
-//!   inotify hints, `/proc`, roles, the pure state machine;
-//! - [`kubelet`]: the child process (spawn, signals, reap, backoff);
-//! - [`config`]: checkpoint store, KubeletConfiguration, lifecycle, operator
-//!   commands;
-//! - [`cluster`]: the API server (sync, Node ↔ config);
-//! - [`observe`]: status, metrics, logging, sd_notify, man pages;
-//! - [`safefs`]: checked reads, atomic writes, trusted directories;
-//! - [`supervisor`], [`signals`], [`cli`]: the driver, early signals, flags;
-//! - [`version`]: the build's version, commit and protocol version.
+//! 1. [`safefs`] (checked reads, atomic writes, trusted directories), [`procfs`]
+//!    (`/proc` parsing), [`version`], [`signals`];
+//! 2. [`config`] (checkpoint store, which config runs, `--config-dir`, operator
+//!    commands) and [`kubelet`] (the child process: spawn, signals, reap, backoff);
+//! 3. [`pivot`] (the lock protocol and its pure state machine; it drives a kubelet
+//!    child and reads no config);
+//! 4. [`metrics`] (what every part records, and what a scrape reads);
+//! 5. [`cluster`] (the API server: client, sync, drain, Node conditions);
+//! 6. [`observe`] (`status`, sd_notify: reads everything, changes nothing);
+//! 7. [`supervisor`]: the driver.
+//!
+//! The KubeletConfiguration model is `kp_kubelet_config`, the wire contract
+//! `kp_contract`, the API plumbing shared with the rollout controller `kp_runtime`.
 
 pub mod cluster;
 pub mod config;

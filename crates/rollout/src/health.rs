@@ -19,7 +19,7 @@ pub const LIVENESS_ATTEMPTS: u32 = 3;
 
 /// What this replica does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
+pub enum ReplicaRole {
     /// Trying to take the Lease.
     Standby,
     /// Holding the Lease; `synced` once its caches are.
@@ -28,7 +28,7 @@ pub enum Role {
 
 #[derive(Debug)]
 struct State {
-    role: Role,
+    role: ReplicaRole,
     /// The last Lease attempt, and whether the API server answered it.
     attempt: Instant,
     answered: Option<Instant>,
@@ -52,7 +52,7 @@ impl Health {
     pub fn new(lease_duration: Duration) -> Health {
         Health {
             state: Arc::new(Mutex::new(State {
-                role: Role::Standby,
+                role: ReplicaRole::Standby,
                 attempt: Instant::now(),
                 answered: None,
             })),
@@ -75,7 +75,7 @@ impl Health {
         }
     }
 
-    pub fn set_role(&self, role: Role) {
+    pub fn set_role(&self, role: ReplicaRole) {
         if let Ok(mut s) = self.state.lock() {
             s.role = role;
         }
@@ -112,11 +112,11 @@ impl Health {
             return Probe::Failing("the health state is poisoned".into());
         };
         match s.role {
-            Role::Leader { synced: true } => Probe::Ok("leader, caches synced".into()),
-            Role::Leader { synced: false } => {
+            ReplicaRole::Leader { synced: true } => Probe::Ok("leader, caches synced".into()),
+            ReplicaRole::Leader { synced: false } => {
                 Probe::Failing("leader, caches not synced yet".into())
             }
-            Role::Standby => match s.answered {
+            ReplicaRole::Standby => match s.answered {
                 Some(at) if now.saturating_duration_since(at) <= self.lease_duration => {
                     Probe::Ok("standby, the API server answers".into())
                 }
@@ -151,9 +151,9 @@ mod tests {
         h.lease_attempt_at(false, at(20));
         assert!(!failing(h.liveness_at(at(20))));
         assert!(failing(h.readiness_at(at(20))));
-        h.set_role(Role::Leader { synced: false });
+        h.set_role(ReplicaRole::Leader { synced: false });
         assert!(failing(h.readiness_at(at(20))));
-        h.set_role(Role::Leader { synced: true });
+        h.set_role(ReplicaRole::Leader { synced: true });
         assert!(!failing(h.readiness_at(at(20))));
         // The Lease loop stops turning: neither alive nor ready.
         assert!(!failing(h.liveness_at(at(65))));

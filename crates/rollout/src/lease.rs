@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use tracing::{info, warn};
 
-use super::health::{Health, Role};
+use super::health::{Health, ReplicaRole};
 use kp_runtime::retry::{Failure, Outage, Retry};
 
 /// Timings, as client-go names them.
@@ -243,7 +243,7 @@ impl Elector {
         }
         info!(identity = %self.identity, lease = %self.name, "became the rollout controller leader");
         if let Some(health) = &self.health {
-            health.set_role(Role::Leader { synced: false });
+            health.set_role(ReplicaRole::Leader { synced: false });
         }
         let leadership = Leadership {
             renewed: Arc::new(Mutex::new(Instant::now())),

@@ -1,13 +1,13 @@
 //! The kubelet's configuration on this node.
 //!
-//! Owns the checkpoint store ([`store`]), KubeletConfiguration decoding,
-//! defaults, validation and hashing ([`kubeconfig`]), the kubelet's
-//! `--config-dir` drop-ins ([`dropin`]), which config runs and its trial
+//! Owns the checkpoint store ([`store`]), the kubelet's `--config-dir`
+//! drop-ins ([`config_dir`]), which config runs and its trial
 //! ([`lifecycle`]), the next start prepared while waiting
 //! ([`prepared`]) and the `checkpoint` operator commands ([`operator`]).
 //!
 //! May call: `safefs`. Fed by `cluster` (downloads) and the operator; read by
-//! the supervisor, `observe`. Never calls the supervisor or the kubelet.
+//! the supervisor, `observe`. The KubeletConfiguration itself is
+//! `kp_kubelet_config`'s. Never calls the supervisor or the kubelet.
 
 pub mod config_dir;
 pub mod lifecycle;

@@ -5,7 +5,7 @@
 //! kubelet's own flags given after `--` and build the child's arguments
 //! ([`flags`]).
 //!
-//! May call: `pivot::procfs` (pid views). Decides nothing: the supervisor
+//! May call: `procfs` (pid views), `safefs`. Decides nothing: the supervisor
 //! says when to start and stop.
 
 pub mod child;

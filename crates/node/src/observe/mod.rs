@@ -1,12 +1,9 @@
-//! What kubelet-pivot tells the outside: the `status` command ([`status`]),
-//! metrics and their HTTP endpoint ([`metrics`], [`scraped`],
-//! [`disruption_metrics`], [`exposition`], [`metrics_http`]), the HTTP server that
-//! endpoint and the rollout controller's share ([`http`]), log
-//! lines ([`logging`]), sd_notify ([`notify`]), man pages and completions
-//! ([`manpage`]).
+//! What kubelet-pivot tells an operator on the node: the `status` command ([`status`])
+//! and sd_notify ([`notify`]). Metrics are [`crate::metrics`]'s.
 //!
-//! May read: `pivot` (holder record, claims, machine states), `config`
-//! (store views). Only reads: nothing here changes the node's state.
+//! May read: `pivot` (holder record, claims, lock record), `config` (store views),
+//! `cluster` (the API row), `procfs`, `safefs`. Only reads: nothing here changes the
+//! node's state.
 
 pub mod notify;
 pub mod status;

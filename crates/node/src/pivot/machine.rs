@@ -132,7 +132,7 @@ pub enum Effect {
 
 /// Static settings of the state machine.
 #[derive(Debug, Clone, Copy)]
-pub struct Settings {
+pub struct MachineSettings {
     pub stop_timeout: Duration,
     pub exit_on_yield: bool,
     /// After a yield: how long to wait for the contender to take the lock.
@@ -142,14 +142,14 @@ pub struct Settings {
 #[derive(Debug, Clone)]
 pub struct Pivot {
     pub state: State,
-    pub settings: Settings,
+    pub settings: MachineSettings,
     pub backoff: Backoff,
     /// Handoffs (yields) done so far.
     pub yields: u64,
 }
 
 impl Pivot {
-    pub fn new(settings: Settings, backoff: Backoff) -> Self {
+    pub fn new(settings: MachineSettings, backoff: Backoff) -> Self {
         Pivot {
             state: State::Waiting,
             settings,
@@ -443,7 +443,7 @@ mod tests {
 
     fn pivot(exit_on_yield: bool) -> Pivot {
         Pivot::new(
-            Settings {
+            MachineSettings {
                 stop_timeout: Duration::from_secs(30),
                 exit_on_yield,
                 defer_timeout: Duration::from_secs(2),

@@ -67,7 +67,9 @@ use crate::pivot::contention::{judge, Contender, Verdict};
 use crate::pivot::fence::{self, NotProven};
 use crate::pivot::holder::HolderRecord;
 use crate::pivot::lock::{self, LockError, LockFile};
-use crate::pivot::machine::{Deferral, Effect, Input, Pivot, Run, Settings, State, StopPurpose};
+use crate::pivot::machine::{
+    Deferral, Effect, Input, MachineSettings, Pivot, Run, State, StopPurpose,
+};
 use crate::pivot::role::Rank;
 use crate::pivot::state::StateDir;
 use crate::pivot::takeover::{TakeoverLock, STOPPED_PATIENCE};
@@ -328,7 +330,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         return Ok(0);
     }
     let pivot = Pivot::new(
-        Settings {
+        MachineSettings {
             stop_timeout: opts.stop_timeout,
             exit_on_yield: opts.exit_on_yield,
             defer_timeout: DEFER_TIMEOUT,

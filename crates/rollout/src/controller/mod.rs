@@ -36,7 +36,7 @@ use kube::Client;
 use tracing::{info, warn};
 
 use super::configwatch::ConfigWatches;
-use super::health::{Health, Role};
+use super::health::{Health, ReplicaRole};
 use super::lease::{Elector, Leadership, LeaseTimings};
 use super::metrics::ControllerMetrics;
 use super::nodewrites::NodeWrites;
@@ -233,7 +233,7 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), RunError
             return Ok(());
         }
     }
-    health.set_role(Role::Leader { synced: true });
+    health.set_role(ReplicaRole::Leader { synced: true });
     info!(
         nodes = nodes.state().len(),
         "caches synced; reconciling rollouts"

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::budget::Budget;
 use super::conditions::PauseReason;
 use super::gates::{self, GateResult};
-use super::owner::{self, Claim};
+use super::owner::{self, NodeStanding};
 use super::report::{report_owners, set_counts, set_phase};
 use super::{revision, rfc3339, Decider, Touch};
 use crate::nodeview::{NodeRecord, NodeView};
@@ -88,14 +88,14 @@ pub(super) fn forward(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
                 continue;
             };
             let record = match owner::claim(view, &me, d.inp.others, d.inp.supersede) {
-                Claim::Superseded { by } => {
+                NodeStanding::Superseded { by } => {
                     // Not this revision's target any more: a newer rollout changed it.
                     superseded.push((view.name.as_str(), by));
                     continue;
                 }
-                Claim::Ours(record) => Some(record),
-                Claim::Free => None,
-                Claim::Blocked { by } => {
+                NodeStanding::Ours(record) => Some(record),
+                NodeStanding::Free => None,
+                NodeStanding::Blocked { by } => {
                     counts.total += 1;
                     counts.pending += 1;
                     if b <= current {

@@ -43,7 +43,7 @@ pub struct Me<'a> {
 
 /// What a node is to this rollout's current revision.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Claim<'a> {
+pub enum NodeStanding<'a> {
     /// It carries this revision's record.
     Ours(&'a NodeRecord),
     /// Free to change.
@@ -98,17 +98,17 @@ pub fn claim<'a>(
     me: &Me,
     others: &[OtherRollout],
     supersede: bool,
-) -> Claim<'a> {
+) -> NodeStanding<'a> {
     if let Some(record) = view.record.as_ref() {
         if is_mine(record, me) {
-            return Claim::Ours(record);
+            return NodeStanding::Ours(record);
         }
         let newer = match (intent_of(record), me.started) {
             (Some(theirs), Some(mine)) => theirs > mine,
             _ => false,
         };
         if newer {
-            return Claim::Superseded {
+            return NodeStanding::Superseded {
                 by: record.rollout.clone(),
             };
         }
@@ -118,12 +118,12 @@ pub fn claim<'a>(
         .find(|o| o.active && o.supersedes && !older(o, me) && o.targets.contains(&view.name))
     {
         // A newer rollout marked to supersede targets it: it is that one's to change.
-        return Claim::Superseded {
+        return NodeStanding::Superseded {
             by: newer.name.clone(),
         };
     }
     if supersede {
-        return Claim::Free;
+        return NodeStanding::Free;
     }
     let owner = others.iter().find(|o| {
         o.active
@@ -132,8 +132,8 @@ pub fn claim<'a>(
                 || view.record.as_ref().is_some_and(|r| same_rollout(o, r)))
     });
     match owner {
-        Some(o) => Claim::Blocked { by: o.name.clone() },
-        None => Claim::Free,
+        Some(o) => NodeStanding::Blocked { by: o.name.clone() },
+        None => NodeStanding::Free,
     }
 }
 
@@ -215,7 +215,7 @@ mod tests {
         let r1 = me("r1", "u1", 10);
         assert_eq!(
             claim(&v, &r1, &[other("r2", "u2", 100, false)], false),
-            Claim::Superseded { by: "r2".into() }
+            NodeStanding::Superseded { by: "r2".into() }
         );
     }
 
@@ -225,7 +225,7 @@ mod tests {
         let r2 = me("r2", "u2", 100);
         assert_eq!(
             claim(&v, &r2, &[other("r1", "u1", 10, false)], false),
-            Claim::Free
+            NodeStanding::Free
         );
     }
 
@@ -236,14 +236,14 @@ mod tests {
         let r1 = [other("r1", "u1", 10, true)];
         assert_eq!(
             claim(&untouched, &r2, &r1, false),
-            Claim::Blocked { by: "r1".into() }
+            NodeStanding::Blocked { by: "r1".into() }
         );
-        assert_eq!(claim(&untouched, &r2, &r1, true), Claim::Free);
+        assert_eq!(claim(&untouched, &r2, &r1, true), NodeStanding::Free);
         // The older one is never blocked by the newer.
         let r1_me = me("r1", "u1", 10);
         assert_eq!(
             claim(&untouched, &r1_me, &[other("r2", "u2", 100, true)], false),
-            Claim::Free
+            NodeStanding::Free
         );
     }
 
@@ -251,7 +251,7 @@ mod tests {
     fn a_re_created_rollout_is_a_new_owner() {
         let v = view(Some(record("rx", Some("old"), 1, 10)));
         let again = me("rx", "new", 100);
-        assert_eq!(claim(&v, &again, &[], false), Claim::Free);
+        assert_eq!(claim(&v, &again, &[], false), NodeStanding::Free);
         // A record of an older build (no uid, no start) from before the revision started.
         let mut legacy = record("rx", None, 1, 10);
         legacy.started = None;
@@ -265,6 +265,6 @@ mod tests {
     fn our_own_record_is_ours() {
         let v = view(Some(record("r1", Some("u1"), 1, 10)));
         let r1 = me("r1", "u1", 10);
-        assert!(matches!(claim(&v, &r1, &[], false), Claim::Ours(_)));
+        assert!(matches!(claim(&v, &r1, &[], false), NodeStanding::Ours(_)));
     }
 }
