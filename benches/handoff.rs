@@ -1,6 +1,6 @@
 //! Handoff benchmark: how long from a contender's `open()` of the lock file to the exec of its
 //! kubelet, for kubelet-pivot and for the shell baseline `scripts/shell-pivot.sh` (util-linux
-//! `flock` + inotify-tools `inotifywait`, the pivot a user would write from the seed design).
+//! `flock` + inotify-tools `inotifywait`, the pivot a user would write from the background design (ARCHITECTURE.md, "Background")).
 //!
 //!     cargo build --release --examples      # the stand-in kubelet is an example target
 //!     cargo bench --bench handoff           # 200 handoffs each

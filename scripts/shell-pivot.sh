@@ -1,6 +1,6 @@
 #!/bin/sh
 # shell-pivot.sh: the baseline that benches/handoff.rs compares kubelet-pivot with. It is the
-# pivot a user would write from the seed design with util-linux `flock` and inotify-tools
+# pivot a user would write from the background design (ARCHITECTURE.md, "Background") with util-linux `flock` and inotify-tools
 # `inotifywait`:
 #
 #   shell-pivot.sh holder    LOCK -- KUBELET [ARGS...]
@@ -13,7 +13,7 @@
 # SHELL_PIVOT_READY=FILE: the holder's inotifywait reports "Watches established." in FILE, so
 # that a benchmark knows when the holder can see a contender.
 #
-# It keeps the seed design's flaws on purpose (DESIGN.md "Known flaws" 1, 2 and 3): any open of
+# It keeps the background design's flaws on purpose (ARCHITECTURE.md, "Background", known flaws 1, 2 and 3): any open of
 # the lock file makes the holder yield, and contenders race for flock. Do not run a node with it.
 set -eu
 

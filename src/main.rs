@@ -133,7 +133,7 @@ fn supervise(rank: Rank, common: CommonArgs, early: Option<TerminateFlag>) -> Ex
         // An untrusted state directory is bad input found before start.
         Err(err @ supervisor::SupervisorError::State(_)) => fail(EXIT_USAGE, err),
         // Another lock file than the node's, or the host's paths missing in
-        // a pod: a refusal of its own (README, "Exit codes").
+        // a pod: a refusal of its own (docs/reference.md, "Exit codes").
         Err(
             err @ (supervisor::SupervisorError::HostPaths(_)
             | supervisor::SupervisorError::Lock(lock::LockError::NoDir { .. })),

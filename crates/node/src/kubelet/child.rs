@@ -5,7 +5,7 @@
 //! Inheriting the locked descriptor is deliberate: the kernel keeps the lock
 //! held until the last process holding that description exits, so if the
 //! supervisor is SIGKILLed the lock is not free before its kubelet (killed by
-//! PDEATHSIG) is gone too. That closes the seed design's window where the
+//! PDEATHSIG) is gone too. That closes the background design's window where the
 //! lock is free while the old kubelet still runs.
 
 use std::ffi::OsString;

@@ -180,11 +180,11 @@ pub const CONFIG_FLAGS: &[ConfigFlag] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AllowedFlag {
     pub flag: &'static str,
-    /// Why it may bypass the effective config (the README says the same).
+    /// Why it may bypass the effective config (docs/reference.md says the same).
     pub reason: &'static str,
 }
 
-/// Config flags allowed after `--` (README, "Kubelet flags after `--`").
+/// Config flags allowed after `--` (docs/reference.md, "Kubelet flags after `--`").
 /// Their values are not part of the effective config that is validated,
 /// hashed, classified and trialled.
 pub const ALLOWED_CONFIG_FLAGS: &[AllowedFlag] = &[
@@ -378,7 +378,7 @@ pub fn child_args(user: &[OsString], config: &Path) -> Vec<OsString> {
     out
 }
 
-/// The README's table of allowed flags (a test keeps the two equal).
+/// The table in docs/reference.md of allowed flags (a test keeps the two equal).
 pub fn allowed_flags_markdown() -> String {
     let mut out = String::from("| flag | field | why it is allowed |\n| --- | --- | --- |\n");
     for allowed in ALLOWED_CONFIG_FLAGS {

@@ -618,7 +618,7 @@ mod tests {
         );
     }
 
-    /// Every family as the README's table and dashboards know it (text format 0.0.4):
+    /// Every family as docs/reference.md's table and dashboards know it (text format 0.0.4):
     /// name, type, HELP.
     const FAMILIES: [(&str, &str, &str); 20] = [
         ("kubelet_pivot_info", "gauge", "Identity of this supervisor."),

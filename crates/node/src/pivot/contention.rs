@@ -8,7 +8,7 @@
 //! * /proc/locks shows a process blocked on our lock that no claim accounts
 //!   for and that runs as root or as our uid (a plain kubelet run with
 //!   `--lock-file`; another user's process is never a contender), or
-//! * in seed mode (`--yield-on-any-open`), on any open.
+//! * in the background design's mode (`--yield-on-any-open`), on any open.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -24,7 +24,7 @@ pub enum Contender {
     Claimant { rank: Rank, pid: i32 },
     /// A process blocked on the lock without a claim (a plain kubelet).
     Unclaimed { pid: i32 },
-    /// Seed behaviour: any open of the lock file.
+    /// The background design's behaviour: any open of the lock file.
     AnyOpen,
     /// The live supervisor the holder record names, found by a supervisor
     /// that took the lock: its kubelet runs (or is about to) under a lock
