@@ -107,8 +107,8 @@ fn other_rollouts(ctx: &Context, me: &KubeletConfigRollout) -> Vec<OtherRollout>
 /// What the plan needs to know of another rollout.
 fn other(r: &KubeletConfigRollout) -> OtherRollout {
     let status = r.status.clone().unwrap_or_default();
-    let started = plan::revision::current(&status)
-        .and_then(|c| humantime::parse_rfc3339_weak(&c.started).ok());
+    let started =
+        plan::revision::current(&status).and_then(|c| kp_contract::time::parse(&c.started));
     OtherRollout {
         name: r.name_any(),
         uid: r.metadata.uid.clone(),

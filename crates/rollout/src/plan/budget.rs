@@ -76,8 +76,7 @@ fn changing(view: &NodeView, now: SystemTime, timeout: Duration) -> bool {
     let Some(record) = view.record.as_ref() else {
         return false;
     };
-    let recent = humantime::parse_rfc3339_weak(&record.at)
-        .ok()
+    let recent = kp_contract::time::parse(&record.at)
         .and_then(|at| now.duration_since(at).ok())
         .is_some_and(|age| age < timeout);
     recent && !view.shows_active(assignment_ref(view.assignment.as_deref()).as_ref(), None)

@@ -234,7 +234,7 @@ fn advance(d: &mut Decider) {
     let soak_until =
         d.st.soak_until
             .as_deref()
-            .and_then(|t| humantime::parse_rfc3339_weak(t).ok());
+            .and_then(kp_contract::time::parse);
     match soak_until {
         None if !d.settings.soak.is_zero() && !current_batch_empty(d) => {
             let until = d.inp.now + d.settings.soak;

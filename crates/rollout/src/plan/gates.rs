@@ -40,7 +40,7 @@ pub enum GateResult {
 /// When the node was changed, from its record (unparseable: now, so the bounds restart
 /// rather than fail the node at once).
 pub fn changed_at(record: &NodeRecord, now: SystemTime) -> SystemTime {
-    humantime::parse_rfc3339_weak(&record.at).unwrap_or(now)
+    kp_contract::time::parse(&record.at).unwrap_or(now)
 }
 
 fn wait_or_fail(

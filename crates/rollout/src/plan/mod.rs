@@ -29,6 +29,7 @@ use conditions::{set_condition, ConditionType};
 use forward::forward;
 use gates::PodsState;
 use kp_contract::rollout::{Phase, RolloutSpec, RolloutStatus};
+use kp_contract::time::rfc3339;
 use owner::{Me, OtherRollout};
 use settings::Settings;
 use start::start_revision;
@@ -97,8 +98,6 @@ pub struct Plan {
     pub requeue: Option<Duration>,
 }
 
-use kp_contract::time::rfc3339;
-
 struct Decider<'a> {
     inp: &'a Inputs<'a>,
     settings: Settings,
@@ -116,8 +115,7 @@ impl<'a> Decider<'a> {
             name: self.inp.name,
             uid: self.inp.uid,
             revision: self.st.revision,
-            started: revision::current(&self.st)
-                .and_then(|r| humantime::parse_rfc3339_weak(&r.started).ok()),
+            started: revision::current(&self.st).and_then(|r| kp_contract::time::parse(&r.started)),
         }
     }
 

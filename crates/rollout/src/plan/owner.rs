@@ -54,18 +54,14 @@ pub enum NodeStanding<'a> {
     Blocked { by: String },
 }
 
-fn parse(t: &str) -> Option<SystemTime> {
-    humantime::parse_rfc3339_weak(t).ok()
-}
-
 /// When the intent behind `record` started: its revision's start, else (records of older
 /// builds) when it changed the node.
 pub fn intent_of(record: &NodeRecord) -> Option<SystemTime> {
     record
         .started
         .as_deref()
-        .and_then(parse)
-        .or_else(|| parse(&record.at))
+        .and_then(kp_contract::time::parse)
+        .or_else(|| kp_contract::time::parse(&record.at))
 }
 
 /// Whether `record` was written by `me`'s current revision: same name, revision and
@@ -77,7 +73,7 @@ pub fn is_mine(record: &NodeRecord, me: &Me) -> bool {
     }
     match (record.uid.as_deref(), me.uid) {
         (Some(a), Some(b)) => a == b,
-        _ => match (parse(&record.at), me.started) {
+        _ => match (kp_contract::time::parse(&record.at), me.started) {
             (Some(at), Some(started)) => at >= started,
             _ => true,
         },

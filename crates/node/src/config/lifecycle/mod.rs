@@ -429,10 +429,6 @@ fn mark_bad(store: &Store, access: Access, src: &ConfigSource, reason: &str) {
     }
 }
 
-fn parse_time(s: &str) -> Option<SystemTime> {
-    humantime::parse_rfc3339_weak(s).ok()
-}
-
 /// Boot time from /proc/stat (`btime`).
 pub fn boot_time() -> Option<SystemTime> {
     let stat = fs::read_to_string("/proc/stat").ok()?;

@@ -7,9 +7,10 @@ use std::time::SystemTime;
 use tracing::{info, warn};
 
 use super::verdict::{self, Inputs, TrialFacts, Verdict};
-use super::{boot_time, parse_time, Resolved};
+use super::{boot_time, Resolved};
 use crate::config::store::{DropInTrial, EffectiveRecord, Store, StoreError, Trial};
 use kp_contract::time::now_rfc3339;
+use kp_contract::time::parse as parse_time;
 use kp_kubelet_config::HASH_ALGORITHM;
 
 /// Called by the holder after it applied `r`: starts a trial clock for a new

@@ -14,7 +14,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::parse_time;
+use kp_contract::time::parse as parse_time;
 
 /// One trial as the store has it, with this exit's stamp already added to
 /// its starts.

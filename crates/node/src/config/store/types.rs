@@ -63,14 +63,14 @@ pub fn validate_key(key: &str) -> Result<(), StoreError> {
 
 /// uid and resourceVersion become directory names: same rules as keys.
 fn validate_path_part(what: &'static str, value: &str) -> Result<(), StoreError> {
-    validate_key(value).map_err(|e| match e {
-        StoreError::BadKey { reason, .. } => StoreError::BadSource {
+    match kp_contract::node_config::key_problem(value) {
+        None => Ok(()),
+        Some(reason) => Err(StoreError::BadSource {
             what,
             value: value.to_string(),
             reason,
-        },
-        other => other,
-    })
+        }),
+    }
 }
 
 /// The checks a source passes before its parts become file names.

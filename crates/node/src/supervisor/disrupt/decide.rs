@@ -25,6 +25,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::cluster::drain::Failure;
 use crate::config::store::{ConfigSource, DisruptionRecord, DrainPhase};
+use kp_contract::time::rfc3339;
 use kp_kubelet_config::disruption::{Action, Change, Class, Policy};
 use kp_kubelet_config::HASH_ALGORITHM;
 
@@ -268,13 +269,9 @@ fn retry_delay(base: Duration, attempts: u32) -> Duration {
     base * 2u32.pow(attempts.saturating_sub(1).min(RETRY_DOUBLINGS))
 }
 
-/// RFC 3339 with milliseconds. Earlier builds wrote whole seconds; both
-/// read either form ([`parse_retry_at`], humantime's weak parser).
-use kp_contract::time::rfc3339;
-
-/// A record's `retryAt`, whole seconds or fractional.
+/// A record's `retryAt`, whole seconds (earlier builds) or milliseconds.
 pub(in crate::supervisor) fn parse_retry_at(t: &str) -> Option<SystemTime> {
-    humantime::parse_rfc3339_weak(t).ok()
+    kp_contract::time::parse(t)
 }
 
 /// Whether a retry at `retry_at` is due at `now` (no time, or none that

@@ -46,8 +46,7 @@ impl Two {
                 supersedes: *supersedes,
                 name: name.clone(),
                 uid: Some(uid.clone()),
-                started: revision::current(st)
-                    .and_then(|c| humantime::parse_rfc3339_weak(&c.started).ok()),
+                started: revision::current(st).and_then(|c| kp_contract::time::parse(&c.started)),
                 active: st.phase.owns_its_nodes(),
                 targets: st.batches.iter().flatten().cloned().collect(),
             })
