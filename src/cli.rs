@@ -153,7 +153,9 @@ pub struct NodePaths {
 impl NodePaths {
     /// The state directory: --state-dir, else DYNAMIC_CONFIG_DIR/lock.
     pub fn state_dir(&self) -> PathBuf {
-        state_dir(&self.state_dir, &self.dynamic_config_dir)
+        self.state_dir.clone().unwrap_or_else(|| {
+            kp_node::pivot::state::StateDir::default_for(&self.dynamic_config_dir)
+        })
     }
 }
 
@@ -230,11 +232,6 @@ fn drain_retry(s: &str) -> Result<Duration, String> {
 
 /// The shortest `--drain-retry`.
 pub const MIN_DRAIN_RETRY: Duration = Duration::from_secs(1);
-
-pub fn state_dir(flag: &Option<PathBuf>, dynamic_config_dir: &std::path::Path) -> PathBuf {
-    flag.clone()
-        .unwrap_or_else(|| kp_node::pivot::state::StateDir::default_for(dynamic_config_dir))
-}
 
 #[derive(Debug, Args)]
 pub struct BootstrapArgs {
