@@ -153,7 +153,10 @@ impl Driver {
                     return vec![Input::Contended(Contender::AnyOpen)];
                 }
                 self.contention.opened(Instant::now());
-                self.check_contention()
+                match self.contention.fast_target() {
+                    Some(pid) => self.fast_look(pid),
+                    None => self.check_contention(),
+                }
             }
             (State::Holding(_), _) => self.check_contention(),
             (State::Deferring { .. }, _) => self.check_handover(),
@@ -203,6 +206,7 @@ impl Driver {
     }
     pub(super) fn judge_now(&mut self) -> Verdict {
         let locks = procfs::read_locks().unwrap_or_default();
+        self.contention.looked_full(Instant::now());
         let claims = self.live_claims(&locks);
         self.contention
             .set_outranked(crate::pivot::contention::outranked_by(self.rank(), &claims).is_some());
@@ -229,6 +233,31 @@ impl Driver {
             }
         }
         scan.live
+    }
+    /// Holding: a fast look at the claimant `pid` (see `contention`). Seen
+    /// asleep in flock on our lock file, it is confirmed by a full look
+    /// before anything is decided; a fast look that cannot be made, or that
+    /// the full look does not confirm, leaves full looks only.
+    pub(super) fn fast_look(&mut self, pid: i32) -> Vec<Input> {
+        match procfs::syscall::sleeps_in_flock(pid, self.lock.file.key()) {
+            Ok(false) => vec![],
+            Ok(true) => {
+                let inputs = self.check_contention();
+                if inputs.is_empty() {
+                    debug!(
+                        pid,
+                        "claimant seen in flock, not confirmed by /proc/locks; full looks only"
+                    );
+                    self.contention.fast_failed();
+                }
+                inputs
+            }
+            Err(err) => {
+                debug!(pid, %err, "cannot look at the claimant's threads; full looks only");
+                self.contention.fast_failed();
+                self.check_contention()
+            }
+        }
     }
     /// Holding: is a verified contender blocked on the lock (yield to it), or
     /// one that claimed but is not blocked yet (look again soon)?

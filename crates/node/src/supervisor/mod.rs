@@ -25,6 +25,7 @@ mod fencing;
 mod holder_watch;
 mod lock_check;
 mod lock_side;
+mod precise;
 mod status;
 mod takeover;
 
@@ -33,7 +34,7 @@ pub use lock_check::EXIT_LOCK_MISMATCH;
 
 use acquire::begin_acquire;
 use config::{join_opt, ConfigSide};
-use contention::Contention;
+use contention::{Contention, Look};
 use disrupt::TaskDone;
 use fencing::Fencing;
 use lock_side::LockSide;
@@ -168,6 +169,8 @@ enum Wake {
     BackoffElapsed,
     StopDeadline,
     Recheck,
+    /// A look at the contenders is due (the precise timer).
+    Look(Look),
     ReloadDue,
     Prepared(Option<Box<Prepared>>),
     Disruption(Option<TaskDone>),
@@ -413,6 +416,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
         fencing: Fencing::default(),
     };
     let mut watchdog = Notifier::watchdog_interval().map(tokio::time::interval);
+    let look_timer = precise::PreciseTimer::new();
     let mut inputs = match acquiring {
         None => d.on_acquired()?,
         Some(rx) => {
@@ -445,6 +449,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
             _ => (None, None),
         };
         let recheck = d.next_recheck(Instant::now());
+        let look = d.next_look(Instant::now());
         let reload_due = d.reload.due();
         let wake = tokio::select! {
             // Signals first: a SIGTERM that arrives with the lock is acted on
@@ -461,6 +466,9 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
             _ = sleep_opt(backoff_until) => Wake::BackoffElapsed,
             _ = sleep_opt(stop_deadline) => Wake::StopDeadline,
             _ = sleep_opt(recheck) => Wake::Recheck,
+            _ = precise::until_opt(&look_timer, look.map(|(at, _)| at)) => {
+                Wake::Look(look.map_or(Look::Full, |(_, kind)| kind))
+            }
             _ = sleep_opt(reload_due) => Wake::ReloadDue,
             res = join_opt(&mut d.config.preparing) => Wake::Prepared(res.map(Box::new)),
             res = join_opt(&mut d.disruption.task) => Wake::Disruption(res),
@@ -544,6 +552,10 @@ impl Driver {
                 self.reap().await
             }
             Wake::Recheck => self.on_recheck(),
+            Wake::Look(Look::Fast(pid)) if matches!(self.pivot.state, State::Holding(_)) => {
+                self.fast_look(pid)
+            }
+            Wake::Look(_) => self.on_recheck(),
             Wake::Prepared(prepared) => {
                 self.config.preparing = None;
                 if prepared.is_some() {
@@ -618,7 +630,16 @@ impl Driver {
                 Some(now + DEAD_HOLDER_CHECK)
             }
             State::Holding(_) if self.lock.retaking() => Some(now + SLOW_RECHECK),
-            State::Holding(_) => self.contention.next_look(now),
+            // Looked at on the precise timer (`next_look`).
+            _ => None,
+        }
+    }
+
+    /// Holding: when to look at the contenders again, and how.
+    fn next_look(&mut self, now: Instant) -> Option<(Instant, Look)> {
+        match &self.pivot.state {
+            State::Holding(Run::Clearing) => None,
+            State::Holding(_) if !self.lock.retaking() => self.contention.next_look(now),
             _ => None,
         }
     }

@@ -11,6 +11,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub mod syscall;
+
 /// A process as seen through the `/proc` mount of the reader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessId {
