@@ -5,6 +5,13 @@
 //!     cargo build --release --examples      # the stand-in kubelet is an example target
 //!     cargo bench --bench handoff           # 200 handoffs each
 //!     cargo bench --bench handoff -- --quick  # 20 each; HANDOFF_ROUNDS=N sets any count
+//!     cargo bench --bench handoff -- --quick --guard=0.8  # exit 1 below 0.8x the shell pivot
+//!
+//! `--guard=RATIO` (or HANDOFF_GUARD=RATIO) is the regression guard `scripts/test.sh` runs:
+//! the bench fails when kubelet-pivot's p50 (open -> execve) is less than RATIO times as fast
+//! as the shell pivot's in the same run. A first run below it is confirmed by a second, longer
+//! one (GUARD_CONFIRM_ROUNDS) before the guard fails: one noisy quick run is not a regression.
+//! The bench also times each kind of look a holder makes at a contender (`handoff/looks.rs`).
 //!
 //! Each round of kubelet-pivot: the bootstrap holds the lock and runs the stand-in kubelet; a
 //! `self-hosted --generation 1` contender starts; the bootstrap yields; then the contender gets
@@ -25,6 +32,8 @@
 //! /run/lock on a node; HANDOFF_CONFIG_DIR=DIR puts the dynamic config directory under DIR.
 //! The stand-in exits at once on SIGTERM, so the figures are the pivots' own cost.
 
+#[path = "handoff/looks.rs"]
+mod looks;
 #[path = "../tests/it/support/mod.rs"]
 mod support;
 
@@ -48,6 +57,10 @@ const DEADLINE: Duration = Duration::from_secs(10);
 const TARGET_P50_MS: f64 = 1.5;
 const TARGET_P99_MS: f64 = 5.0;
 const BASELINE_SCRIPT: &str = "scripts/shell-pivot.sh";
+/// Rounds of the run that confirms a guard failure.
+const GUARD_CONFIRM_ROUNDS: usize = 60;
+/// Looks of each kind timed.
+const LOOK_ROUNDS: usize = 200;
 
 fn ms_between(from_ns: u128, to_ns: u128) -> f64 {
     assert!(
@@ -426,10 +439,62 @@ fn main() {
             ));
         }
     }
-    println!("handoff bench: {rounds} handoffs each; open of the lock -> exec of the new kubelet");
+    let guard = guard_ratio(&args);
     let began = Instant::now();
-    let ours = bench_kubelet_pivot(rounds, &stand_in);
-    let baseline = bench_shell_pivot(rounds, &stand_in, &script);
+    let mut speedup = run(rounds, &stand_in, &script);
+    if let Some(ratio) = guard {
+        if speedup < ratio {
+            println!(
+                "\nguard: {speedup:.2}x is below {ratio:.2}x; confirming with {GUARD_CONFIRM_ROUNDS} rounds\n"
+            );
+            speedup = run(GUARD_CONFIRM_ROUNDS, &stand_in, &script);
+        }
+    }
+    let costs = looks::measure(&std::env::temp_dir(), LOOK_ROUNDS);
+    println!();
+    println!(
+        "{:<50} {:>6} {:>9} {:>9} {:>9} {:>9}",
+        "look at a contender (us)", "n", "p50", "p99", "max", "mean"
+    );
+    row("full look: read /proc/locks", &costs.full);
+    row(
+        "fast look: the claimant's syscall and fd files",
+        &costs.fast,
+    );
+    println!(
+        "fast look vs full look, p50: {:.2}x",
+        costs.full.p50 / costs.fast.p50
+    );
+    println!("elapsed: {:.1} s", began.elapsed().as_secs_f64());
+    if let Some(ratio) = guard {
+        let pass = speedup >= ratio;
+        println!(
+            "guard: kubelet-pivot's p50 is {speedup:.2}x the shell pivot's; at least {ratio:.2}x required: {}",
+            if pass { "PASS" } else { "FAIL" }
+        );
+        if !pass {
+            std::process::exit(1);
+        }
+    }
+}
+
+/// The guard's ratio from `--guard=RATIO` or HANDOFF_GUARD.
+fn guard_ratio(args: &[String]) -> Option<f64> {
+    let value = args
+        .iter()
+        .find_map(|arg| arg.strip_prefix("--guard=").map(str::to_owned))
+        .or_else(|| std::env::var("HANDOFF_GUARD").ok())?;
+    match value.parse::<f64>() {
+        Ok(ratio) if ratio > 0.0 => Some(ratio),
+        _ => fail(&format!("guard ratio {value:?} is not a positive number")),
+    }
+}
+
+/// One bench run of `rounds` handoffs each; prints the table, returns the p50 speedup.
+fn run(rounds: usize, stand_in: &Path, script: &Path) -> f64 {
+    println!("handoff bench: {rounds} handoffs each; open of the lock -> exec of the new kubelet");
+    let ours = bench_kubelet_pivot(rounds, stand_in);
+    let baseline = bench_shell_pivot(rounds, stand_in, script);
     let ours_stats = stats(&ours.handoff);
     let ours_main = stats(&ours.handoff_main);
     let takeback_stats = stats(&ours.takeback);
@@ -486,5 +551,5 @@ fn main() {
         "faster than the shell pivot at p50: {} ({speedup:.2}x)",
         verdict(speedup > 1.0)
     );
-    println!("elapsed: {:.1} s", began.elapsed().as_secs_f64());
+    speedup
 }

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use crate::config::config_dir;
 use crate::config::lifecycle::{self, Access, LocalConfig, Resolved};
 use crate::config::running::{self, StartChoice};
-use crate::config::store::{FileStamp, Store};
+use crate::config::store::{DisruptionRecord, FileStamp, Store};
 use kp_kubelet_config::disruption::Policy;
 
 #[derive(Debug, Clone)]
@@ -28,6 +28,9 @@ pub struct Prepared {
     /// The effective file, as it was when it was found to hold exactly
     /// this config.
     effective: FileStamp,
+    /// The store's disruption record (one of the inputs the stamps cover):
+    /// the holder knows it at start without another read.
+    pub disruption: Option<DisruptionRecord>,
 }
 
 impl Prepared {
@@ -56,6 +59,7 @@ impl Prepared {
         if !store.effective_config_matches(&resolved.config.effective_bytes()) {
             return None;
         }
+        let disruption = store.disruption().ok()?;
         let drop_ins = resolved
             .drop_ins
             .as_ref()
@@ -73,6 +77,7 @@ impl Prepared {
             inputs,
             drop_ins,
             effective,
+            disruption,
         })
     }
 
@@ -126,5 +131,21 @@ mod tests {
         let (r, p) = hold_then_prepare(&store, &local);
         assert_eq!(p.resolved.hash(), r.hash());
         assert!(p.resolved.config.effective_bytes().len() > 10);
+    }
+
+    #[test]
+    fn the_disruption_record_comes_with_the_prepared_start() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path()).unwrap();
+        let local = LocalConfig::load(None).unwrap();
+        let (_, p) = hold_then_prepare(&store, &local);
+        assert_eq!(p.disruption, None, "no record in the store");
+        // A record that cannot be read is the full path's to report.
+        let record = d.path().join("v1").join("disruption.json");
+        std::fs::write(&record, "{ not json").unwrap();
+        assert!(!p.still_valid(&store), "the record is one of the inputs");
+        assert!(Prepared::prepare(&store, &local, &Policy::defaults(), false).is_none());
+        std::fs::remove_file(&record).unwrap();
+        assert!(Prepared::prepare(&store, &local, &Policy::defaults(), false).is_some());
     }
 }

@@ -104,16 +104,25 @@ impl Driver {
                 if self.lock.recorded != Some(self.lock.file.key()) {
                     self.write_record_now(None);
                 }
-                self.disruption.read_once(&self.config.store).await;
+                // A prepared start brings the disruption record it was
+                // prepared with (its stamp is one of those just checked):
+                // no read on the blocking pool between the lock and the
+                // kubelet's exec.
                 let (cmd, from_prepared) = match self.take_prepared() {
-                    Some(cmd) => (cmd, true),
-                    None => match self.prepare_config().await {
-                        Some(cmd) => (cmd, false),
-                        None if self.opts.terminate.is_set() => {
-                            return Ok(vec![Input::Terminate]);
+                    Some((cmd, record)) => {
+                        self.disruption.know(record);
+                        (cmd, true)
+                    }
+                    None => {
+                        self.disruption.read_once(&self.config.store).await;
+                        match self.prepare_config().await {
+                            Some(cmd) => (cmd, false),
+                            None if self.opts.terminate.is_set() => {
+                                return Ok(vec![Input::Terminate]);
+                            }
+                            None => return Ok(vec![Input::KubeletFailedToStart]),
                         }
-                        None => return Ok(vec![Input::KubeletFailedToStart]),
-                    },
+                    }
                 };
                 // The last look at the flag, right before the fork (config
                 // work may have taken a while). A signal that comes during

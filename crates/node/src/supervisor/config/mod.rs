@@ -341,7 +341,12 @@ impl Driver {
     }
     /// The prepared start, if nothing it rests on changed: the kubelet
     /// command, with `applied` and the report set as a full resolution does.
-    pub(super) fn take_prepared(&mut self) -> Option<KubeletCommand> {
+    pub(super) fn take_prepared(
+        &mut self,
+    ) -> Option<(
+        KubeletCommand,
+        Option<crate::config::store::DisruptionRecord>,
+    )> {
         let prepared = self.config.prepared.take()?;
         if !prepared.still_valid(&self.config.store) {
             return None;
@@ -357,7 +362,7 @@ impl Driver {
         };
         self.publish_report(&resolved);
         self.config.applied = Some(resolved);
-        Some(cmd)
+        Some((cmd, prepared.disruption))
     }
     /// After a kubelet started from a prepared config: record what runs
     /// (trial, effective record), as the full path does before starting.

@@ -342,6 +342,15 @@ impl Disruption {
         self.read = true;
     }
 
+    /// The record as a prepared start read it (see `read_once`).
+    pub(super) fn know(&mut self, record: Option<DisruptionRecord>) {
+        if self.read || self.task.is_some() {
+            return;
+        }
+        self.record = record;
+        self.read = true;
+    }
+
     /// The lock is released: what we knew of the change ends with our
     /// holding.
     pub(super) fn forget(&mut self) {
