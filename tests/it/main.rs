@@ -20,6 +20,7 @@ mod bootstrap;
 mod chaos;
 mod config_dir;
 mod config_lifecycle;
+mod contention;
 mod crash_consistency;
 mod credentials;
 mod disruption;
