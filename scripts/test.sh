@@ -11,6 +11,13 @@
 # Every test binary runs even after a failure (--no-fail-fast). The last
 # lines name the failing tests, if any, and sum up every binary's results.
 #
+# Then the handoff guard (issue 31): the handoff bench in its quick form, on
+# the machine the suite no longer loads, fails the run when kubelet-pivot's
+# p50 (open of the lock -> the new kubelet's execve) is below 0.8x the shell
+# pivot's in the same run (a first run below is confirmed by a longer one).
+# It runs with the whole suite (no arguments) or when HANDOFF_GUARD is set:
+# HANDOFF_GUARD=0 skips it; HANDOFF_GUARD=RATIO sets another ratio.
+#
 # First scripts/deps.sh: as root it installs what the suite needs (apt-get,
 # pip); without root it names what is missing and how to install it, and the
 # suite does not start. When everything is there it does nothing, silently.
@@ -46,4 +53,16 @@ if [ -n "$failed" ] || [ -n "$targets" ]; then
 fi
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "%d passed, %d failed\n", p, f }' "$log"
+guard="${HANDOFF_GUARD:-0.8}"
+if [ "$guard" != "0" ] && { [ "$#" -eq 0 ] || [ -n "${HANDOFF_GUARD:-}" ]; }; then
+    echo
+    echo "handoff guard: kubelet-pivot's p50 at least ${guard}x the shell pivot's"
+    if cargo build --locked --release --examples -q &&
+        cargo bench --locked --bench handoff -- --quick "--guard=$guard"; then
+        echo "handoff guard: passed"
+    else
+        echo "handoff guard: FAILED (a slower pivot; see the table above)"
+        [ "$status" -eq 0 ] && status=1
+    fi
+fi
 exit "$status"
