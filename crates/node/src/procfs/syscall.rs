@@ -18,8 +18,11 @@ use std::io::{self, Read};
 
 use super::FileKey;
 
-/// Most threads of one process looked at: a supervisor has a handful.
-const MAX_TASKS: usize = 1024;
+/// Most threads of one process looked at: a supervisor has a handful (the
+/// event loop, its flock thread, a few of the blocking pool). A claimant
+/// with more costs each look at most this many small reads; one whose flock
+/// thread is not among them is still seen by the full looks.
+const MAX_TASKS: usize = 64;
 /// A `syscall` line is under 200 bytes.
 const LINE_BYTES: usize = 256;
 
