@@ -238,7 +238,8 @@ mod tests {
         let t = w.send();
         w.answered(t, Feedback::Failed, now);
         assert_eq!(w.limit(), 11);
-        assert!(w.open(now));
+        assert!(!w.open(now), "still paused by the 429");
+        assert!(w.open(now + THROTTLE_PAUSE));
         // Back to the maximum, and no further.
         for _ in 0..500 {
             let t = w.send();
