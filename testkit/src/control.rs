@@ -87,6 +87,37 @@ impl ApiServer {
         self.lock().outage = false;
     }
 
+    /// Holds each eviction request (`POST pods/NAME/eviction`) for `hold` before serving it,
+    /// so that a client's concurrent evictions are seen in flight together
+    /// ([`RequestRecord::evictions_in_flight`]).
+    pub fn set_eviction_hold(&self, hold: Duration) {
+        self.lock().evictions.set_hold(hold);
+    }
+
+    /// Refuses eviction requests beyond `limit` in flight at once as API priority and
+    /// fairness refuses a flow whose queue is full: at once, 429 with `Retry-After: 1` and its
+    /// text/plain body (no Status, no PodDisruptionBudget cause). `None` lifts the limit.
+    /// Panics on `Some(0)`.
+    pub fn limit_evictions_in_flight(&self, limit: Option<usize>) {
+        self.lock().evictions.set_limit(limit);
+    }
+
+    /// Refuses the next `n` eviction requests as [`ApiServer::limit_evictions_in_flight`]
+    /// refuses those beyond its limit (API priority and fairness's 429).
+    pub fn throttle_next_evictions(&self, n: usize) {
+        self.lock().evictions.throttle_next(n);
+    }
+
+    /// The most eviction requests the server had in flight at once (0 if none came).
+    pub fn max_evictions_in_flight(&self) -> usize {
+        self.lock()
+            .requests
+            .iter()
+            .map(|r| r.evictions_in_flight)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Delays every response (including the start of watch streams) by `delay`.
     pub fn set_delay(&self, delay: Duration) {
         self.lock().delay = delay;

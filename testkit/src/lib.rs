@@ -169,7 +169,9 @@
 //! [`ApiServer::begin_outage`] / [`ApiServer::end_outage`], [`ApiServer::set_delay`],
 //! [`ApiServer::drop_watches`], [`ApiServer::stop`], [`ApiServer::restart_on_same_port`],
 //! [`ApiServer::deny`], [`ApiServer::compact_history`], [`ApiServer::drop_connections`],
-//! [`ApiServer::rotate_node_token`], [`ApiServer::requests`],
+//! [`ApiServer::rotate_node_token`], [`ApiServer::set_eviction_hold`],
+//! [`ApiServer::limit_evictions_in_flight`] (API priority and fairness's 429, module
+//! `inflight`), [`ApiServer::requests`],
 //! [`ApiServer::list_requests`], [`ApiServer::open_watches`].
 //!
 //! Layout: this file holds [`ApiServer`]'s start, addresses, credentials and the helpers
@@ -196,7 +198,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -218,6 +220,7 @@ mod errors;
 mod events;
 mod faults;
 mod ids;
+mod inflight;
 mod labels;
 mod leases;
 mod list;
@@ -303,6 +306,13 @@ pub struct RequestRecord {
     pub injected: bool,
     /// Received during an outage ([`ApiServer::begin_outage`]): not answered (`status` 0).
     pub outage: bool,
+    /// For an eviction (`POST pods/NAME/eviction`): the evictions in flight when it arrived,
+    /// itself included (see [`ApiServer::set_eviction_hold`]); 0 for other requests.
+    pub evictions_in_flight: usize,
+    /// When the server read it.
+    pub received: Instant,
+    /// When the server decided its answer (for a watch: when it was read).
+    pub answered: Instant,
 }
 
 impl RequestRecord {

@@ -5,11 +5,13 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::Arc;
 use std::thread;
+use std::time::Instant;
 
 use serde_json::Value;
 
 use crate::discovery::{discovery, version_info};
 use crate::errors::ApiError;
+use crate::inflight::{is_eviction, write_too_many};
 use crate::list::ListOptions;
 use crate::patch::patch_kind;
 use crate::protocol::{media_type, parse_query, reason_phrase, write_json, HttpRequest};
@@ -72,6 +74,9 @@ pub(crate) fn handle(
         items: None,
         injected: false,
         outage: false,
+        evictions_in_flight: 0,
+        received: Instant::now(),
+        answered: Instant::now(),
     };
     {
         let mut state = shared.lock();
@@ -83,6 +88,25 @@ pub(crate) fn handle(
             return Ok(false);
         }
     }
+    let eviction = is_eviction(&request).then(|| shared.lock().evictions.enter());
+    if let Some(admission) = eviction {
+        record.evictions_in_flight = admission.in_flight;
+        if admission.refused {
+            // API priority and fairness refuses at once, before any other filter.
+            record.status = 429;
+            let mut state = shared.lock();
+            state.evictions.leave();
+            record.answered = Instant::now();
+            state.requests.push(record);
+            drop(state);
+            shared.changed.notify_all();
+            write_too_many(writer, keep_alive)?;
+            return Ok(keep_alive);
+        }
+        if !admission.hold.is_zero() {
+            thread::sleep(admission.hold);
+        }
+    }
     let delay = shared.lock().delay;
     if !delay.is_zero() {
         thread::sleep(delay);
@@ -92,6 +116,10 @@ pub(crate) fn handle(
         let injected = state.injected;
         let routed = route(&mut state, &request, &query, watch);
         record.injected = state.injected != injected;
+        if eviction.is_some() {
+            state.evictions.leave();
+        }
+        record.answered = Instant::now();
         routed
     };
     match routed {

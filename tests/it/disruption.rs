@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use kp_node::cluster::drain::{MAX_IN_FLIGHT, THROTTLE_PAUSE};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use support::api_node::{ApiNode, NODE};
@@ -540,6 +541,114 @@ fn server_errors_are_asked_again_with_backoff_and_never_called_a_pdb() {
             .any(|r| r == "DrainFailed" || r == "DrainTimeout"),
         "{reasons:?}"
     );
+}
+
+/// Evictions go out several at once, never more than `MAX_IN_FLIGHT`: the server holds each
+/// for 200 ms and counts those in flight; 40 of them one after another would take 8 s.
+#[test]
+fn evictions_go_out_several_at_once_within_the_bound() {
+    let n = Node::new();
+    let (_p, first) = n.running_on_a("maxPods: 100\n", &[]);
+    for i in 0..40 {
+        n.web_pod(&format!("web-{i}"));
+    }
+    n.server.set_eviction_hold(Duration::from_millis(200));
+    n.configmap("cfg-b", "maxPods: 90\n");
+    n.assign("cfg-b");
+    n.wait_kubelet_with("\"maxPods\":90", Some(first));
+    let evictions = n.evictions();
+    assert_eq!(evictions.len(), 40, "{evictions:?}");
+    assert!(evictions.iter().all(|r| r.status == 201), "{evictions:?}");
+    assert_eq!(n.server.max_evictions_in_flight(), MAX_IN_FLIGHT);
+    let start = evictions
+        .iter()
+        .map(|r| r.received)
+        .min()
+        .expect("evictions");
+    let end = evictions
+        .iter()
+        .map(|r| r.answered)
+        .max()
+        .expect("evictions");
+    assert!(
+        end - start < Duration::from_secs(4),
+        "40 evictions of 200 ms took {:?}",
+        end - start
+    );
+    assert!(n.pods_left().is_empty());
+}
+
+/// A 429 without a PodDisruptionBudget's cause (API priority and fairness, text/plain, as the
+/// real filter answers) halves the evictions in flight and pauses them for a second; the
+/// answers of the requests sent since grow the window by one per window's worth.
+#[test]
+fn a_throttling_429_halves_the_evictions_in_flight_and_pauses_them() {
+    let n = Node::new();
+    let (_p, first) = n.running_on_a("maxPods: 100\n", &[]);
+    for i in 0..48 {
+        n.web_pod(&format!("web-{i}"));
+    }
+    n.server.set_eviction_hold(Duration::from_millis(300));
+    n.server.throttle_next_evictions(1);
+    n.configmap("cfg-b", "maxPods: 90\n");
+    n.assign("cfg-b");
+    n.wait_kubelet_with("\"maxPods\":90", Some(first));
+    let evictions = n.evictions();
+    let throttled: Vec<&RequestRecord> = evictions.iter().filter(|r| r.status == 429).collect();
+    assert_eq!(throttled.len(), 1, "{evictions:?}");
+    let at = throttled[0].answered;
+    assert_eq!(
+        evictions.iter().filter(|r| r.status == 201).count(),
+        48,
+        "{evictions:?}"
+    );
+    // The first burst: the whole window (the throttled one is answered at once).
+    let before = evictions
+        .iter()
+        .filter(|r| r.received <= at + Duration::from_millis(100))
+        .map(|r| r.evictions_in_flight)
+        .max()
+        .unwrap_or(0);
+    assert!(before >= MAX_IN_FLIGHT - 1, "{before}: {evictions:?}");
+    // Nothing during the pause (1 s, the filter's Retry-After; some slack for the answer to
+    // reach the drain).
+    let during: Vec<&RequestRecord> = evictions
+        .iter()
+        .filter(|r| {
+            r.received > at + Duration::from_millis(200)
+                && r.received < at + THROTTLE_PAUSE - Duration::from_millis(50)
+        })
+        .collect();
+    assert!(during.is_empty(), "sent during the pause: {during:?}");
+    // Then half the window, growing by one for each window's worth of answers: 8, 9, 10 and
+    // 11 for the 33 pods left.
+    let after = evictions
+        .iter()
+        .filter(|r| r.received >= at + THROTTLE_PAUSE - Duration::from_millis(50))
+        .map(|r| r.evictions_in_flight)
+        .max()
+        .unwrap_or(0);
+    assert!(
+        (2..=MAX_IN_FLIGHT / 2 + 3).contains(&after),
+        "{after} in flight after the 429: {evictions:?}"
+    );
+    let first_after: Vec<usize> = {
+        let mut later: Vec<&RequestRecord> = evictions
+            .iter()
+            .filter(|r| r.received >= at + THROTTLE_PAUSE - Duration::from_millis(50))
+            .collect();
+        later.sort_by_key(|r| r.received);
+        later
+            .iter()
+            .take(8)
+            .map(|r| r.evictions_in_flight)
+            .collect()
+    };
+    assert!(
+        first_after.iter().all(|&k| k <= MAX_IN_FLIGHT / 2),
+        "{first_after:?}"
+    );
+    assert!(n.pods_left().is_empty());
 }
 
 #[test]

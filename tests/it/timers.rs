@@ -189,6 +189,58 @@ fn a_drain_that_timed_out_is_tried_again_at_retry_at() {
     );
 }
 
+/// A drain's evictions pause for a second after API priority and fairness's 429 (no
+/// Retry-After the client can read: `THROTTLE_PAUSE`), though the refused pod's own backoff
+/// (0.5 s) ends first; nothing else happens meanwhile, and the pod is asked again at the end
+/// of the pause, not before and not at the next progress report.
+#[test]
+fn evictions_resume_when_the_throttling_pause_ends() {
+    use kp_node::cluster::drain::THROTTLE_PAUSE;
+    let n = Node::new();
+    n.configmap("cfg-a", "maxPods: 100\n");
+    n.assign("cfg-a");
+    let _p = n.supervisor("maxPods: 100\n", &["--drain-retry", "1h"]);
+    n.wait_kubelet_with("\"maxPods\":100");
+    n.server.create_pod(
+        APP_NS,
+        "web-1",
+        NODE,
+        json!({"app": "web"}),
+        Some("ReplicaSet"),
+        json!({}),
+    );
+    n.server.throttle_next_evictions(1);
+    n.configmap("cfg-b", "maxPods: 90\n");
+    n.assign("cfg-b");
+    let evictions = || -> Vec<RequestRecord> {
+        n.server
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with("/eviction"))
+            .collect()
+    };
+    let throttled = poll_until(DEADLINE, LOOK, "the throttled eviction", || {
+        evictions().into_iter().find(|r| r.status == 429)
+    });
+    // From here on, nothing happens on the node but what the supervisor does.
+    let asked_again = poll_until(DEADLINE, LOOK, "the eviction asked again", || {
+        evictions().into_iter().find(|r| r.status == 201)
+    });
+    let due = throttled.answered + THROTTLE_PAUSE;
+    let late = asked_again
+        .received
+        .checked_duration_since(due)
+        .unwrap_or_else(|| {
+            panic!(
+                "asked again {:?} before the pause ended",
+                due - asked_again.received
+            )
+        });
+    assert!(late <= LATE, "asked again {late:?} after the pause ended");
+    eprintln!("TIMER throttling pause (1 s): {late:?} after its moment");
+    assert_eq!(evictions().len(), 2);
+}
+
 /// A config on trial becomes last-known-good when its trial ends, with no other event: the
 /// settle check a second after the start arms the trial's timer.
 #[test]

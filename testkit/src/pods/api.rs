@@ -157,6 +157,15 @@ impl ApiServer {
             .collect()
     }
 
+    /// How many pods are bound to `node` (without copying them: cheap enough to poll).
+    pub fn pod_count_on(&self, node: &str) -> usize {
+        self.lock()
+            .objects(Resource::Pods)
+            .values()
+            .filter(|pod| pod["spec"]["nodeName"].as_str() == Some(node))
+            .count()
+    }
+
     /// Sets a pod's `status.phase` through `pods/NAME/status` (a terminal phase also makes
     /// the pod and its containers not ready).
     pub fn set_pod_phase(&self, namespace: &str, name: &str, phase: &str) -> Value {

@@ -95,6 +95,8 @@ pub(crate) struct State {
     pub(crate) pod_termination_delay: Duration,
     /// Pods being terminated, to be removed when due.
     pub(crate) terminations: Vec<pods::Termination>,
+    /// Eviction requests in flight, their hold and their limit.
+    pub(crate) evictions: crate::inflight::Evictions,
     /// Observers of every committed write (the node simulator), by id.
     commit_hooks: Vec<(u64, CommitHook)>,
     next_hook: u64,
@@ -170,6 +172,7 @@ impl State {
             }),
             pod_termination_delay: Duration::ZERO,
             terminations: Vec::new(),
+            evictions: Default::default(),
             commit_hooks: Vec::new(),
             next_hook: 0,
         };

@@ -147,6 +147,15 @@ pub fn env_number(var: &str) -> Option<u64> {
 }
 
 const DRAIN_NODE: &str = "bench-node";
+
+/// The times of one [`DrainNode::change_timed`], from the assignment.
+#[derive(Debug, Clone, Copy)]
+pub struct Timed {
+    /// Until no pod was bound to the node (as `settled` if there were none).
+    pub emptied: Duration,
+    /// Until the node was settled on the new config.
+    pub settled: Duration,
+}
 const CONFIG_NS: &str = "kubelet-config";
 const SOURCE_ANNOTATION: &str = kp_contract::node_config::SOURCE_ANNOTATION;
 
@@ -216,6 +225,16 @@ impl DrainNode {
     /// Assigns a new ConfigMap with `extra`; returns the wall time until the node is settled
     /// (condition True for it, uncordoned, no drain record).
     pub fn change(&mut self, extra: &str) -> Duration {
+        self.settle(extra, false).settled
+    }
+
+    /// [`DrainNode::change`], also timing the moment the last pod left the node (the pods
+    /// are counted every poll, under the server's lock: not for tens of thousands of pods).
+    pub fn change_timed(&mut self, extra: &str) -> Timed {
+        self.settle(extra, true)
+    }
+
+    fn settle(&mut self, extra: &str, count_pods: bool) -> Timed {
         self.made += 1;
         let name = format!("cfg-{}", self.made);
         let body = kubelet_config(&format!("healthzPort: {}\n{extra}", self.healthz));
@@ -232,7 +251,11 @@ impl DrainNode {
             Some(&format!("{CONFIG_NS}/{name}")),
         );
         let record = self.scene.config_dir().join("v1/disruption.json");
+        let mut emptied = None;
         loop {
+            if count_pods && emptied.is_none() && self.server.pod_count_on(DRAIN_NODE) == 0 {
+                emptied = Some(start.elapsed());
+            }
             let node = self.server.node(DRAIN_NODE);
             let settled = node["status"]["conditions"]
                 .as_array()
@@ -246,7 +269,11 @@ impl DrainNode {
                 && node["spec"]["unschedulable"] != json!(true)
                 && !record.exists();
             if settled {
-                return start.elapsed();
+                let settled = start.elapsed();
+                return Timed {
+                    emptied: emptied.unwrap_or(settled),
+                    settled,
+                };
             }
             if start.elapsed() > self.deadline {
                 fail(&format!(
@@ -257,6 +284,11 @@ impl DrainNode {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
+    }
+
+    /// The node's name.
+    pub fn node(&self) -> &'static str {
+        DRAIN_NODE
     }
 
     /// Creates `n` ReplicaSet pods bound to the node (`web-{round}-{i}`, label `app=web`).

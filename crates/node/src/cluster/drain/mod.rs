@@ -10,12 +10,13 @@
 //! cannot handle now, is asked again with backoff until the deadline, then
 //! the drain gives up (the caller uncordons and retries later). Modules:
 //! which pods leave and what is kept of each ([`pods`]), what an eviction's
-//! answer means ([`answer`]), the list, watch and eviction loop
-//! ([`session`]).
+//! answer means ([`answer`]), how many evictions may be in flight at once
+//! ([`window`]), the list, watch and eviction loop ([`session`]).
 
 mod answer;
 pub mod pods;
 mod session;
+mod window;
 
 use std::sync::Arc;
 
@@ -33,6 +34,7 @@ use kp_runtime::events::{self, EventType, NodeEvent};
 pub use answer::{Answer, MULTIPLE_BUDGETS};
 pub use pods::MIRROR_ANNOTATION;
 pub use session::{Session, PAGE_SIZE, REPORT_EVERY};
+pub use window::{MAX_IN_FLIGHT, THROTTLE_PAUSE};
 
 /// The result of one drain step.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -280,17 +280,40 @@ fn parse_uuid(text: &str) -> Option<[u8; 16]> {
     Some(out)
 }
 
+/// A pod's eviction refused `attempts` times, the last time for `reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusals {
+    pub attempts: u8,
+    pub reason: BlockReason,
+}
+
 /// Where the drain stands with one pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ask {
     /// To be asked (queued).
     Due,
-    /// Refused `attempts` times (the last time for `reason`); asked again
-    /// after a backoff.
-    Refused { attempts: u8, reason: BlockReason },
+    /// Refused; asked again after a backoff.
+    Refused(Refusals),
+    /// Its eviction request is in flight (after these refusals, if any).
+    Asking(Option<Refusals>),
     /// The eviction was accepted, or the server said the pod was gone:
     /// waiting for the watch to see it leave.
     Asked,
+}
+
+impl Ask {
+    /// The refusals so far of a pod refused or being asked again.
+    pub fn refusals(self) -> Option<Refusals> {
+        match self {
+            Ask::Refused(r) | Ask::Asking(Some(r)) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Asked, or being asked: not to be asked again.
+    pub fn sent(self) -> bool {
+        matches!(self, Ask::Asking(_) | Ask::Asked)
+    }
 }
 
 /// One pod that must leave the node.
@@ -305,9 +328,10 @@ pub struct Tracked {
 }
 
 impl Tracked {
-    /// Asked to leave, and not yet seen leaving.
+    /// Asked to leave (or being asked), and not yet seen leaving: an
+    /// eviction in flight counts, since the server may have done it.
     fn unobserved(&self) -> bool {
-        self.ask == Ask::Asked && !self.facts.deleting
+        self.ask.sent() && !self.facts.deleting
     }
 
     /// `namespace/name`.
@@ -328,8 +352,8 @@ pub struct NodePods {
     listing: bool,
     /// A complete list has been read.
     listed: bool,
-    /// Pods asked to leave whose leaving (a deletionTimestamp, or gone)
-    /// the list and watch have not shown yet.
+    /// Pods asked to leave (or being asked) whose leaving (a
+    /// deletionTimestamp, or gone) the list and watch have not shown yet.
     unobserved: usize,
 }
 
@@ -412,7 +436,8 @@ impl NodePods {
         }
     }
 
-    /// Pods asked to leave whose leaving the watch has not shown yet.
+    /// Pods asked to leave (or being asked) whose leaving the watch has
+    /// not shown yet.
     pub fn unobserved(&self) -> usize {
         self.unobserved
     }
@@ -707,6 +732,29 @@ mod tests {
         pods.end_list();
         pods.set_ask(&key("u-a"), Ask::Asked);
         pods.set_ask(&key("u-a"), Ask::Due);
+        assert_eq!(pods.unobserved(), 0);
+        // An eviction in flight counts from when it is sent: refused, it
+        // no longer does; answered, it does until the watch shows the pod
+        // leaving, which may come before the answer.
+        pods.set_ask(&key("u-a"), Ask::Asking(None));
+        assert_eq!(pods.unobserved(), 1);
+        let refused = Refusals {
+            attempts: 1,
+            reason: BlockReason::DisruptionBudget,
+        };
+        pods.set_ask(&key("u-a"), Ask::Refused(refused));
+        assert_eq!(pods.unobserved(), 0);
+        pods.set_ask(&key("u-a"), Ask::Asking(Some(refused)));
+        assert_eq!(pods.unobserved(), 1);
+        assert_eq!(
+            pods.get(&key("u-a")).and_then(|t| t.ask.refusals()),
+            Some(refused)
+        );
+        let mut going = a.clone();
+        going.facts.deleting = true;
+        pods.apply(&going);
+        assert_eq!(pods.unobserved(), 0, "seen leaving before the answer");
+        pods.set_ask(&key("u-a"), Ask::Asked);
         assert_eq!(pods.unobserved(), 0);
     }
 

@@ -3,23 +3,27 @@
 //! spec.nodeName=NODE` as the Node authorizer requires) and then followed
 //! by a watch from the list's resourceVersion (re-listed after a 410, with
 //! backoff after other errors); once a list is complete, each pod that
-//! must leave is asked to, one request at a time between watch events, and
-//! asked again with backoff while the server refuses. Memory is the [`NodePods`] set (a few hundred bytes per pod)
-//! plus one page.
+//! must leave is asked to, several requests in flight at once (as many as
+//! the [`Window`] allows: at most [`MAX_IN_FLIGHT`], fewer while the server
+//! throttles), and asked again with backoff while the server refuses.
+//! Memory is the [`NodePods`] set (a few hundred bytes per pod), one page
+//! and the requests in flight.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::Duration;
 
-use futures::stream::BoxStream;
-use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::{BoxStream, FuturesUnordered};
+use futures::{FutureExt, StreamExt};
 use kube::runtime::watcher::{self, Event, ListSemantic};
 use kube::Api;
 use tokio::time::Instant;
 use tracing::{debug, info};
 
 use super::answer::{self, Answer};
-use super::pods::{Ask, DrainPod, NodePods, PodKey};
+use super::pods::{Ask, DrainPod, NodePods, PodKey, Refusals};
+use super::window::{Feedback, Ticket, Window, MAX_IN_FLIGHT};
 use super::{Drainer, Failure, Progress, Round};
 use crate::config::store::{BlockReason, BlockedPods, DrainFailure};
 use crate::metrics::EvictionResult;
@@ -37,10 +41,23 @@ const EXAMPLES: usize = 5;
 /// Evictions accepted whose effect the watch has not shown yet, at most:
 /// the evictions never outrun the watch by more than this, so a watch that
 /// falls behind (the server drops a watcher that cannot keep up with its
-/// history) does not make the drain re-list all pods again and again.
+/// history) does not make the drain re-list all pods again and again. An
+/// eviction in flight counts (the server may have done it already).
 const MAX_UNOBSERVED: usize = 64;
 
 type PodEvents = BoxStream<'static, Result<Event<DrainPod>, watcher::Error>>;
+
+/// One eviction request, answered.
+struct Sent {
+    key: PodKey,
+    /// `namespace/name`.
+    pod: String,
+    ticket: Ticket,
+    answer: Answer,
+}
+
+/// The eviction requests in flight.
+type InFlight = FuturesUnordered<BoxFuture<'static, Sent>>;
 
 /// The delay before the `attempts`-th retry.
 fn backoff(attempts: u8, retry_after: Option<Duration>) -> Duration {
@@ -71,6 +88,11 @@ pub struct Session {
     ready: VecDeque<PodKey>,
     /// Pods to ask again, by when.
     retries: BinaryHeap<Reverse<(Instant, PodKey)>>,
+    /// How many evictions may be in flight now.
+    window: Window,
+    /// The eviction requests sent and not answered yet; they outlive a
+    /// [`Session::step`] dropped at its deadline.
+    in_flight: InFlight,
     evicted: usize,
     last: BTreeMap<BlockReason, LastRefusal>,
     /// Why the list or watch fails, while it does.
@@ -90,6 +112,8 @@ impl Session {
             pods: NodePods::default(),
             ready: VecDeque::new(),
             retries: BinaryHeap::new(),
+            window: Window::new(MAX_IN_FLIGHT),
+            in_flight: FuturesUnordered::new(),
             evicted: 0,
             last: BTreeMap::new(),
             list_error: None,
@@ -99,8 +123,8 @@ impl Session {
 
     /// Works until every pod that must leave has left ([`Round::Drained`]),
     /// the server refuses for good ([`Round::Failed`]), or [`REPORT_EVERY`]
-    /// has passed ([`Round::Pending`]). Cancel-safe between requests: the
-    /// caller may drop it at its deadline.
+    /// has passed ([`Round::Pending`]). Cancel-safe: the caller may drop it
+    /// at its deadline (the requests in flight stay with the session).
     pub async fn step(&mut self) -> Round {
         let report_at = Instant::now() + REPORT_EVERY;
         loop {
@@ -114,19 +138,20 @@ impl Session {
             if now >= report_at {
                 return Round::Pending(self.progress());
             }
-            let wake = self
+            self.send_ready(now);
+            let mut wake = self
                 .retries
                 .peek()
                 .map_or(report_at, |Reverse((at, _))| (*at).min(report_at));
+            if !self.ready.is_empty() {
+                // Pods wait for the end of a pause the server asked for.
+                if let Some(at) = self.window.resumes_at(now) {
+                    wake = wake.min(at);
+                }
+            }
             let watching = self.watch_until.is_none();
             let resume = self.watch_until.unwrap_or(report_at);
-            // Evictions wait for the list's end (kubectl lists first too):
-            // evictions between pages would change what the next page's
-            // snapshot must be rebuilt from, and may outrun the server's
-            // history (410 on `continue`, a re-list from the start).
-            let evict = self.pods.current()
-                && !self.ready.is_empty()
-                && self.pods.unobserved() < MAX_UNOBSERVED;
+            let answers = !self.in_flight.is_empty();
             tokio::select! {
                 biased;
                 ev = self.events.next(), if watching => {
@@ -137,13 +162,52 @@ impl Session {
                 () = tokio::time::sleep_until(resume), if !watching => {
                     self.watch_until = None;
                 }
-                () = std::future::ready(()), if evict => {
-                    if let Some(failure) = self.evict_next().await {
+                Some(sent) = self.in_flight.next(), if answers => {
+                    if let Some(failure) = self.on_answer(sent) {
                         return Round::Failed(failure);
                     }
                 }
                 () = tokio::time::sleep_until(wake) => {}
             }
+        }
+    }
+
+    /// Sends the evictions of queued pods, as many as may be in flight.
+    /// Evictions wait for the list's end (kubectl lists first too):
+    /// evictions between pages would change what the next page's snapshot
+    /// must be rebuilt from, and may outrun the server's history (410 on
+    /// `continue`, a re-list from the start). Never more than
+    /// [`MAX_UNOBSERVED`] ahead of the watch, in flight included.
+    fn send_ready(&mut self, now: Instant) {
+        while self.pods.current()
+            && self.window.open(now)
+            && self.pods.unobserved() < MAX_UNOBSERVED
+        {
+            let Some(key) = self.ready.pop_front() else {
+                return;
+            };
+            let (namespace, name, refused) = match self.pods.get(&key) {
+                Some(t) if !t.facts.deleting && !t.ask.sent() => {
+                    (t.namespace.clone(), t.name.clone(), t.ask.refusals())
+                }
+                _ => continue,
+            };
+            self.pods.set_ask(&key, Ask::Asking(refused));
+            let ticket = self.window.send();
+            let drainer = self.drainer.clone();
+            let uid = key.uid();
+            self.in_flight.push(
+                async move {
+                    let result = drainer.evict(&namespace, &name, uid.as_deref()).await;
+                    Sent {
+                        key,
+                        pod: format!("{namespace}/{name}"),
+                        ticket,
+                        answer: answer::of_result(result),
+                    }
+                }
+                .boxed(),
+            );
         }
     }
 
@@ -219,30 +283,47 @@ impl Session {
         }
     }
 
-    /// Asks for the eviction of the next queued pod.
-    async fn evict_next(&mut self) -> Option<Failure> {
-        let key = self.ready.pop_front()?;
-        let (namespace, name) = match self.pods.get(&key) {
-            Some(t) if !t.facts.deleting && t.ask != Ask::Asked => {
-                (t.namespace.clone(), t.name.clone())
-            }
-            _ => return None,
-        };
-        let uid = key.uid();
-        let result = self.drainer.evict(&namespace, &name, uid.as_deref()).await;
-        let answer = answer::of_result(result);
-        let metric = match &answer {
-            Answer::Evicted => EvictionResult::Evicted,
-            Answer::Gone => EvictionResult::Gone,
+    /// Applies the answer to one eviction request.
+    fn on_answer(&mut self, sent: Sent) -> Option<Failure> {
+        let Sent {
+            key,
+            pod,
+            ticket,
+            answer,
+        } = sent;
+        let (metric, feedback) = match &answer {
+            Answer::Evicted => (EvictionResult::Evicted, Feedback::Handled),
+            Answer::Gone => (EvictionResult::Gone, Feedback::Handled),
             Answer::Refused {
                 reason: BlockReason::DisruptionBudget,
                 ..
-            } => EvictionResult::Blocked,
-            Answer::Refused { .. } | Answer::Fatal { .. } => EvictionResult::Failed,
+            } => (EvictionResult::Blocked, Feedback::Handled),
+            Answer::Refused {
+                reason: BlockReason::ServerError,
+                code: 429,
+                retry_after,
+                ..
+            } => (
+                EvictionResult::Failed,
+                Feedback::Throttled {
+                    retry_after: *retry_after,
+                },
+            ),
+            Answer::Refused { .. } | Answer::Fatal { .. } => {
+                (EvictionResult::Failed, Feedback::Failed)
+            }
         };
         self.drainer.metrics.disruption.eviction(metric);
-        let pod = format!("{namespace}/{name}");
-        let previous = self.pods.get(&key)?.ask;
+        let before = self.window.limit();
+        self.window.answered(ticket, feedback, Instant::now());
+        if self.window.limit() < before {
+            info!(
+                in_flight = self.window.limit(),
+                "the API server throttles the evictions (429 without a PodDisruptionBudget); sending fewer at once"
+            );
+        }
+        // The watch may have shown the pod gone before the answer came.
+        let refused = self.pods.get(&key).and_then(|t| t.ask.refusals());
         match answer {
             Answer::Evicted => {
                 debug!(%pod, "evicted");
@@ -256,14 +337,14 @@ impl Session {
                 message,
                 retry_after,
             } => {
-                let attempts = match previous {
-                    Ask::Refused { attempts, .. } => attempts.saturating_add(1),
-                    _ => 1,
-                };
-                self.pods.set_ask(&key, Ask::Refused { attempts, reason });
-                let delay = backoff(attempts, retry_after);
-                debug!(%pod, code, %message, reason = reason.describe(), retry_in = ?delay, "eviction refused; asking again later");
-                self.retries.push(Reverse((Instant::now() + delay, key)));
+                let attempts = refused.map_or(1, |r| r.attempts.saturating_add(1));
+                if self.pods.get(&key).is_some() {
+                    self.pods
+                        .set_ask(&key, Ask::Refused(Refusals { attempts, reason }));
+                    let delay = backoff(attempts, retry_after);
+                    debug!(%pod, code, %message, reason = reason.describe(), retry_in = ?delay, "eviction refused; asking again later");
+                    self.retries.push(Reverse((Instant::now() + delay, key)));
+                }
                 self.last.insert(reason, LastRefusal { pod, code, message });
             }
             Answer::Fatal { failure, message } => {
@@ -312,7 +393,7 @@ impl Session {
     pub fn progress(&self) -> Progress {
         let mut counts: BTreeMap<BlockReason, usize> = BTreeMap::new();
         for t in self.pods.iter() {
-            if let Ask::Refused { reason, .. } = t.ask {
+            if let Some(Refusals { reason, .. }) = t.ask.refusals() {
                 if !t.facts.deleting {
                     *counts.entry(reason).or_default() += 1;
                 }
