@@ -111,6 +111,13 @@ fn supervise(rank: Rank, common: CommonArgs, early: Option<TerminateFlag>) -> Ex
         Err(msg) => return fail(EXIT_USAGE, msg),
     };
     kp_runtime::logging::init(log_format);
+    // Before the runtime starts a thread: they all inherit it.
+    match kp_node::latency::request_short_slices() {
+        Ok(slices) => tracing::debug!(?slices, "scheduler slices"),
+        Err(err) => {
+            tracing::info!(%err, "the kernel refused a short scheduler slice; the supervisor runs with the default one")
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

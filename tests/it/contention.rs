@@ -158,3 +158,33 @@ fn a_claimant_that_opens_and_never_blocks_is_not_yielded_to() {
     }
     assert_eq!(yield_line(&scene), None);
 }
+
+/// `se.slice` of `/proc/PID/sched` in ns (Linux 6.12 and later show it).
+fn slice_of(pid: &str) -> Option<u64> {
+    fs::read_to_string(format!("/proc/{pid}/sched"))
+        .ok()?
+        .lines()
+        .find(|line| line.starts_with("se.slice"))?
+        .split(':')
+        .nth(1)?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[test]
+fn the_supervisor_runs_with_short_slices_and_its_kubelet_with_the_default() {
+    let Some(default) = slice_of("self") else {
+        eprintln!("skipped: this kernel shows no se.slice in /proc/PID/sched");
+        return;
+    };
+    let scene = Scene::new();
+    let (boot, kubelet) = holding_bootstrap(&scene);
+    let supervisor = slice_of(&boot.pid().to_string()).expect("the supervisor's sched");
+    assert_eq!(
+        supervisor, 100_000,
+        "the supervisor asks for a 0.1 ms slice (default here {default} ns)"
+    );
+    let kubelet = slice_of(&kubelet.to_string()).expect("the kubelet's sched");
+    assert_eq!(kubelet, default, "the kubelet gets the default slice back");
+}

@@ -4,7 +4,7 @@
 //! (`tests/it/architecture.rs` keeps the modules of every crate free of cycles):
 //!
 //! 1. [`safefs`] (checked reads, atomic writes, trusted directories), [`procfs`]
-//!    (`/proc` parsing), [`version`], [`signals`];
+//!    (`/proc` parsing), [`version`], [`signals`], [`latency`] (short scheduler slices);
 //! 2. [`config`] (checkpoint store, which config runs, `--config-dir`, operator
 //!    commands) and [`kubelet`] (the child process: spawn, signals, reap, backoff);
 //! 3. [`pivot`] (the lock protocol and its pure state machine; it drives a kubelet
@@ -20,6 +20,7 @@
 pub mod cluster;
 pub mod config;
 pub mod kubelet;
+pub mod latency;
 pub mod metrics;
 pub mod observe;
 pub mod pivot;

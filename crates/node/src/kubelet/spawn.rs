@@ -45,6 +45,8 @@ pub struct SpawnPlan {
     stdin: OwnedFd,
     inherit_fd: Option<RawFd>,
     parent: libc::pid_t,
+    /// The default scheduler slice back for the kubelet (`latency`).
+    sched_reset: Option<crate::latency::SchedAttr>,
 }
 
 fn cstring(bytes: &[u8]) -> io::Result<CString> {
@@ -91,6 +93,7 @@ impl SpawnPlan {
             stdin,
             inherit_fd,
             parent: nix::unistd::getpid().as_raw(),
+            sched_reset: crate::latency::child_reset(),
         })
     }
 }
@@ -157,6 +160,11 @@ unsafe fn child_body(plan: &SpawnPlan, failed: &AtomicI32, mask: &SigSet) -> isi
     }
     if libc::setpgid(0, 0) != 0 {
         return fail(failed);
+    }
+    // Best effort: a kubelet with the supervisor's short slice only
+    // switches more often.
+    if let Some(attr) = &plan.sched_reset {
+        crate::latency::apply_in_child(attr);
     }
     if libc::prctl(
         libc::PR_SET_PDEATHSIG,
