@@ -829,3 +829,83 @@ fn discovery_lists_pods_evictions_and_pdbs() {
     assert_eq!(policy["resources"][0]["name"], "poddisruptionbudgets");
     assert_eq!(policy["resources"][0]["shortNames"], json!(["pdb"]));
 }
+
+/// Evictions in flight are counted; held ones overlap; beyond the limit (or the next few
+/// throttled) they are refused at once as API priority and fairness refuses: 429, text/plain,
+/// `Retry-After: 1`, no Status and no budget's cause.
+#[tokio::test]
+async fn evictions_in_flight_are_counted_held_and_refused_beyond_the_limit() {
+    let server = cluster();
+    let dir = tempfile::tempdir().expect("temp dir");
+    for name in ["web-1", "web-2", "web-3"] {
+        web_pod(&server, name, ME);
+    }
+    server.set_eviction_hold(Duration::from_millis(300));
+    server.limit_evictions_in_flight(Some(2));
+    let pods: Api<Pod> = Api::namespaced(admin(&server, dir.path()).await, NS);
+    let evict = |name: &'static str| {
+        let pods = pods.clone();
+        async move { pods.evict(name, &EvictParams::default()).await }
+    };
+    let (a, b, c) = tokio::join!(evict("web-1"), evict("web-2"), evict("web-3"));
+    let results = [a, b, c];
+    let refused: Vec<&kube::Error> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert_eq!(refused.len(), 1, "{results:?}");
+    match refused[0] {
+        kube::Error::Api(status) => {
+            assert_eq!(status.code, 429);
+            assert_eq!(status.message, "Too many requests, please try again later.");
+            assert!(status.details.is_none(), "{status:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(server.max_evictions_in_flight(), 3);
+    let records: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/eviction"))
+        .collect();
+    let throttled: Vec<_> = records.iter().filter(|r| r.status == 429).collect();
+    assert_eq!(throttled.len(), 1, "{records:?}");
+    assert_eq!(throttled[0].evictions_in_flight, 3);
+    assert!(
+        throttled[0].answered - throttled[0].received < Duration::from_millis(300),
+        "refused at once, not held"
+    );
+    for r in records.iter().filter(|r| r.status == 201) {
+        assert!(
+            r.answered - r.received >= Duration::from_millis(300),
+            "{r:?}"
+        );
+    }
+    // The next one, throttled, with the header kube-rs does not pass on.
+    server.limit_evictions_in_flight(None);
+    server.set_eviction_hold(Duration::ZERO);
+    server.throttle_next_evictions(1);
+    let left = ["web-1", "web-2", "web-3"]
+        .into_iter()
+        .find(|n| server.pod(NS, n).is_some())
+        .expect("the refused pod is still there");
+    let body = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": left}});
+    let path = format!("/api/v1/namespaces/{NS}/pods/{left}/eviction");
+    let answer = support::request_as(
+        &server,
+        &server.token(),
+        "POST",
+        &path,
+        "application/json",
+        Some(&body),
+    );
+    assert_eq!(answer.code, 429);
+    assert_eq!(answer.body, Value::Null, "not a Status");
+    assert!(
+        answer
+            .headers
+            .iter()
+            .any(|(k, v)| k.eq_ignore_ascii_case("retry-after") && v == "1"),
+        "{:?}",
+        answer.headers
+    );
+    let (code, _) = raw(&server, &server.token(), "POST", &path, Some(&body));
+    assert_eq!(code, 201, "only the next one was throttled");
+}
