@@ -16,6 +16,7 @@
 //! parts to the kernel and to each other.
 
 mod acquire;
+mod announce;
 mod config;
 mod contention;
 mod disrupt;
@@ -419,9 +420,9 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     let look_timer = precise::PreciseTimer::new();
     let mut inputs = match acquiring {
         None => d.on_acquired()?,
-        Some(rx) => {
+        Some(waiting) => {
             d.notifier.ready();
-            d.lock.acquiring = Some(rx);
+            d.wait_on(waiting);
             vec![]
         }
     };
@@ -493,6 +494,7 @@ impl Driver {
             Wake::Signal(sig) => self.on_signal(sig).await,
             Wake::Acquired(res) => {
                 self.lock.acquiring = None;
+                self.lock.announce = None;
                 let at = res?;
                 self.on_flock_returned(at)?
             }
@@ -554,6 +556,17 @@ impl Driver {
             Wake::Recheck => self.on_recheck(),
             Wake::Look(Look::Fast(pid)) if matches!(self.pivot.state, State::Holding(_)) => {
                 self.fast_look(pid)
+            }
+            Wake::Look(Look::Announce) => {
+                let done = self
+                    .lock
+                    .announce
+                    .as_ref()
+                    .is_none_or(|a| a.look(Instant::now()));
+                if done {
+                    self.lock.announce = None;
+                }
+                vec![]
             }
             Wake::Look(_) => self.on_recheck(),
             Wake::Prepared(prepared) => {
@@ -640,6 +653,12 @@ impl Driver {
         match &self.pivot.state {
             State::Holding(Run::Clearing) => None,
             State::Holding(_) if !self.lock.retaking() => self.contention.next_look(now),
+            State::Waiting if self.lock.acquiring.is_some() => self
+                .lock
+                .announce
+                .as_ref()
+                .and_then(|a| a.next_look(now))
+                .map(|at| (at, Look::Announce)),
             _ => None,
         }
     }
