@@ -608,6 +608,7 @@ fn chaos() {
                 // Before the signal: the node owes no kubelet once its last bootstrap is gone.
                 arm(&sampler, &pool, false);
                 let was_holder = holder_at == Some(at);
+                sampler.watch_dying(victim.proc.pid());
                 let killed_ns = now_ns();
                 assert!(
                     victim.proc.signal(signal),

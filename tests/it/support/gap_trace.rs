@@ -108,8 +108,30 @@ impl ThreadSnapshot {
     }
 }
 
-/// Every thread of `pid` as `/proc` shows it now (none once it is gone).
+/// Every thread of `pid` as `/proc` shows it now (none once it is gone), and those of its
+/// children that are not kubelets yet (a child still between its clone and its execve, which
+/// the parent waits for in a vfork: the kubelet spawn).
 pub fn snapshot(pid: i32, at_ns: u128) -> Vec<ThreadSnapshot> {
+    let mut out = threads(pid, at_ns);
+    let children: Vec<i32> = out
+        .iter()
+        .filter(|thread| thread.wchan == "kernel_clone")
+        .filter_map(|thread| {
+            fs::read_to_string(format!("/proc/{pid}/task/{}/children", thread.tid)).ok()
+        })
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|child| child.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect();
+    for child in children {
+        out.extend(threads(child, at_ns));
+    }
+    out
+}
+
+fn threads(pid: i32, at_ns: u128) -> Vec<ThreadSnapshot> {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };

@@ -190,6 +190,9 @@ struct Shared {
     armed_at: Option<u128>,
     /// Processes whose threads are sampled during a long gap (see `gap_trace`).
     watch: Vec<i32>,
+    /// A killed process and since when: its threads are sampled while it takes longer than
+    /// [`gap_trace::PROBE_AFTER`] to be gone (see [`Sampler::watch_dying`]).
+    dying: Option<(i32, u128)>,
 }
 
 /// The sampler thread and its findings. Stops (and joins) when dropped.
@@ -212,6 +215,7 @@ impl Sampler {
             armed,
             armed_at: armed.then(now_ns),
             watch: Vec::new(),
+            dying: None,
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -266,6 +270,12 @@ impl Sampler {
     /// The processes (live supervisors) whose threads are sampled while a gap is long.
     pub fn watch(&self, pids: Vec<i32>) {
         self.lock().watch = pids;
+    }
+
+    /// `pid` is about to be killed: its threads are sampled while it is slow to be gone (a
+    /// killed holder's kubelet lives until its exit ends).
+    pub fn watch_dying(&self, pid: i32) {
+        self.lock().dying = Some((pid, now_ns()));
     }
 
     /// Waits for one more complete sample, so that what happened before this call is seen.
@@ -391,11 +401,19 @@ fn run(log: &Path, shared: &Mutex<Shared>, stop: &AtomicBool) {
             let long_gap = none_since
                 .is_some_and(|from| super::ns_between(from, ts) >= gap_trace::PROBE_AFTER);
             let room = shared.report.snapshots.len() < gap_trace::MAX_SNAPSHOTS;
-            if long_gap && room {
+            let mut probe = if long_gap && room {
                 shared.watch.clone()
             } else {
                 Vec::new()
+            };
+            if let Some((pid, since)) = shared.dying {
+                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    shared.dying = None;
+                } else if room && super::ns_between(since, ts) >= gap_trace::PROBE_AFTER {
+                    probe.push(pid);
+                }
             }
+            probe
         };
         if !probe.is_empty() {
             // Outside the lock: /proc reads of a few threads each.

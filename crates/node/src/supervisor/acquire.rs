@@ -106,13 +106,19 @@ impl Driver {
             self.lock.not_replaced();
             return Ok(None);
         }
+        // A supervisor holding the new file is seen in its fdinfo; anybody
+        // else only in /proc/locks, read once per replacement (every waiter
+        // reading it every 100 ms until the grace ended stalled every flock
+        // on the node for a second: chaos, issue 31).
         let new_is_locked = match std::fs::symlink_metadata(&self.opts.lock_path) {
             Ok(meta) => {
                 let key = procfs::FileKey::of_metadata(&meta);
-                procfs::read_locks()
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|e| !e.blocked && e.file == key)
+                self.supervisor_holding(key).is_some()
+                    || (self.lock.first_look_at_replacement()
+                        && procfs::read_locks()
+                            .unwrap_or_default()
+                            .iter()
+                            .any(|e| !e.blocked && e.file == key))
             }
             Err(_) => false,
         };

@@ -20,6 +20,9 @@ pub(super) struct Fencing {
     last_unkillable_report: Option<Instant>,
     /// While waiting: the exits of the recorded holder and its kubelet.
     pub(super) holder_watch: Option<HolderWatch>,
+    /// Timed looks in a row that found no supervisor holding the lock (see
+    /// `fence_dead_holder`).
+    unheld_looks: u32,
 }
 
 /// A stopped supervisor seen again.
@@ -83,6 +86,21 @@ impl Fencing {
     pub(super) fn cleared(&mut self) {
         self.note = None;
         self.stopped_seen = None;
+        self.unheld_looks = 0;
+    }
+
+    /// A timed look found (`held`) or did not find a supervisor holding
+    /// the lock; whether to read /proc/locks now: from the second look in a
+    /// row without one. A lock that no supervisor holds is, most of the
+    /// time, between two of them (a handoff, a takeover): our flock is about
+    /// to return, and a read of /proc/locks would block that very grant.
+    pub(super) fn read_locks_now(&mut self, held: bool) -> bool {
+        if held {
+            self.unheld_looks = 0;
+            return false;
+        }
+        self.unheld_looks = self.unheld_looks.saturating_add(1);
+        self.unheld_looks >= 2
     }
 }
 
@@ -137,7 +155,9 @@ impl Driver {
     ///
     /// A dead (or killed) holder's leftovers are fenced first without
     /// /proc/locks (`fence_dead_record`); only the timed look (`Look::Full`)
-    /// goes on to /proc/locks, and only when nothing of that holder is left.
+    /// goes on, and only when nothing of that holder is left: a supervisor
+    /// holding the lock is found in the supervisors' fdinfo, and /proc/locks
+    /// is read only when no supervisor has held it for two looks in a row.
     pub(super) async fn fence_dead_holder(&mut self, look: super::Look) {
         let key = self.lock.file.key();
         if let Some((supervisor, kubelet)) = self.served_by_live_holder(key) {
@@ -167,7 +187,11 @@ impl Driver {
         }
         // A supervisor holding the lock is seen from its own fdinfo (the
         // common case: a live holder): /proc/locks only when none does.
-        if let Some(taker) = self.supervisor_holding(key) {
+        let holding = self.supervisor_holding(key);
+        if !self.fencing.read_locks_now(holding.is_some()) && holding.is_none() {
+            return;
+        }
+        if let Some(taker) = holding {
             let rec = match HolderRecord::read(&self.state) {
                 Ok(Some(r)) if r.supervisor() != self.me => Some(r),
                 _ => None,
@@ -219,7 +243,7 @@ impl Driver {
     }
     /// The supervisor (a claim file names it) that holds the flock it took
     /// on `key`, from the supervisors' /proc/PID/fdinfo; not us.
-    fn supervisor_holding(&self, key: procfs::FileKey) -> Option<ProcessId> {
+    pub(super) fn supervisor_holding(&self, key: procfs::FileKey) -> Option<ProcessId> {
         claims::claimed_pids(&self.state)
             .into_iter()
             .filter(|pid| *pid != self.me.pid)
@@ -418,6 +442,19 @@ mod tests {
             f.stopped(reused, now + STOPPED_PATIENCE),
             Stopped::FirstSeen
         );
+    }
+
+    #[test]
+    fn proc_locks_is_read_only_on_the_second_look_without_a_supervisor_holder() {
+        let mut f = Fencing::default();
+        assert!(!f.read_locks_now(false));
+        assert!(f.read_locks_now(false));
+        assert!(f.read_locks_now(false));
+        assert!(!f.read_locks_now(true));
+        assert!(!f.read_locks_now(false));
+        assert!(f.read_locks_now(false));
+        f.cleared();
+        assert!(!f.read_locks_now(false));
     }
 
     #[test]
