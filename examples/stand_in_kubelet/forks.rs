@@ -74,9 +74,6 @@ pub(super) fn spawn_daemon_helper(events: &Events) -> Result<(), Error> {
 
 fn daemon_helper(events: &Events) -> ! {
     let me = getpid();
-    if let Err(errno) = nix::unistd::setsid() {
-        eprintln!("stand-in kubelet helper pid {me}: setsid failed: {errno}");
-    }
     // A forked child has no PDEATHSIG already; say so explicitly, as a daemon would not set one.
     // SAFETY: prctl with PR_SET_PDEATHSIG and plain integers touches no memory of ours.
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0) } != 0 {
@@ -94,6 +91,13 @@ fn daemon_helper(events: &Events) -> ! {
             // Errors are irrelevant: the fd may be the directory stream just closed.
             let _ = nix::unistd::close(fd);
         }
+    }
+    // Only then out of the kubelet's process group: while it holds the probe it is one of the
+    // group, whose end the supervisor waits for before it lets another kubelet start. Leaving
+    // first let a helper that had not run yet (a loaded node) hold the probe outside the group
+    // when the next kubelet started: an OVERLAP that no second kubelet caused (chaos, issue 31).
+    if let Err(errno) = nix::unistd::setsid() {
+        eprintln!("stand-in kubelet helper pid {me}: setsid failed: {errno}");
     }
     let pgid = getpgrp().to_string();
     let sid = nix::unistd::getsid(None).map_or_else(|_| "-".to_owned(), |sid| sid.to_string());

@@ -34,6 +34,13 @@
 //! The run is loaded: a busy loop and a fork loop per core beside it (`PIVOT_TEST_LOAD`, 0 for
 //! none), the conditions under which the timing failures of issue 20 showed.
 //!
+//! The summary line gives the distribution of the gaps (`gaps_*`: those a kubelet's exec ended,
+//! i.e. takeovers and handoffs; `all_gaps_*` also counts those the driver's own replacing lock
+//! ended), and every gap longer than `CHAOS_TRACE_MS` (default 300) is printed as a timeline
+//! (`support::gap_trace`): the steps it overlaps, the supervisors' log lines (`CHAOS_RUST_LOG`
+//! sets their `RUST_LOG`, default `info`; `debug` shows each flock return and decision) and what
+//! the supervisors' threads were doing in the kernel while it lasted.
+//!
 //! Knobs: `CHAOS_SEED` (default: random, printed) and `CHAOS_ITERATIONS` (default 300).
 //! A failure prints the seed and the step; rerunning with that seed replays the same random
 //! choices (the same actions as long as the node settles the same way: which of two equal
@@ -54,6 +61,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use support::gap_trace::{self, GapStats, StepSpan, SupervisorLog};
 use support::load::{self, Load};
 use support::lock_state::{blocked_on, claim_pids, holder_record, status};
 use support::sampler::Sampler;
@@ -81,6 +89,10 @@ const MAX_HOLD_MS: u64 = 400;
 const KILL_AT_ONCE: Duration = Duration::from_millis(300);
 /// Slow kubelets take 100..=this many ms to stop after SIGTERM.
 const MAX_TERM_DELAY_MS: u64 = 800;
+/// Gaps longer than this many ms (`CHAOS_TRACE_MS`) are printed as timelines.
+const DEFAULT_TRACE_MS: u64 = 300;
+/// At most this many timelines are printed (the longest gaps).
+const MAX_TIMELINES: usize = 40;
 
 fn env_u64(var: &str) -> Option<u64> {
     let value = std::env::var(var).ok()?;
@@ -480,8 +492,20 @@ struct Tally {
     max_takeover_ready: Duration,
 }
 
-/// Fails on what the sampler saw: two kubelets at any instant, or a counted gap over 1 s.
-fn check_sampler(sampler: &Sampler, context: &str) {
+/// Fails on what the sampler saw: two kubelets at any instant, or a counted gap over 1 s (its
+/// timeline printed first).
+fn check_sampler(sampler: &Sampler, context: &str, scene: &Scene, steps: &[StepSpan]) {
+    let too_long = sampler.with(|report| report.longest_gap() > TAKEOVER);
+    if too_long {
+        let log = SupervisorLog::read(&scene.output_paths());
+        sampler.with(|report| {
+            println!(
+                "chaos: gap over {TAKEOVER:?} {context} ({}):\n{}",
+                GapStats::of(&report.gaps, |gap| gap.ended_by.is_some()).fields("gaps"),
+                gap_trace::timelines(report, steps, &log, TAKEOVER, 1)
+            );
+        });
+    }
     sampler.with(|report| {
         report.assert_no_overlap(context);
         let longest = report.longest_gap();
@@ -513,6 +537,8 @@ fn chaos() {
     let load = Load::from_env(load::cores());
     let seed = env_u64("CHAOS_SEED").unwrap_or_else(rand::random);
     let iterations = env_u64("CHAOS_ITERATIONS").unwrap_or(DEFAULT_ITERATIONS);
+    let trace_over = Duration::from_millis(env_u64("CHAOS_TRACE_MS").unwrap_or(DEFAULT_TRACE_MS));
+    let rust_log = std::env::var("CHAOS_RUST_LOG").unwrap_or_else(|_| "info".to_owned());
     println!("chaos: seed={seed} iterations={iterations} (replay with CHAOS_SEED={seed})");
     let mut rng = StdRng::seed_from_u64(seed);
     let scene = Scene::new();
@@ -523,6 +549,7 @@ fn chaos() {
     let began = Instant::now();
     // Gaps count only while a non-frozen bootstrap lives (none yet).
     let sampler = Sampler::start_armed(scene.log(), false);
+    let mut steps: Vec<StepSpan> = Vec::new();
 
     for step in 0..iterations {
         let holder_at = state.holder.map(|(at, _)| at);
@@ -531,6 +558,7 @@ fn chaos() {
             None => pick_action(&mut rng, &pool, holder_at, scene.lock().exists()),
         };
         let context = format!("after step {step} {action:?} (seed {seed})");
+        let step_from_ns = now_ns();
         let holder_generation = holder_at.map(|at| pool[at].generation);
         let starts_before = tail.starts.len();
         // Kubelet starts this step may cause (see the module doc).
@@ -538,7 +566,7 @@ fn chaos() {
         let mut holder_killed_at = None;
         match action {
             Action::Start(generation, helper, term_delay) => {
-                let mut env: Vec<(&str, String)> = Vec::new();
+                let mut env: Vec<(&str, String)> = vec![("RUST_LOG", rust_log.clone())];
                 if helper {
                     env.push(("STANDIN_DAEMONIZE_HELPER", "1".to_owned()));
                     tally.with_helper += 1;
@@ -580,6 +608,7 @@ fn chaos() {
                 // Before the signal: the node owes no kubelet once its last bootstrap is gone.
                 arm(&sampler, &pool, false);
                 let was_holder = holder_at == Some(at);
+                sampler.watch_dying(victim.proc.pid());
                 let killed_ns = now_ns();
                 assert!(
                     victim.proc.signal(signal),
@@ -735,8 +764,15 @@ fn chaos() {
             }
         }
 
+        sampler.watch(pool.iter().map(|sup| sup.proc.pid()).collect());
         state = settle(&scene, &mut tail, &mut pool, &mut tally, &context);
-        check_sampler(&sampler, &context);
+        steps.push(StepSpan {
+            step,
+            action: format!("{action:?}"),
+            from_ns: step_from_ns,
+            to_ns: now_ns(),
+        });
+        check_sampler(&sampler, &context, &scene, &steps);
         let new_starts = &tail.starts[starts_before..];
         assert!(
             new_starts.len() <= justified,
@@ -753,6 +789,21 @@ fn chaos() {
             let exec = ns_between(killed_ns, first.t_ns);
             let ready_ns = u128::try_from(first.num("ready")).expect("ready is positive");
             let ready = ns_between(killed_ns, ready_ns);
+            if exec > TAKEOVER {
+                let log = SupervisorLog::read(&scene.output_paths());
+                let span = support::sampler::Gap {
+                    from_ns: killed_ns,
+                    to_ns: first.t_ns,
+                    ended_by: Some(first.pid),
+                };
+                sampler.with(|report| {
+                    println!(
+                        "chaos: takeover over {TAKEOVER:?} {context} ({}):\n{}",
+                        GapStats::of(&report.gaps, |gap| gap.ended_by.is_some()).fields("gaps"),
+                        gap_trace::timeline(report, &steps, &log, &span)
+                    );
+                });
+            }
             assert!(
                 exec <= TAKEOVER,
                 "I2 violated {context}: the next kubelet was exec'd {exec:?} after the holder died"
@@ -777,7 +828,7 @@ fn chaos() {
     }
     arm(&sampler, &pool, false);
     settle(&scene, &mut tail, &mut pool, &mut tally, &context);
-    check_sampler(&sampler, &context);
+    check_sampler(&sampler, &context, &scene, &steps);
 
     // All gone: no kubelet may be left behind.
     let context = format!("after stopping everything (seed {seed})");
@@ -793,6 +844,18 @@ fn chaos() {
     );
     tally.stale_helpers_killed += reap_stale_helpers(&scene, &mut tail, &pool);
     let report = sampler.finish();
+    let timelines = gap_trace::timelines(
+        &report,
+        &steps,
+        &SupervisorLog::read(&scene.output_paths()),
+        trace_over,
+        MAX_TIMELINES,
+    );
+    if !timelines.is_empty() {
+        println!("chaos: gaps over {trace_over:?}, longest first:\n{timelines}");
+    }
+    let gaps = GapStats::of(&report.gaps, |gap| gap.ended_by.is_some());
+    let all_gaps = GapStats::of(&report.gaps, |_| true);
     report.assert_no_overlap(&context);
     scene.assert_no_overlap();
     assert!(
@@ -803,13 +866,15 @@ fn chaos() {
     );
     println!(
         "chaos summary: steps={iterations} seed={seed} overlaps={} longest_without_kubelet_ms={:.1} \
-         handoffs={} justified={} takeovers={} max_takeover_exec_ms={:.1} \
+         {} {} handoffs={} justified={} takeovers={} max_takeover_exec_ms={:.1} \
          max_takeover_ready_ms={:.1} started={} with_helper={} slow_to_stop={} killed={} \
          terminated={} opens={} statuses={} frozen={} thawed={} rm={} replaced_fresh={} \
          replaced_held={} lost_lock_kills={} max_lost_lock_kill_ms={:.1} stale_helpers_killed={} \
          fenced_stopped={} load_loops={} sampler: {} elapsed_s={:.1}",
         report.overlaps.len() + tail.overlaps.len(),
         report.longest_gap().as_secs_f64() * 1e3,
+        gaps.fields("gaps"),
+        all_gaps.fields("all_gaps"),
         tally.handoffs,
         tally.justified,
         tally.takeovers,

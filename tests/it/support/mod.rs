@@ -21,6 +21,7 @@ pub mod alone;
 pub mod api_node;
 pub mod bench;
 pub mod command;
+pub mod gap_trace;
 pub mod kubectl;
 pub mod load;
 pub mod lock_state;
@@ -571,6 +572,11 @@ impl Scene {
                 format!("==== {} ====\n{text}", path.display())
             })
             .collect()
+    }
+
+    /// The files [`Scene::output`] reads, in build order (one per pivot command).
+    pub fn output_paths(&self) -> Vec<PathBuf> {
+        self.outputs.borrow().clone()
     }
 
     pub fn read_log(&self) -> Vec<LogLine> {

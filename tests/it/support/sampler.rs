@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
+use super::gap_trace::{self, ThreadSnapshot};
 use super::{now_ns, LogLine};
 
 /// How often the sampler looks.
@@ -110,6 +111,9 @@ pub struct Report {
     pub live: Vec<i32>,
     /// Time stamp of the last sample.
     pub last_sample_ns: u128,
+    /// The watched processes' threads, sampled while no kubelet has lived for long
+    /// ([`gap_trace::PROBE_AFTER`]; armed or not), at most [`gap_trace::MAX_SNAPSHOTS`].
+    pub snapshots: Vec<ThreadSnapshot>,
 }
 
 impl Report {
@@ -184,6 +188,11 @@ struct Shared {
     armed: bool,
     /// Set by `arm(true)` while no kubelet lives: the gap starts there.
     armed_at: Option<u128>,
+    /// Processes whose threads are sampled during a long gap (see `gap_trace`).
+    watch: Vec<i32>,
+    /// A killed process and since when: its threads are sampled while it takes longer than
+    /// [`gap_trace::PROBE_AFTER`] to be gone (see [`Sampler::watch_dying`]).
+    dying: Option<(i32, u128)>,
 }
 
 /// The sampler thread and its findings. Stops (and joins) when dropped.
@@ -205,6 +214,8 @@ impl Sampler {
             report: Report::default(),
             armed,
             armed_at: armed.then(now_ns),
+            watch: Vec::new(),
+            dying: None,
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -254,6 +265,17 @@ impl Sampler {
                 });
             }
         }
+    }
+
+    /// The processes (live supervisors) whose threads are sampled while a gap is long.
+    pub fn watch(&self, pids: Vec<i32>) {
+        self.lock().watch = pids;
+    }
+
+    /// `pid` is about to be killed: its threads are sampled while it is slow to be gone (a
+    /// killed holder's kubelet lives until its exit ends).
+    pub fn watch_dying(&self, pid: i32) {
+        self.lock().dying = Some((pid, now_ns()));
     }
 
     /// Waits for one more complete sample, so that what happened before this call is seen.
@@ -360,15 +382,48 @@ fn run(log: &Path, shared: &Mutex<Shared>, stop: &AtomicBool) {
     };
     let mut prev_ns: Option<u128> = None;
     let mut prev_live = 0usize;
+    // Since when no kubelet lives, armed or not (a takeover is owed among self-hosted ones too).
+    let mut none_since: Option<u128> = None;
     while !stop.load(Ordering::SeqCst) {
         // The time stamp comes before every check: whatever is seen alive was alive at `ts`.
         let ts = now_ns();
         let lines = tail.poll();
-        {
+        let probe = {
             let mut guard = shared.lock().unwrap_or_else(|p| p.into_inner());
             let shared = &mut *guard;
             sample(log, shared, ts, lines, prev_ns, prev_live);
             prev_live = shared.report.live.len();
+            none_since = match (shared.report.live.is_empty(), none_since) {
+                (false, _) => None,
+                (true, None) => Some(ts),
+                (true, since) => since,
+            };
+            let long_gap = none_since
+                .is_some_and(|from| super::ns_between(from, ts) >= gap_trace::PROBE_AFTER);
+            let room = shared.report.snapshots.len() < gap_trace::MAX_SNAPSHOTS;
+            let mut probe = if long_gap && room {
+                shared.watch.clone()
+            } else {
+                Vec::new()
+            };
+            if let Some((pid, since)) = shared.dying {
+                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    shared.dying = None;
+                } else if room && super::ns_between(since, ts) >= gap_trace::PROBE_AFTER {
+                    probe.push(pid);
+                }
+            }
+            probe
+        };
+        if !probe.is_empty() {
+            // Outside the lock: /proc reads of a few threads each.
+            let at = now_ns();
+            let seen: Vec<ThreadSnapshot> = probe
+                .iter()
+                .flat_map(|pid| gap_trace::snapshot(*pid, at))
+                .collect();
+            let mut guard = shared.lock().unwrap_or_else(|p| p.into_inner());
+            guard.report.snapshots.extend(seen);
         }
         prev_ns = Some(ts);
         thread::sleep(SAMPLE_INTERVAL);

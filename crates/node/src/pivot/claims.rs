@@ -302,6 +302,41 @@ fn inspect(path: &Path, locks: &[LockEntry], cleanup: Cleanup) -> Inspected {
     }
 }
 
+/// Pids named by the claim files' names (`<pid>-<start time>.json`), live
+/// or not, read without /proc/locks: the processes a fencing waiter never
+/// kills. Wider than the verified claims of [`scan`] (a dead claim's pid
+/// may be reused by a leftover, which is then not killed here and is left to
+/// the look that reads /proc/locks): never narrower.
+pub fn claimed_pids(state: &StateDir) -> Vec<i32> {
+    let Ok(entries) = fs::read_dir(state.claims_dir()) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .take(MAX_CLAIM_FILES)
+        .filter_map(|entry| {
+            let name = entry.file_name();
+            let name = name.to_str()?;
+            let (pid, _) = name.strip_suffix(".json")?.split_once('-')?;
+            pid.parse().ok()
+        })
+        .collect()
+}
+
+/// Whether `id` is a supervisor with a live claim, seen without /proc/locks:
+/// its claim file (`<pid>-<start time>.json`, ours to trust: only our uid
+/// writes the directory) is flock'ed by `id` itself (its /proc/PID/fdinfo,
+/// via `holds`). The same evidence as [`scan`]'s, from the claimant's side.
+pub fn held_by(state: &StateDir, id: ProcessId, holds: impl Fn(i32, FileKey) -> bool) -> bool {
+    let path = state
+        .claims_dir()
+        .join(format!("{}-{}.json", id.pid, id.start_time));
+    match fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_file() => holds(id.pid, FileKey::of_metadata(&meta)),
+        _ => false,
+    }
+}
+
 /// Removes a dead claim if the path still names the file we looked at.
 fn remove_if_same(path: &Path, key: FileKey) {
     if let Ok(m) = fs::symlink_metadata(path) {
@@ -334,6 +369,38 @@ mod tests {
 
     fn locks() -> Vec<LockEntry> {
         procfs::read_locks().unwrap()
+    }
+
+    #[test]
+    fn claimed_pids_are_read_from_the_file_names() {
+        let d = tempfile::tempdir().unwrap();
+        let state = StateDir::open(&d.path().join("state")).unwrap();
+        let me = procfs::self_id().unwrap();
+        let _g = ClaimGuard::create(&state, claim(2, me)).unwrap();
+        for name in ["13-1.json", "junk.json", "14-2.txt"] {
+            fs::write(state.claims_dir().join(name), b"{}").unwrap();
+        }
+        let mut pids = claimed_pids(&state);
+        pids.sort_unstable();
+        let mut want = vec![13, me.pid];
+        want.sort_unstable();
+        assert_eq!(pids, want);
+    }
+
+    #[test]
+    fn a_claim_is_held_by_the_process_that_locks_it() {
+        let d = tempfile::tempdir().unwrap();
+        let state = StateDir::open(&d.path().join("state")).unwrap();
+        let me = procfs::self_id().unwrap();
+        let holds = crate::pivot::fence::holds;
+        assert!(!held_by(&state, me, holds));
+        let _g = ClaimGuard::create(&state, claim(2, me)).unwrap();
+        assert!(held_by(&state, me, holds));
+        let reused = ProcessId {
+            pid: me.pid,
+            start_time: me.start_time + 1,
+        };
+        assert!(!held_by(&state, reused, holds));
     }
 
     #[test]

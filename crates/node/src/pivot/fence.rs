@@ -124,6 +124,14 @@ pub fn lock_holders(key: FileKey, taker: i32, me: i32) -> Vec<i32> {
     out
 }
 
+/// Whether `pid` holds the flock it took on `key` (a granted lock, not a
+/// wait), from its /proc/PID/fdinfo. Unlike a read of /proc/locks, this
+/// takes no node-wide lock (see `supervisor::fencing`): a look at one known
+/// process costs a few small reads and blocks nobody's flock.
+pub fn holds(pid: i32, key: FileKey) -> bool {
+    pid > 0 && holds_lock_on(pid, key, pid)
+}
+
 fn holds_lock_on(pid: i32, key: FileKey, taker: i32) -> bool {
     let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
         return false;
@@ -208,6 +216,9 @@ mod tests {
         let mut child = cmd.spawn().unwrap();
         let pid = child.id() as i32;
         holders_become(vec![pid]);
+        // We took it: we hold it; the child holds our description, not a lock it took.
+        assert!(holds(me, key));
+        assert!(!holds(pid, key));
         // A lock of the same file taken by another process is not ours to fence.
         assert!(lock_holders(key, me + 1, me).is_empty());
         assert!(!taker_gone(me));

@@ -189,6 +189,14 @@ pub fn decide(
     }
 }
 
+/// Whether [`decide`] looks at `/proc/locks` and the other files for these
+/// facts: only for a dead holder whose kubelet inherited another inode than
+/// the one we hold. Elsewhere the caller may pass empty lists and skip the
+/// read, which takes the kernel's file-lock rwsem for writing.
+pub fn needs_locks(facts: &RecordFacts, my_lock: FileKey) -> bool {
+    matches!(facts, RecordFacts::Dead { lock_file: Some(old), .. } if *old != my_lock)
+}
+
 /// The takeover lock: `STATE/takeover.lock`, flock'ed for the read and the
 /// write of a takeover, so that two supervisors holding two inodes of a
 /// replaced lock path cannot both take over from the same record. Taken
@@ -312,6 +320,42 @@ mod tests {
             decide(&live(true, false), key(1), &locks, &[]),
             Decision::FenceStopped { pid: 50 }
         );
+    }
+
+    #[test]
+    fn the_locks_are_read_only_where_the_rule_looks_at_them() {
+        // Wherever `needs_locks` says no, an unreadable /proc/locks (and a
+        // held lock of every inode) changes nothing: the rule never looked.
+        let unreadable: Result<Vec<LockEntry>, String> = Err("unread".into());
+        let everything = Ok(vec![held(1, 99), held(7, 99)]);
+        let facts = [
+            RecordFacts::Absent,
+            RecordFacts::Ours,
+            RecordFacts::OtherBoot,
+            live(false, true),
+            live(true, false),
+            RecordFacts::Dead {
+                pid: 99,
+                lock_file: None,
+            },
+            RecordFacts::Dead {
+                pid: 99,
+                lock_file: Some(key(1)),
+            },
+        ];
+        for f in &facts {
+            assert!(!needs_locks(f, key(1)), "{f:?}");
+            assert_eq!(
+                decide(f, key(1), &unreadable, &[]),
+                decide(f, key(1), &everything, &[key(7)]),
+                "{f:?}"
+            );
+        }
+        let other_inode = RecordFacts::Dead {
+            pid: 99,
+            lock_file: Some(key(7)),
+        };
+        assert!(needs_locks(&other_inode, key(1)));
     }
 
     #[test]

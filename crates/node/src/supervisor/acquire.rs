@@ -58,8 +58,8 @@ pub(super) fn may_contend(pid: i32, trusted: &[u32]) -> bool {
 }
 
 /// Whether a contender may be yielded to now: not stopped (a frozen process
-/// blocked in flock would never take the lock it is handed) and not skipped
-/// after failing to take it before.
+/// blocked in flock would never take the lock it is handed), not killed, and
+/// not skipped after failing to take it before.
 pub(super) fn eligible(pid: i32, skips: &Skips, now: Instant) -> bool {
     let stat = procfs::stat(pid);
     if matches!(stat.map(|s| s.state), Some('T' | 't')) {
@@ -67,6 +67,15 @@ pub(super) fn eligible(pid: i32, skips: &Skips, now: Instant) -> bool {
             pid,
             "contender is stopped (SIGSTOP or traced); not yielding to it"
         );
+        return false;
+    }
+    // Killed (a SIGKILL pending, or exiting): it runs no code again, though
+    // it may take a while to be gone (a killed supervisor's inotify teardown
+    // waited 350 ms for the kernel under load, chaos in issue 31), and its
+    // claim stays locked until then. Waiting for it (or handing it the lock)
+    // kept the node without a kubelet for all that time.
+    if procfs::doomed(pid) {
+        debug!(pid, "contender was killed; not yielding to it");
         return false;
     }
     !skips.is_skipped(pid, stat.map(|s| s.start_time), now)
@@ -106,13 +115,19 @@ impl Driver {
             self.lock.not_replaced();
             return Ok(None);
         }
+        // A supervisor holding the new file is seen in its fdinfo; anybody
+        // else only in /proc/locks, read once per replacement (every waiter
+        // reading it every 100 ms until the grace ended stalled every flock
+        // on the node for a second: chaos, issue 31).
         let new_is_locked = match std::fs::symlink_metadata(&self.opts.lock_path) {
             Ok(meta) => {
                 let key = procfs::FileKey::of_metadata(&meta);
-                procfs::read_locks()
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|e| !e.blocked && e.file == key)
+                self.supervisor_holding(key).is_some()
+                    || (self.lock.first_look_at_replacement()
+                        && procfs::read_locks()
+                            .unwrap_or_default()
+                            .iter()
+                            .any(|e| !e.blocked && e.file == key))
             }
             Err(_) => false,
         };
@@ -304,9 +319,29 @@ impl Driver {
         else {
             return vec![];
         };
-        let locks = procfs::read_locks().unwrap_or_default();
         let key = self.lock.file.key();
-        if locks.iter().any(|e| !e.blocked && e.file == key) {
+        // Every few ms while deferring: the contender's own fdinfo says
+        // whether it took the lock. A read of /proc/locks (did anybody?)
+        // takes the kernel's file-lock rwsem for writing, waits for an RCU
+        // grace period and blocks every flock and every close of a locked
+        // file meanwhile; read back to back by several deferring waiters it
+        // held a killed kubelet's exit (its locks' release) for 1.4 s
+        // (chaos, issue 31). So: only at the end of the patience, or for a
+        // contender whose pid is not known.
+        let taken = match to {
+            Contender::Claimant { pid, .. }
+            | Contender::Unclaimed { pid }
+            | Contender::Holder { pid, .. }
+                if since.elapsed() < *patience =>
+            {
+                fence::holds(*pid, key)
+            }
+            _ => procfs::read_locks()
+                .unwrap_or_default()
+                .iter()
+                .any(|e| !e.blocked && e.file == key),
+        };
+        if taken {
             debug!(contender = %to, "lock taken by another process");
             return vec![Input::HandoverSeen];
         }

@@ -20,6 +20,9 @@ pub(super) struct Fencing {
     last_unkillable_report: Option<Instant>,
     /// While waiting: the exits of the recorded holder and its kubelet.
     pub(super) holder_watch: Option<HolderWatch>,
+    /// Timed looks in a row that found no supervisor holding the lock (see
+    /// `fence_dead_holder`).
+    unheld_looks: u32,
 }
 
 /// A stopped supervisor seen again.
@@ -83,6 +86,21 @@ impl Fencing {
     pub(super) fn cleared(&mut self) {
         self.note = None;
         self.stopped_seen = None;
+        self.unheld_looks = 0;
+    }
+
+    /// A timed look found (`held`) or did not find a supervisor holding
+    /// the lock; whether to read /proc/locks now: from the second look in a
+    /// row without one. A lock that no supervisor holds is, most of the
+    /// time, between two of them (a handoff, a takeover): our flock is about
+    /// to return, and a read of /proc/locks would block that very grant.
+    pub(super) fn read_locks_now(&mut self, held: bool) -> bool {
+        if held {
+            self.unheld_looks = 0;
+            return false;
+        }
+        self.unheld_looks = self.unheld_looks.saturating_add(1);
+        self.unheld_looks >= 2
     }
 }
 
@@ -134,7 +152,13 @@ impl Driver {
     /// * It is a supervisor (verified claim) that is stopped and runs no
     ///   kubelet (a SIGSTOP that landed while its flock was granted, or
     ///   while its kubelet was down): fenced after `STOPPED_PATIENCE`.
-    pub(super) async fn fence_dead_holder(&mut self) {
+    ///
+    /// A dead (or killed) holder's leftovers are fenced first without
+    /// /proc/locks (`fence_dead_record`); only the timed look (`HolderLook::Full`)
+    /// goes on, and only when nothing of that holder is left: a supervisor
+    /// holding the lock is found in the supervisors' fdinfo, and /proc/locks
+    /// is read only when no supervisor has held it for two looks in a row.
+    pub(super) async fn fence_dead_holder(&mut self, look: super::HolderLook) {
         let key = self.lock.file.key();
         if let Some((supervisor, kubelet)) = self.served_by_live_holder(key) {
             self.fencing.none_stopped();
@@ -153,6 +177,35 @@ impl Driver {
             return;
         }
         self.fencing.holder_watch = None;
+        if let Some(rec) = self.dead_record() {
+            if self.fence_dead_record(&rec, key) {
+                return;
+            }
+        }
+        if look == super::HolderLook::Quick {
+            return;
+        }
+        // A supervisor holding the lock is seen from its own fdinfo (the
+        // common case: a live holder): /proc/locks only when none does.
+        let holding = self.supervisor_holding(key);
+        if !self.fencing.read_locks_now(holding.is_some()) && holding.is_none() {
+            return;
+        }
+        if let Some(taker) = holding {
+            let rec = match HolderRecord::read(&self.state) {
+                Ok(Some(r)) if r.supervisor() != self.me => Some(r),
+                _ => None,
+            };
+            let its_kubelet_runs = rec.as_ref().is_some_and(|r| {
+                r.pid == taker.pid && r.is_live() && r.kubelet().is_some_and(|k| k.is_alive())
+            });
+            if claims::held_by(&self.state, taker, fence::holds) && !its_kubelet_runs {
+                self.fence_stopped(taker.pid, "it holds the lock");
+            } else {
+                self.fencing.none_stopped();
+            }
+            return;
+        }
         let locks = procfs::read_locks().unwrap_or_default();
         let Some(taker) = procfs::taker(&locks, key) else {
             self.fencing.none_stopped();
@@ -187,6 +240,54 @@ impl Driver {
             }
         }
         self.fence_leftovers(key, taker);
+    }
+    /// The supervisor (a claim file names it) that holds the flock it took
+    /// on `key`, from the supervisors' /proc/PID/fdinfo; not us.
+    pub(super) fn supervisor_holding(&self, key: procfs::FileKey) -> Option<ProcessId> {
+        claims::claimed_pids(&self.state)
+            .into_iter()
+            .filter(|pid| *pid != self.me.pid)
+            .find(|pid| fence::holds(*pid, key))
+            .and_then(procfs::id_of)
+    }
+    /// The holder record, if it names another supervisor that is gone or
+    /// killed (it runs no code again) and whose pid is not reused.
+    fn dead_record(&self) -> Option<HolderRecord> {
+        let rec = match HolderRecord::read(&self.state) {
+            Ok(Some(rec)) if rec.supervisor() != self.me => rec,
+            _ => return None,
+        };
+        let dead = !rec.is_live() || procfs::doomed(rec.pid);
+        let reused = procfs::stat(rec.pid).is_some_and(|s| s.start_time != rec.start_time);
+        (dead && !reused).then_some(rec)
+    }
+    /// Fences what the dead holder `rec` left: its kubelet's group (once
+    /// proven, as `fence_kubelet_of`) and the leftovers that hold the locked
+    /// description it took on `key` (a helper that inherited the kubelet's
+    /// descriptor and left its group). They are found in /proc/PID/fdinfo,
+    /// whose `lock:` lines name the taker: unlike /proc/locks, it takes no
+    /// node-wide lock. A read of /proc/locks takes the kernel's file-lock
+    /// rwsem for writing, which waits for an RCU grace period (measured in
+    /// chaos under load: 100-250 ms) and meanwhile blocks every flock and
+    /// every close of a locked file on the node, the very release of the
+    /// lock we wait for among them (issue 31). Never a process with a claim
+    /// file (a supervisor), never us. True when something of it was still
+    /// there (killed now: the lock comes free once it is gone).
+    fn fence_dead_record(&mut self, rec: &HolderRecord, key: procfs::FileKey) -> bool {
+        let kubelet_left = !self.fence_kubelet_of(rec);
+        let supervisors = claims::claimed_pids(&self.state);
+        let leftovers: Vec<i32> = fence::lock_holders(key, rec.pid, self.me.pid)
+            .into_iter()
+            .filter(|pid| !supervisors.contains(pid))
+            .collect();
+        for pid in &leftovers {
+            let pgid = procfs::stat(*pid).map(|s| s.pgrp);
+            warn!(pid, ?pgid, taker = rec.pid, "the lock is held by a leftover of the dead holder (a process that inherited its locked descriptor and left the kubelet's process group); killing it");
+            if !child::signal_view_pid(*pid, Signal::SIGKILL) {
+                warn!(pid, "cannot signal the leftover (not in our PID namespace); the lock comes free when it exits");
+            }
+        }
+        kubelet_left || !leftovers.is_empty()
     }
     /// Whether the holder record names a live supervisor (not us) whose
     /// kubelet runs, on the inode we wait on: then nothing can need fencing
@@ -341,6 +442,19 @@ mod tests {
             f.stopped(reused, now + STOPPED_PATIENCE),
             Stopped::FirstSeen
         );
+    }
+
+    #[test]
+    fn proc_locks_is_read_only_on_the_second_look_without_a_supervisor_holder() {
+        let mut f = Fencing::default();
+        assert!(!f.read_locks_now(false));
+        assert!(f.read_locks_now(false));
+        assert!(f.read_locks_now(false));
+        assert!(!f.read_locks_now(true));
+        assert!(!f.read_locks_now(false));
+        assert!(f.read_locks_now(false));
+        f.cleared();
+        assert!(!f.read_locks_now(false));
     }
 
     #[test]

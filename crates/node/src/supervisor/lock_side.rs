@@ -144,6 +144,13 @@ impl LockSide {
         true
     }
 
+    /// Whether this is the first look at the file that replaced ours (no
+    /// `move_over` since it was seen): who holds it is then worth a read of
+    /// /proc/locks; later looks only see supervisors (their fdinfo).
+    pub(super) fn first_look_at_replacement(&self) -> bool {
+        self.replaced_since.is_none()
+    }
+
     /// While waiting: the path names another file than ours.
     pub(super) fn replaced(&self) -> bool {
         self.replaced_since.is_some()
@@ -198,7 +205,9 @@ mod tests {
         assert!(s.move_over(now + REWAIT_GRACE, false));
         assert!(!s.replaced());
         // Locked by its holder: at once.
+        assert!(s.first_look_at_replacement());
         assert!(s.move_over(now, true));
+        assert!(s.first_look_at_replacement());
         s.move_over(now, false);
         s.not_replaced();
         assert!(!s.replaced());

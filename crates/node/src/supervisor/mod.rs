@@ -188,6 +188,19 @@ enum Wake {
     ApiChanged,
 }
 
+/// How far a waiter looks at the holder (see `Driver::fence_dead_holder`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HolderLook {
+    /// On an event (the holder's or its kubelet's exit, a changed record or
+    /// claim): what a dead holder left is fenced from /proc/PID/fdinfo, and
+    /// /proc/locks is not read. These events come at the very moment the
+    /// lock is being released, and a read of /proc/locks blocks that release.
+    Quick,
+    /// The timed look (every `DEAD_HOLDER_CHECK`): also who holds the lock,
+    /// from /proc/locks (a stopped supervisor, a leftover of another taker).
+    Full,
+}
+
 /// The supervisor: the pivot state machine and the parts that each own
 /// their state (the lock side, contention, config, disruption, fencing).
 struct Driver {
@@ -517,12 +530,12 @@ impl Driver {
                 if hint == Hint::Rescan {
                     self.config.prepare_again();
                 }
-                self.look_at_holder().await?
+                self.look_at_holder(HolderLook::Quick).await?
             }
             Wake::HolderExited => {
                 self.fencing.holder_watch = None;
                 if self.pivot.state == State::Waiting && self.lock.acquiring.is_some() {
-                    self.look_at_holder().await?
+                    self.look_at_holder(HolderLook::Quick).await?
                 } else {
                     vec![]
                 }
@@ -547,7 +560,9 @@ impl Driver {
                 }
                 vec![Input::StopDeadline]
             }
-            Wake::Recheck if self.pivot.state == State::Waiting => self.look_at_holder().await?,
+            Wake::Recheck if self.pivot.state == State::Waiting => {
+                self.look_at_holder(HolderLook::Full).await?
+            }
             // While stopping: reap (our kubelet's exit) and see whether its
             // group is gone, exactly as on SIGCHLD.
             Wake::Recheck if matches!(self.pivot.state, State::Stopping { .. }) => {
@@ -610,11 +625,11 @@ impl Driver {
 
     /// Waiting: follow a replaced lock file, else see whether the holder
     /// left something that needs fencing.
-    async fn look_at_holder(&mut self) -> Result<Vec<Input>, SupervisorError> {
+    async fn look_at_holder(&mut self, look: HolderLook) -> Result<Vec<Input>, SupervisorError> {
         if let Some(inputs) = self.rewait_if_replaced()? {
             return Ok(inputs);
         }
-        self.fence_dead_holder().await;
+        self.fence_dead_holder(look).await;
         Ok(vec![])
     }
 

@@ -5,7 +5,7 @@
 
 use super::*;
 
-use crate::pivot::takeover::{decide, Decision, RecordFacts};
+use crate::pivot::takeover::{decide, needs_locks, Decision, RecordFacts};
 
 impl Driver {
     /// One attempt, in `Holding(Clearing)`: `Cleared` when our record is
@@ -45,8 +45,17 @@ impl Driver {
             }
         };
         let facts = RecordFacts::of(rec.as_ref(), self.me);
-        let locks = procfs::read_locks().map_err(|e| e.to_string());
-        let ours = self.state_files();
+        // /proc/locks only where the rule looks at it (a dead holder's other
+        // inode): each read waits for an RCU grace period under load and
+        // blocks every flock on the node meanwhile (see `fence_dead_record`).
+        let (locks, ours) = if needs_locks(&facts, self.lock.file.key()) {
+            (
+                procfs::read_locks().map_err(|e| e.to_string()),
+                self.state_files(),
+            )
+        } else {
+            (Ok(Vec::new()), Vec::new())
+        };
         match decide(&facts, self.lock.file.key(), &locks, &ours) {
             Decision::Ours
             | Decision::TakeOver {
