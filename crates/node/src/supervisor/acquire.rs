@@ -4,9 +4,6 @@
 
 use super::*;
 
-use std::sync::atomic::Ordering;
-
-use super::announce::{Announce, FlockTid};
 use super::lock_side::{AcquireRx, Retake, RETAKE_PATIENCE};
 
 /// A flock that returned this long before the loop saw it is reported: the
@@ -15,22 +12,16 @@ use super::lock_side::{AcquireRx, Retake, RETAKE_PATIENCE};
 const LATE_ACQUIRE: Duration = Duration::from_millis(100);
 
 /// Takes the lock if it is free (`None`), else starts a thread blocked in
-/// flock on the same descriptor and returns where its result will arrive
-/// and where the thread's id appears (for `announce`).
-pub(super) fn begin_acquire(
-    lock: &LockFile,
-) -> Result<Option<(AcquireRx, FlockTid)>, SupervisorError> {
+/// flock on the same descriptor and returns where its result will arrive.
+pub(super) fn begin_acquire(lock: &LockFile) -> Result<Option<AcquireRx>, SupervisorError> {
     if lock.try_acquire()? {
         return Ok(None);
     }
     let waiter = lock.clone();
     let (tx, rx) = oneshot::channel();
-    let tid = FlockTid::default();
-    let thread_tid = tid.clone();
     std::thread::Builder::new()
         .name("flock".into())
         .spawn(move || {
-            thread_tid.store(nix::unistd::gettid().as_raw(), Ordering::SeqCst);
             let result = waiter.acquire_blocking().map(|()| Instant::now());
             // Nobody waits for it any more (the path was replaced while we
             // were blocked on the old file): let go of the old file's lock.
@@ -44,7 +35,7 @@ pub(super) fn begin_acquire(
                 source: e,
             })
         })?;
-    Ok(Some((rx, tid)))
+    Ok(Some(rx))
 }
 
 /// Whether a process without a claim that is blocked on the lock may count
@@ -421,27 +412,13 @@ impl Driver {
     pub(super) fn start_acquire(&mut self) -> Result<Vec<Input>, SupervisorError> {
         match begin_acquire(&self.lock.file)? {
             None => self.on_acquired(),
-            Some(waiting) => {
+            Some(rx) => {
                 // Someone holds it: we stand by, blocked on the same descriptor.
                 self.notifier.ready();
-                self.wait_on(waiting);
+                self.lock.acquiring = Some(rx);
                 Ok(vec![])
             }
         }
-    }
-    /// Blocked in flock: the answer's channel, and (a self-hosted contender,
-    /// which may outrank the holder) the announcement that we blocked.
-    pub(super) fn wait_on(&mut self, (rx, tid): (AcquireRx, FlockTid)) {
-        self.lock.acquiring = Some(rx);
-        self.lock.announce =
-            (self.rank().role == crate::pivot::role::Role::SelfHosted).then(|| {
-                Announce::new(
-                    tid,
-                    self.lock.file.raw_fd(),
-                    self.lock.file.key(),
-                    Instant::now(),
-                )
-            });
     }
     /// Before acting as the holder: the path must name the file we hold
     /// (a deleted or replaced one is re-created first) and our description

@@ -53,8 +53,6 @@ pub(super) enum Look {
     Fast(i32),
     /// /proc/locks and the claims.
     Full,
-    /// While waiting: has our own flock thread blocked yet (`announce`)?
-    Announce,
 }
 
 /// What a holder remembers between looks at its contenders.

@@ -36,8 +36,6 @@ pub(super) struct LockSide {
     pub(super) takeover: TakeoverLock,
     /// Where the flock thread's answer arrives, while blocked in flock.
     pub(super) acquiring: Option<AcquireRx>,
-    /// Once the flock thread blocks, the holder is told (`announce`).
-    pub(super) announce: Option<super::announce::Announce>,
     /// While waiting: since when the path names another file than ours.
     replaced_since: Option<Instant>,
     /// Since when another supervisor holds the file the lock path names
@@ -64,7 +62,6 @@ impl LockSide {
             recorded: None,
             takeover,
             acquiring: None,
-            announce: None,
             replaced_since: None,
             retake_since: None,
         }

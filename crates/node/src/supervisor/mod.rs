@@ -16,7 +16,6 @@
 //! parts to the kernel and to each other.
 
 mod acquire;
-mod announce;
 mod config;
 mod contention;
 mod disrupt;
@@ -433,9 +432,9 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     let look_timer = precise::PreciseTimer::new();
     let mut inputs = match acquiring {
         None => d.on_acquired()?,
-        Some(waiting) => {
+        Some(rx) => {
             d.notifier.ready();
-            d.wait_on(waiting);
+            d.lock.acquiring = Some(rx);
             vec![]
         }
     };
@@ -507,7 +506,6 @@ impl Driver {
             Wake::Signal(sig) => self.on_signal(sig).await,
             Wake::Acquired(res) => {
                 self.lock.acquiring = None;
-                self.lock.announce = None;
                 let at = res?;
                 self.on_flock_returned(at)?
             }
@@ -571,17 +569,6 @@ impl Driver {
             Wake::Recheck => self.on_recheck(),
             Wake::Look(Look::Fast(pid)) if matches!(self.pivot.state, State::Holding(_)) => {
                 self.fast_look(pid)
-            }
-            Wake::Look(Look::Announce) => {
-                let done = self
-                    .lock
-                    .announce
-                    .as_ref()
-                    .is_none_or(|a| a.look(Instant::now()));
-                if done {
-                    self.lock.announce = None;
-                }
-                vec![]
             }
             Wake::Look(_) => self.on_recheck(),
             Wake::Prepared(prepared) => {
@@ -668,12 +655,6 @@ impl Driver {
         match &self.pivot.state {
             State::Holding(Run::Clearing) => None,
             State::Holding(_) if !self.lock.retaking() => self.contention.next_look(now),
-            State::Waiting if self.lock.acquiring.is_some() => self
-                .lock
-                .announce
-                .as_ref()
-                .and_then(|a| a.next_look(now))
-                .map(|at| (at, Look::Announce)),
             _ => None,
         }
     }
