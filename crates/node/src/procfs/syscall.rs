@@ -91,6 +91,24 @@ pub fn sleeps_in_flock(pid: i32, key: FileKey) -> io::Result<bool> {
     Ok(false)
 }
 
+/// Whether a thread of `pid` waits for a CPU (state `R`: woken, not run
+/// yet, or running). A contender whose flock thread was woken by our release
+/// shows it until it runs; on a starved node that can take a second.
+pub fn has_runnable_thread(pid: i32) -> bool {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.take(MAX_TASKS).flatten().any(|task| {
+        let Some(tid) = task.file_name().to_str().map(str::to_owned) else {
+            return false;
+        };
+        fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat"))
+            .ok()
+            .and_then(|stat| super::parse_stat(&stat))
+            .is_some_and(|s| s.state == 'R')
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +190,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert!(!sleeps_in_flock(pid, other_key).expect("look"));
+        assert!(!has_runnable_thread(pid), "a child asleep in flock");
         drop(held);
         child.wait().expect("child exits once the lock is free");
         assert!(sleeps_in_flock(pid, key).is_err(), "a reaped child is gone");

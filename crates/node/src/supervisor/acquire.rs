@@ -6,6 +6,11 @@ use super::*;
 
 use super::lock_side::{AcquireRx, Retake, RETAKE_PATIENCE};
 
+/// How long a deferring supervisor waits in all for a contender that was
+/// woken by its release but has not run yet (state R), before it takes the
+/// lock back.
+const STARVED_PATIENCE: Duration = Duration::from_secs(2);
+
 /// A flock that returned this long before the loop saw it is reported: the
 /// supervisor did not run meanwhile (a loaded node), and the node may have
 /// been without a kubelet for that long.
@@ -337,6 +342,21 @@ impl Driver {
             return vec![Input::HandoverSeen];
         }
         if since.elapsed() >= *patience {
+            // Woken by our release but not run yet (a starved node): it is
+            // not stuck, and taking the lock back would skip it for 10 s;
+            // more patience, up to STARVED_PATIENCE in all.
+            let starved = match to {
+                Contender::Claimant { pid, .. } | Contender::Unclaimed { pid } => {
+                    procfs::syscall::has_runnable_thread(*pid)
+                }
+                Contender::AnyOpen | Contender::Holder { .. } => false,
+            };
+            if starved && since.elapsed() < STARVED_PATIENCE {
+                if self.fencing.note(format!("starved contender {to}")) {
+                    info!(contender = %to, "the contender has not run since the lock was released (a loaded node); waiting for it up to {STARVED_PATIENCE:?}");
+                }
+                return vec![];
+            }
             if let Contender::Holder { .. } = to {
                 // The recorded holder did not take the replaced lock file
                 // (slow, or stopped with its kubelet running): take it back
