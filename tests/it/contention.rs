@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use nix::fcntl::{Flock, FlockArg};
 use support::lock_state::claims_dir;
+use support::sampler::start_time;
 use support::{wait_until, Proc, Scene};
 
 /// Deadline for states the product reaches in milliseconds; generous for a loaded CI host.
@@ -33,14 +34,7 @@ struct FakeClaimant {
 impl FakeClaimant {
     fn new(scene: &Scene) -> FakeClaimant {
         let pid = std::process::id();
-        let stat = fs::read_to_string("/proc/self/stat").expect("read /proc/self/stat");
-        let after = &stat[stat.rfind(')').expect("comm in stat") + 2..];
-        // After `)`: state is field 3; starttime is field 22.
-        let start: u64 = after
-            .split_whitespace()
-            .nth(19)
-            .and_then(|f| f.parse().ok())
-            .expect("start time in stat");
+        let start = start_time(i32::try_from(pid).expect("pid"));
         let dir = claims_dir(&scene.state_dir());
         let staged = scene.path().join("staged-claim.json");
         let file = OpenOptions::new()

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use support::lock_state::{claims_dir, holder_path};
+use support::sampler::start_time;
 use support::{pid_alive, wait_until, Proc, Scene};
 
 const NOBODY: u32 = 65534;
@@ -164,16 +165,6 @@ impl Drop for GroupProc {
 /// A long-running process of nobody in its own process group (a victim for a fencing trick).
 fn nobody_victim(node: &Node) -> GroupProc {
     node.spawn_nobody("exec sleep 600")
-}
-
-fn start_time(pid: i32) -> u64 {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
-        .unwrap_or_else(|err| panic!("read /proc/{pid}/stat: {err}"));
-    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
-    rest.split_whitespace()
-        .nth(19)
-        .and_then(|w| w.parse().ok())
-        .expect("start time")
 }
 
 /// Writes `text` as root with mode 0600, as kubelet-pivot's own files are.

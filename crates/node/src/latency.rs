@@ -77,7 +77,7 @@ fn current_nice() -> io::Result<i32> {
 
 fn set(attr: &SchedAttr) -> io::Result<()> {
     // SAFETY: `attr` is a valid sched_attr of the size it declares.
-    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, attr as *const SchedAttr, 0u32) };
+    let rc = unsafe { apply_in_child(attr) };
     if rc == 0 {
         Ok(())
     } else {

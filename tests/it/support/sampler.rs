@@ -320,7 +320,7 @@ impl Drop for Sampler {
 }
 
 /// `/proc/PID/stat`: (state, start time in ticks).
-fn stat(pid: i32) -> Option<(char, u64)> {
+pub(crate) fn stat(pid: i32) -> Option<(char, u64)> {
     let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = text.rsplit_once(')')?;
     let mut fields = rest.split_whitespace();
@@ -328,6 +328,13 @@ fn stat(pid: i32) -> Option<(char, u64)> {
     // After `)`: state is field 3; starttime is field 22.
     let start = fields.nth(18)?.parse().ok()?;
     Some((state, start))
+}
+
+/// The start time of `pid` (field 22 of its stat, as claims and records name it).
+pub fn start_time(pid: i32) -> u64 {
+    stat(pid)
+        .unwrap_or_else(|| panic!("no readable /proc/{pid}/stat"))
+        .1
 }
 
 /// The start time of `pid` if it is alive (neither zombie nor dead).

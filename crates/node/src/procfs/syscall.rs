@@ -66,11 +66,9 @@ impl SleepingCall {
 /// flock on the file `key`. An error when the process's files cannot be
 /// read (gone, or no ptrace access): the caller then reads `/proc/locks`.
 pub fn sleeps_in_flock(pid: i32, key: FileKey) -> io::Result<bool> {
-    let tasks = fs::read_dir(format!("/proc/{pid}/task"))?;
     let mut line = [0u8; LINE_BYTES];
-    for entry in tasks.take(MAX_TASKS) {
-        let tid = entry?.file_name();
-        let Some(tid) = tid.to_str() else { continue };
+    for tid in tasks(pid)? {
+        let tid = tid?;
         let n = match fs::File::open(format!("/proc/{pid}/task/{tid}/syscall")) {
             Ok(mut f) => f.read(&mut line)?,
             // A thread that exited since the listing.
@@ -95,18 +93,25 @@ pub fn sleeps_in_flock(pid: i32, key: FileKey) -> io::Result<bool> {
 /// yet, or running). A contender whose flock thread was woken by our release
 /// shows it until it runs; on a starved node that can take a second.
 pub fn has_runnable_thread(pid: i32) -> bool {
-    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+    let Ok(tids) = tasks(pid) else {
         return false;
     };
-    tasks.take(MAX_TASKS).flatten().any(|task| {
-        let Some(tid) = task.file_name().to_str().map(str::to_owned) else {
-            return false;
-        };
+    tids.flatten().any(|tid| {
         fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat"))
             .ok()
             .and_then(|stat| super::parse_stat(&stat))
             .is_some_and(|s| s.state == 'R')
     })
+}
+
+/// The first [`MAX_TASKS`] thread ids of `pid`, as listed in its task
+/// directory.
+fn tasks(pid: i32) -> io::Result<impl Iterator<Item = io::Result<i32>>> {
+    let dir = fs::read_dir(format!("/proc/{pid}/task"))?;
+    Ok(dir
+        .take(MAX_TASKS)
+        .map(|entry| entry.map(|e| e.file_name().to_str().and_then(|t| t.parse().ok())))
+        .filter_map(|tid| tid.transpose()))
 }
 
 #[cfg(test)]
