@@ -22,6 +22,10 @@ pub const EXCERPT_CHARS: usize = 200;
 pub const MAX_REASON_BYTES: usize = 768;
 /// Longest condition message in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 200;
+/// Longest detail of a status error (the validator's, the loader's or the crash detector's
+/// own words), in bytes: with the longest prefix put before it (`failed to validate config
+/// with --config-dir drop-ins: `) the error stays within [`MAX_REASON_BYTES`].
+pub const MAX_DETAIL_BYTES: usize = MAX_REASON_BYTES - 128;
 /// An Event's message limit (`legacyValidateEvent`, with eventTime set: `len()` in bytes).
 pub const MAX_EVENT_MESSAGE_BYTES: usize = 1024;
 
@@ -53,6 +57,13 @@ pub fn bounded(text: &str, max: usize) -> String {
     // The suffix's length depends on N; 24 bytes cover any usize.
     let kept = crate::text::prefix(text, max.saturating_sub(24));
     format!("{kept}…({} more bytes)", text.len() - kept.len())
+}
+
+/// The words of a refusal as a status error may carry them: control and other non-printing
+/// characters escaped ([`crate::text::printable`]; quotes stay, they are the words' own), cut to
+/// [`MAX_DETAIL_BYTES`] with `…(N more bytes)`.
+pub fn detail(words: &str) -> String {
+    bounded(&crate::text::printable(words), MAX_DETAIL_BYTES)
 }
 
 /// The longest ConfigMap key (a file name in the checkpoint store).
@@ -258,7 +269,8 @@ pub struct ConfigReport {
     pub source: Option<ConfigSource>,
     /// "init" or "default" for the local config.
     pub local_kind: &'static str,
-    /// The lifecycle's error text (v1.11 table), if any.
+    /// The lifecycle's error text, if any: the v1.11 table's stable prefix and the reason
+    /// (`failed to validate config: port (70000) must be between 1 and 65535, inclusive`).
     pub error: Option<String>,
     pub assigned: Option<ConfigSource>,
     pub last_known_good: Option<ConfigSource>,
@@ -348,6 +360,10 @@ fn describe(src: &ConfigSource) -> String {
 /// Computes the condition as the proposal's examples show it.
 pub fn condition(report: &ConfigReport, sync_error: Option<&str>) -> Condition {
     let message = match (&report.origin, &report.source) {
+        // A refused assignment left the config on trial running.
+        (Origin::Assigned, Some(s)) if report.assigned.as_ref() != Some(s) => {
+            format!("using previous, on trial ({})", describe(s))
+        }
         (Origin::Assigned, Some(s)) => format!("using current ({})", describe(s)),
         (Origin::LastKnownGood, Some(s)) => format!("using last-known-good ({})", describe(s)),
         _ if report.error.is_some() => format!("using last-known-good ({})", report.local_kind),
@@ -615,9 +631,23 @@ mod tests {
         assert_eq!(c.status, ConditionStatus::True);
         assert_eq!(c.message, "using current (UID: u1, ResourceVersion: 7)");
         assert_eq!(c.reason, "passing all checks");
+        // A refused assignment left the config on trial running.
+        r.assigned = Some(src("u2"));
+        r.error = Some(
+            "failed to validate config: port (70000) must be between 1 and 65535, inclusive".into(),
+        );
+        let c = condition(&r, None);
+        assert_eq!(c.status, ConditionStatus::False);
+        assert_eq!(
+            c.message,
+            "using previous, on trial (UID: u1, ResourceVersion: 7)"
+        );
+        assert_eq!(
+            event_message(&c),
+            "using previous, on trial (UID: u1, ResourceVersion: 7): failed to validate config: port (70000) must be between 1 and 65535, inclusive"
+        );
         r.origin = Origin::LastKnownGood;
         r.source = Some(src("u0"));
-        r.error = Some("failed to validate config, see Kubelet log for details".into());
         let c = condition(&r, None);
         assert_eq!(c.status, ConditionStatus::False);
         assert!(c.message.starts_with("using last-known-good (UID: u0"));

@@ -125,6 +125,24 @@ impl ConfigError {
     }
 }
 
+impl ConfigError {
+    /// The refusal in the validator's own words, for a status that puts its
+    /// own heading before them: each broken rule without the `invalid
+    /// configuration: ` of [`fmt::Display`] (`port (70000) must be between 1
+    /// and 65535, inclusive; healthzPort ...`); any other error as displayed
+    /// (`unknown field "maxPodz"`).
+    pub fn reasons(&self) -> String {
+        match self {
+            ConfigError::Invalid(errors) if !errors.is_empty() => errors
+                .iter()
+                .map(|e| e.message.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+            other => other.to_string(),
+        }
+    }
+}
+
 fn location(line: &Option<usize>, column: &Option<usize>) -> String {
     match (line, column) {
         (Some(line), Some(column)) => format!(" at line {line}, column {column}"),

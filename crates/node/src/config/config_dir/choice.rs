@@ -114,7 +114,7 @@ fn blame(err: &ConfigError, snapshot: &DropInSnapshot) -> String {
     } else {
         setters
     };
-    format!("{err} (set by {})", names.join(", "))
+    format!("{} (set by {})", err.reasons(), names.join(", "))
 }
 
 /// A config with the chosen drop-ins merged in.
@@ -142,7 +142,7 @@ pub fn merge(
             .map_err(|e| DropInProblem::Load(e.to_string()))?;
         let merged = base
             .with_drop_ins(&layer)
-            .map_err(|e| DropInProblem::Validate(e.to_string()))?;
+            .map_err(|e| DropInProblem::Validate(e.reasons()))?;
         merged
             .validate()
             .map_err(|e| DropInProblem::Validate(blame(&e, &set.snapshot)))?;

@@ -11,100 +11,25 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use tracing::error;
+use tracing::{debug, error};
 
-use crate::config::config_dir::{self, AppliedDropIns, DropInError, DropInOrigin, DropInProblem};
+use crate::config::config_dir::{self, AppliedDropIns, DropInError, DropInOrigin};
 use crate::config::store::{ConfigSource, DropInRecord, Store};
 use crate::safefs::fsutil::{self, Owner, ReadError, ReadPolicy};
 use kp_contract::time::now_rfc3339;
 use kp_kubelet_config::{ConfigError, KubeletConfig, MAX_CONFIG_BYTES};
 
+mod status_error;
 #[cfg(test)]
 mod tests;
 mod trial;
 mod verdict;
 
+pub use status_error::{ConfigStatusError, Detail};
+use status_error::{BAD_LOAD, BAD_VALIDATE};
 pub use trial::{maybe_promote, on_applied, on_crash, trial_ends};
 
 pub use kp_contract::node_config::Origin;
-
-/// The error texts of the v1.11 Dynamic Kubelet Configuration docs; the
-/// details go to the log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConfigStatusError {
-    LoadFailed,
-    ValidateFailed,
-    /// The assigned config is in bad-configs (crash loop or earlier failure).
-    KnownBad {
-        reason: String,
-    },
-    Internal,
-    /// A `--config-dir` drop-in cannot be read or parsed (the set that ran
-    /// last, or last-known-good, runs instead).
-    DropInLoadFailed,
-    /// The drop-ins merged into the config do not validate.
-    DropInValidateFailed,
-    /// The directory's drop-in set crash-looped in its trial.
-    DropInKnownBad {
-        reason: String,
-    },
-}
-
-impl From<&DropInProblem> for ConfigStatusError {
-    fn from(problem: &DropInProblem) -> Self {
-        match problem {
-            DropInProblem::Load(_) => ConfigStatusError::DropInLoadFailed,
-            DropInProblem::Validate(_) => ConfigStatusError::DropInValidateFailed,
-            DropInProblem::KnownBad(reason) => ConfigStatusError::DropInKnownBad {
-                reason: reason.clone(),
-            },
-        }
-    }
-}
-
-impl std::fmt::Display for ConfigStatusError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ConfigStatusError::LoadFailed => {
-                f.write_str("failed to load config, see Kubelet log for details")
-            }
-            ConfigStatusError::ValidateFailed => {
-                f.write_str("failed to validate config, see Kubelet log for details")
-            }
-            // A config recorded bad for failing to load or validate keeps
-            // reporting that cause's v1.11 text.
-            ConfigStatusError::KnownBad { reason } if reason.starts_with(BAD_LOAD) => {
-                ConfigStatusError::LoadFailed.fmt(f)
-            }
-            ConfigStatusError::KnownBad { reason } if reason.starts_with(BAD_VALIDATE) => {
-                ConfigStatusError::ValidateFailed.fmt(f)
-            }
-            ConfigStatusError::KnownBad { reason } => {
-                write!(
-                    f,
-                    "assigned config is known bad ({reason}), see Kubelet log for details"
-                )
-            }
-            ConfigStatusError::Internal => {
-                f.write_str("internal failure, see Kubelet log for details")
-            }
-            ConfigStatusError::DropInLoadFailed => {
-                f.write_str("failed to load --config-dir drop-ins, see Kubelet log for details")
-            }
-            ConfigStatusError::DropInValidateFailed => f.write_str(
-                "failed to validate config with --config-dir drop-ins, see Kubelet log for details",
-            ),
-            ConfigStatusError::DropInKnownBad { reason } => write!(
-                f,
-                "--config-dir drop-ins are known bad ({reason}), see Kubelet log for details"
-            ),
-        }
-    }
-}
-
-/// Prefixes of the reasons recorded in bad-configs.
-const BAD_LOAD: &str = "failed to load";
-const BAD_VALIDATE: &str = "failed to validate";
 
 /// The node's own config inputs: the init file (or built-in defaults), the
 /// base when no config is assigned, and the kubelet's `--config-dir`,
@@ -255,6 +180,9 @@ impl Resolved {
 
     pub fn describe(&self) -> String {
         let base = match (&self.origin, &self.source) {
+            (Origin::Assigned, Some(s)) if self.assigned.as_ref() != Some(s) => {
+                format!("using previous, on trial ({s})")
+            }
             (Origin::Assigned, Some(s)) => format!("using current ({s})"),
             (Origin::LastKnownGood, Some(s)) => format!("using last-known-good ({s})"),
             _ => "using local config".to_string(),
@@ -282,26 +210,52 @@ pub enum Access {
     ReadOnly,
 }
 
+/// Why a checkpointed config cannot run, in the loader's or the
+/// validator's words.
 enum SourceError {
-    Load(String),
-    Validate(String),
+    Load(Detail),
+    Validate(Detail),
+}
+
+impl SourceError {
+    /// The status error of an assigned config refused for this.
+    fn status(&self) -> ConfigStatusError {
+        match self {
+            SourceError::Load(d) => ConfigStatusError::LoadFailed(d.clone()),
+            SourceError::Validate(d) => ConfigStatusError::ValidateFailed(d.clone()),
+        }
+    }
+
+    /// The reason recorded in bad-configs.
+    fn bad_reason(&self) -> String {
+        match self {
+            SourceError::Load(d) => format!("{BAD_LOAD}: {d}"),
+            SourceError::Validate(d) => format!("{BAD_VALIDATE}: {d}"),
+        }
+    }
+
+    fn detail(&self) -> &Detail {
+        match self {
+            SourceError::Load(d) | SourceError::Validate(d) => d,
+        }
+    }
 }
 
 fn load_source(store: &Store, src: &ConfigSource) -> Result<KubeletConfig, SourceError> {
     let files = store
         .load_checkpoint(src)
-        .map_err(|e| SourceError::Load(e.to_string()))?;
+        .map_err(|e| SourceError::Load(Detail::new(&e.to_string())))?;
     let Some(bytes) = files.get(&src.kubelet_config_key) else {
-        return Err(SourceError::Load(format!(
+        return Err(SourceError::Load(Detail::new(&format!(
             "checkpoint has no key {:?} (keys: {:?})",
             src.kubelet_config_key,
             files.keys().collect::<Vec<_>>()
-        )));
+        ))));
     };
-    let config = KubeletConfig::parse(bytes).map_err(|e| SourceError::Load(e.to_string()))?;
+    let config = KubeletConfig::parse(bytes).map_err(|e| SourceError::Load(Detail::of(&e)))?;
     config
         .validate()
-        .map_err(|e| SourceError::Validate(e.to_string()))?;
+        .map_err(|e| SourceError::Validate(Detail::of(&e)))?;
     Ok(config)
 }
 
@@ -349,7 +303,8 @@ fn resolve_base(store: &Store, local: &LocalConfig, access: Access) -> Resolved 
         Ok(a) => a,
         Err(err) => {
             error!(%err, "cannot read the assigned config source; running the local config");
-            return local_result(None, None, Some(ConfigStatusError::LoadFailed));
+            let error = ConfigStatusError::LoadFailed(Detail::new(&err.to_string()));
+            return local_result(None, None, Some(error));
         }
     };
     let lkg = match store.last_known_good() {
@@ -363,9 +318,7 @@ fn resolve_base(store: &Store, local: &LocalConfig, access: Access) -> Resolved 
     if let Some(src) = &assigned {
         match store.bad_entry(src) {
             Ok(Some(entry)) => {
-                status_error = Some(ConfigStatusError::KnownBad {
-                    reason: entry.reason.clone(),
-                });
+                status_error = Some(ConfigStatusError::KnownBad(Detail::new(&entry.reason)));
             }
             Ok(None) => match load_source(store, src) {
                 Ok(config) => {
@@ -379,22 +332,35 @@ fn resolve_base(store: &Store, local: &LocalConfig, access: Access) -> Resolved 
                         drop_ins: None,
                     }
                 }
-                Err(SourceError::Load(detail)) => {
-                    error!(source = %src, %detail, "failed to load the assigned config; falling back to last-known-good");
-                    status_error = Some(ConfigStatusError::LoadFailed);
-                    mark_bad(store, access, src, &format!("{BAD_LOAD}: {detail}"));
-                }
-                Err(SourceError::Validate(detail)) => {
-                    error!(source = %src, %detail, "failed to validate the assigned config; falling back to last-known-good");
-                    status_error = Some(ConfigStatusError::ValidateFailed);
-                    mark_bad(store, access, src, &format!("{BAD_VALIDATE}: {detail}"));
+                Err(refused) => {
+                    error!(source = %src, detail = %refused.detail(), "the assigned config is refused: it fails to load or validate; it never reaches a kubelet");
+                    status_error = Some(refused.status());
+                    mark_bad(store, access, src, &refused.bad_reason());
                 }
             },
             Err(err) => {
                 error!(%err, "cannot read bad-configs; treating the assigned config as unusable");
-                status_error = Some(ConfigStatusError::Internal);
+                status_error = Some(ConfigStatusError::Internal(Detail::new(&format!(
+                    "cannot read bad-configs: {err}"
+                ))));
             }
         }
+    }
+    // A refused assignment never reached a kubelet: what runs keeps running,
+    // even a config still in its trial.
+    if let Some((src, config)) = status_error
+        .as_ref()
+        .and_then(|_| still_on_trial(store, assigned.as_ref(), lkg.as_ref()))
+    {
+        return Resolved {
+            origin: Origin::Assigned,
+            source: Some(src),
+            config,
+            error: status_error,
+            assigned,
+            last_known_good: lkg,
+            drop_ins: None,
+        };
     }
     if let Some(l) = &lkg {
         match load_source(store, l) {
@@ -409,12 +375,31 @@ fn resolve_base(store: &Store, local: &LocalConfig, access: Access) -> Resolved 
                     drop_ins: None,
                 }
             }
-            Err(SourceError::Load(d)) | Err(SourceError::Validate(d)) => {
-                error!(source = %l, detail = %d, "last-known-good config is unusable; running the local config");
+            Err(unusable) => {
+                error!(source = %l, detail = %unusable.detail(), "last-known-good config is unusable; running the local config");
             }
         }
     }
     local_result(assigned, lkg, status_error)
+}
+
+/// The earlier assignment whose trial is under way (the store's trial
+/// record), when it is neither the refused assignment nor last-known-good,
+/// is not known bad, and still loads and validates: it keeps running, and
+/// its trial goes on.
+fn still_on_trial(
+    store: &Store,
+    refused: Option<&ConfigSource>,
+    lkg: Option<&ConfigSource>,
+) -> Option<(ConfigSource, KubeletConfig)> {
+    let trial = store.trial().ok().flatten()?;
+    let src = trial.source;
+    if Some(&src) == refused || Some(&src) == lkg || !matches!(store.bad_entry(&src), Ok(None)) {
+        return None;
+    }
+    let config = load_source(store, &src).ok()?;
+    debug!(source = %src, "the config on trial keeps running while the assignment is refused");
+    Some((src, config))
 }
 
 fn mark_bad(store: &Store, access: Access, src: &ConfigSource, reason: &str) {

@@ -18,6 +18,8 @@ fn crash(store: &Store, r: &Resolved, since: SystemTime) -> Option<String> {
 }
 
 const GOOD: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 50\ncrashLoopThreshold: 1\nconfigTrialDuration: 10m\n";
+const INVALID_HEAD: &str =
+    "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
 const INVALID: &str =
     "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 70000\n";
 
@@ -44,19 +46,130 @@ fn invalid_assignment_is_marked_bad_and_lkg_runs() {
     store.set_assigned(Some(&bad)).unwrap();
     let r = resolve(&store, &local, Access::Holder);
     assert_eq!(r.origin, Origin::LastKnownGood);
-    assert_eq!(r.error, Some(ConfigStatusError::ValidateFailed));
+    assert!(matches!(
+        r.error,
+        Some(ConfigStatusError::ValidateFailed(_))
+    ));
+    const WORDS: &str =
+        "failed to validate config: port (70000) must be between 1 and 65535, inclusive";
+    assert_eq!(r.error.as_ref().unwrap().to_string(), WORDS);
+    let entry = store.bad_entry(&bad).unwrap().unwrap();
     assert_eq!(
-        r.error.as_ref().unwrap().to_string(),
-        "failed to validate config, see Kubelet log for details"
+        entry.reason,
+        "failed to validate: port (70000) must be between 1 and 65535, inclusive"
     );
-    assert!(store.bad_entry(&bad).unwrap().is_some());
-    // Second resolve: known bad, not re-validated.
+    // Second resolve: known bad, not re-validated, the same words.
     let r = resolve(&store, &local, Access::Holder);
-    assert!(matches!(r.error, Some(ConfigStatusError::KnownBad { .. })));
-    assert_eq!(
-        r.error.as_ref().unwrap().to_string(),
-        "failed to validate config, see Kubelet log for details"
+    assert!(matches!(r.error, Some(ConfigStatusError::KnownBad(_))));
+    assert_eq!(r.error.as_ref().unwrap().to_string(), WORDS);
+}
+
+#[test]
+fn an_unknown_field_is_refused_in_the_decoders_words() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path()).unwrap();
+    let local = LocalConfig::load(None).unwrap();
+    let bad = src("bad", "1");
+    checkpoint(&store, &bad, &format!("{INVALID_HEAD}maxPodz: 3\n"));
+    store.set_assigned(Some(&bad)).unwrap();
+    for _ in 0..2 {
+        let r = resolve(&store, &local, Access::Holder);
+        assert_eq!(r.origin, Origin::Local);
+        assert_eq!(
+            r.error.unwrap().to_string(),
+            "failed to load config: unknown field \"maxPodz\""
+        );
+    }
+}
+
+/// Item 6 of issue 32: a config that never reaches a kubelet changes nothing
+/// that runs. A good config in its trial keeps running when a refused one is
+/// assigned, and its trial goes on to promotion.
+#[test]
+fn a_refused_assignment_keeps_the_config_on_trial_running_and_its_trial_going() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path()).unwrap();
+    let local = LocalConfig::load(None).unwrap();
+    let lkg = src("lkg", "1");
+    checkpoint(&store, &lkg, GOOD);
+    store.set_last_known_good(Some(&lkg)).unwrap();
+    let good = src("good", "1");
+    checkpoint(
+        &store,
+        &good,
+        &format!("{INVALID_HEAD}maxPods: 60\nconfigTrialDuration: 10m\n"),
     );
+    store.set_assigned(Some(&good)).unwrap();
+    let running = resolve(&store, &local, Access::Holder);
+    on_applied(&store, &running).unwrap();
+    assert_eq!(running.on_trial(), Some(&good));
+    let since = store.trial().unwrap().unwrap().since;
+
+    // Refused (invalid, then unknown field): the config on trial runs on.
+    for (uid, body) in [("bad", INVALID), ("typo", "maxPodz: 3\n")] {
+        let bad = src(uid, "1");
+        checkpoint(&store, &bad, &format!("{INVALID_HEAD}{body}"));
+        store.set_assigned(Some(&bad)).unwrap();
+        for _ in 0..2 {
+            let r = resolve(&store, &local, Access::Holder);
+            assert_eq!(r.hash(), running.hash(), "{uid}: {}", r.describe());
+            assert_eq!(
+                (r.origin, r.source.as_ref()),
+                (Origin::Assigned, Some(&good))
+            );
+            assert_eq!(r.assigned.as_ref(), Some(&bad));
+            assert!(r.error.is_some(), "{uid}");
+            assert_eq!(r.on_trial(), Some(&good));
+            assert!(
+                r.describe().starts_with("using previous, on trial"),
+                "{}",
+                r.describe()
+            );
+            on_applied(&store, &r).unwrap();
+        }
+        assert!(store.bad_entry(&bad).unwrap().is_some());
+        // The trial clock did not start again.
+        let trial = store.trial().unwrap().unwrap();
+        assert_eq!(
+            (trial.source, trial.since.as_str()),
+            (good.clone(), since.as_str())
+        );
+    }
+
+    // The trial ends: the config on trial is promoted, and still runs.
+    let r = resolve(&store, &local, Access::Holder);
+    assert!(trial_ends(&store, &r).is_some());
+    assert!(!maybe_promote(&store, &r, SystemTime::now()).unwrap());
+    let end = SystemTime::now() + Duration::from_secs(601);
+    assert!(maybe_promote(&store, &r, end).unwrap());
+    assert_eq!(store.last_known_good().unwrap(), Some(good.clone()));
+    let r = resolve(&store, &local, Access::Holder);
+    assert_eq!(
+        (r.origin, r.source.as_ref()),
+        (Origin::LastKnownGood, Some(&good))
+    );
+    assert_eq!(r.hash(), running.hash());
+    assert!(r.error.is_some());
+
+    // A crash loop of the config on trial still rolls back (here: to the
+    // local config, the refused assignment being no candidate).
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path()).unwrap();
+    checkpoint(&store, &good, GOOD);
+    store.set_assigned(Some(&good)).unwrap();
+    let r = resolve(&store, &local, Access::Holder);
+    on_applied(&store, &r).unwrap();
+    let bad = src("bad", "1");
+    checkpoint(&store, &bad, INVALID);
+    store.set_assigned(Some(&bad)).unwrap();
+    let r = resolve(&store, &local, Access::Holder);
+    assert_eq!(r.source.as_ref(), Some(&good));
+    let since = SystemTime::now() - Duration::from_secs(1);
+    assert_eq!(crash(&store, &r, since), None);
+    assert!(crash(&store, &r, since).unwrap().contains("crash loop"));
+    let r = resolve(&store, &local, Access::Holder);
+    assert_eq!(r.origin, Origin::Local);
+    assert!(store.bad_entry(&good).unwrap().is_some());
 }
 
 #[test]
@@ -69,7 +182,7 @@ fn read_only_resolve_does_not_write() {
     store.set_assigned(Some(&bad)).unwrap();
     let r = resolve(&store, &local, Access::ReadOnly);
     assert_eq!(r.origin, Origin::Local);
-    assert_eq!(r.error, Some(ConfigStatusError::LoadFailed));
+    assert!(matches!(r.error, Some(ConfigStatusError::LoadFailed(_))));
     assert!(store.bad_configs().unwrap().is_empty());
 }
 
@@ -91,7 +204,12 @@ fn crash_loop_marks_bad_then_promotion_path() {
     assert!(reason.contains("crash loop"), "{reason}");
     let r2 = resolve(&store, &local, Access::Holder);
     assert_eq!(r2.origin, Origin::Local);
-    assert!(matches!(r2.error, Some(ConfigStatusError::KnownBad { .. })));
+    assert!(matches!(r2.error, Some(ConfigStatusError::KnownBad(_))));
+    let text = r2.error.unwrap().to_string();
+    assert!(
+        text.starts_with("assigned config is known bad: crash loop: 2 kubelet restarts"),
+        "{text}"
+    );
     // Not promoted: trial not over.
     assert!(!maybe_promote(&store, &r, SystemTime::now()).unwrap());
 }
@@ -180,17 +298,24 @@ fn a_refused_drop_in_change_keeps_the_set_that_ran() {
     // Invalid once merged: refused, the set that ran stays.
     n.write("20-port.conf", "port: 70000");
     let r = n.apply();
-    assert_eq!(r.error, Some(ConfigStatusError::DropInValidateFailed));
+    assert_eq!(
+        r.error.as_ref().unwrap().to_string(),
+        "failed to validate config with --config-dir drop-ins: port (70000) must be between 1 and 65535, inclusive (set by 20-port.conf)"
+    );
     assert_eq!(r.hash(), ran.hash());
     assert_eq!(r.drop_ins.as_ref().unwrap().origin, DropInOrigin::Previous);
     // Unparsable: the same, with the load text.
     n.write("20-port.conf", "port: [");
     let r = n.apply();
-    assert_eq!(r.error, Some(ConfigStatusError::DropInLoadFailed));
+    assert!(matches!(
+        r.error,
+        Some(ConfigStatusError::DropInLoadFailed(_))
+    ));
     assert_eq!(r.hash(), ran.hash());
-    assert_eq!(
-        r.error.unwrap().to_string(),
-        "failed to load --config-dir drop-ins, see Kubelet log for details"
+    let text = r.error.unwrap().to_string();
+    assert!(
+        text.starts_with("failed to load --config-dir drop-ins: ") && text.contains("20-port.conf"),
+        "{text}"
     );
     // Fixed: it runs.
     n.write("20-port.conf", "port: 10251");
@@ -238,8 +363,13 @@ fn a_crash_looping_drop_in_set_goes_back_to_last_known_good() {
     );
     assert!(matches!(
         r.error,
-        Some(ConfigStatusError::DropInKnownBad { .. })
+        Some(ConfigStatusError::DropInKnownBad(_))
     ));
+    let text = r.error.as_ref().unwrap().to_string();
+    assert!(
+        text.starts_with("--config-dir drop-ins are known bad: crash loop: "),
+        "{text}"
+    );
     // Not on trial, so its exits count against nothing.
     assert_eq!(crash(&n.store, &r, since), None);
     // The assigned config was not blamed.
@@ -325,5 +455,8 @@ fn a_broken_config_dir_at_start_is_refused_unless_earlier_drop_ins_exist() {
         .unwrap();
     let r = resolve(&n.store, &started, Access::Holder);
     assert_eq!(r.config.effective()["maxPods"], 70);
-    assert_eq!(r.error, Some(ConfigStatusError::DropInValidateFailed));
+    assert!(matches!(
+        r.error,
+        Some(ConfigStatusError::DropInValidateFailed(_))
+    ));
 }

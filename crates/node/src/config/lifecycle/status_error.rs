@@ -1,0 +1,228 @@
+//! What the cluster hears when a config is refused or rolled back: the
+//! stable prefix of the v1.11 Dynamic Kubelet Configuration text
+//! (`failed to validate config`), then the reason in the validator's, the
+//! loader's or the crash detector's own words, escaped and bounded
+//! ([`Detail`]). The condition, the Event, `config-status` and `status` all
+//! show this one text.
+
+use std::fmt;
+
+use crate::config::config_dir::DropInProblem;
+use kp_kubelet_config::ConfigError;
+
+/// Prefixes of the reasons recorded in bad-configs (older builds wrote the
+/// same).
+pub(super) const BAD_LOAD: &str = "failed to load";
+pub(super) const BAD_VALIDATE: &str = "failed to validate";
+
+/// The words of a refusal, as a status may carry them: control characters
+/// escaped, at most [`kp_contract::node_config::MAX_DETAIL_BYTES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detail(String);
+
+impl Detail {
+    pub fn new(words: &str) -> Detail {
+        Detail(kp_contract::node_config::detail(words))
+    }
+
+    /// The validator's words for a refused document: each broken rule
+    /// (`port (70000) must be between 1 and 65535, inclusive`), or what
+    /// stopped the decoding (`unknown field "maxPodz"`).
+    pub fn of(err: &ConfigError) -> Detail {
+        Detail::new(&err.reasons())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Detail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why the config that runs is not the one the node was told to run (or
+/// its `--config-dir` drop-ins were refused).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigStatusError {
+    /// The assigned config cannot be read or decoded.
+    LoadFailed(Detail),
+    /// The assigned config decodes but breaks the kubelet's rules.
+    ValidateFailed(Detail),
+    /// The assigned config is in bad-configs (crash loop or earlier
+    /// failure), with the reason recorded there.
+    KnownBad(Detail),
+    /// kubelet-pivot's own store cannot be read.
+    Internal(Detail),
+    /// A `--config-dir` drop-in cannot be read or parsed (the set that ran
+    /// last, or last-known-good, runs instead).
+    DropInLoadFailed(Detail),
+    /// The drop-ins merged into the config do not validate.
+    DropInValidateFailed(Detail),
+    /// The directory's drop-in set crash-looped in its trial.
+    DropInKnownBad(Detail),
+}
+
+impl ConfigStatusError {
+    /// The stable prefix (what tools matching the v1.11 texts look for)
+    /// and the reason.
+    fn parts(&self) -> (&'static str, &str) {
+        match self {
+            ConfigStatusError::LoadFailed(d) => ("failed to load config", d.as_str()),
+            ConfigStatusError::ValidateFailed(d) => ("failed to validate config", d.as_str()),
+            // A config recorded bad for failing to load or validate keeps
+            // reporting that cause's text.
+            ConfigStatusError::KnownBad(d) => {
+                let reason = d.as_str();
+                if let Some(rest) = after(reason, BAD_LOAD) {
+                    ("failed to load config", rest)
+                } else if let Some(rest) = after(reason, BAD_VALIDATE) {
+                    ("failed to validate config", rest)
+                } else {
+                    ("assigned config is known bad", reason)
+                }
+            }
+            ConfigStatusError::Internal(d) => ("internal failure", d.as_str()),
+            ConfigStatusError::DropInLoadFailed(d) => {
+                ("failed to load --config-dir drop-ins", d.as_str())
+            }
+            ConfigStatusError::DropInValidateFailed(d) => (
+                "failed to validate config with --config-dir drop-ins",
+                d.as_str(),
+            ),
+            ConfigStatusError::DropInKnownBad(d) => {
+                ("--config-dir drop-ins are known bad", d.as_str())
+            }
+        }
+    }
+}
+
+/// `reason` without `prefix: `, if it starts so.
+fn after<'a>(reason: &'a str, prefix: &str) -> Option<&'a str> {
+    reason.strip_prefix(prefix)?.strip_prefix(": ")
+}
+
+impl From<&DropInProblem> for ConfigStatusError {
+    fn from(problem: &DropInProblem) -> Self {
+        match problem {
+            DropInProblem::Load(d) => ConfigStatusError::DropInLoadFailed(Detail::new(d)),
+            DropInProblem::Validate(d) => ConfigStatusError::DropInValidateFailed(Detail::new(d)),
+            DropInProblem::KnownBad(r) => ConfigStatusError::DropInKnownBad(Detail::new(r)),
+        }
+    }
+}
+
+/// `failed to validate config: port (70000) must be between 1 and 65535,
+/// inclusive`: within [`kp_contract::node_config::MAX_REASON_BYTES`].
+impl fmt::Display for ConfigStatusError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (prefix, reason) = self.parts();
+        write!(f, "{prefix}: {reason}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kp_contract::node_config::{MAX_DETAIL_BYTES, MAX_REASON_BYTES};
+    use kp_kubelet_config::KubeletConfig;
+
+    fn refusal(doc: &str) -> ConfigError {
+        KubeletConfig::parse_and_validate(
+            format!("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n{doc}")
+                .as_bytes(),
+        )
+        .err()
+        .unwrap()
+    }
+
+    #[test]
+    fn the_validators_words_follow_the_stable_prefix() {
+        let e = ConfigStatusError::ValidateFailed(Detail::of(&refusal("port: 70000\n")));
+        assert_eq!(
+            e.to_string(),
+            "failed to validate config: port (70000) must be between 1 and 65535, inclusive"
+        );
+        let e = ConfigStatusError::LoadFailed(Detail::of(&refusal("maxPodz: 3\n")));
+        assert_eq!(
+            e.to_string(),
+            "failed to load config: unknown field \"maxPodz\""
+        );
+        let both = refusal("port: 70000\nhealthzPort: -2\n");
+        let text = ConfigStatusError::ValidateFailed(Detail::of(&both)).to_string();
+        assert!(
+            text.starts_with("failed to validate config: ") && text.contains("; healthzPort"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn every_kind_keeps_its_prefix_and_says_why() {
+        let d = |s: &str| Detail::new(s);
+        let cases = [
+            (
+                ConfigStatusError::KnownBad(d("failed to validate: port (0) must be")),
+                "failed to validate config: port (0) must be",
+            ),
+            (
+                ConfigStatusError::KnownBad(d("failed to load: unknown field \"x\"")),
+                "failed to load config: unknown field \"x\"",
+            ),
+            (
+                ConfigStatusError::KnownBad(d("crash loop: 3 kubelet restarts")),
+                "assigned config is known bad: crash loop: 3 kubelet restarts",
+            ),
+            (
+                ConfigStatusError::Internal(d("cannot read bad-configs")),
+                "internal failure: cannot read bad-configs",
+            ),
+            (
+                ConfigStatusError::DropInLoadFailed(d("20-bad.conf: unknown field \"maxPodz\"")),
+                "failed to load --config-dir drop-ins: 20-bad.conf: unknown field \"maxPodz\"",
+            ),
+            (
+                ConfigStatusError::DropInValidateFailed(d("port (70000) … (set by 20-bad.conf)")),
+                "failed to validate config with --config-dir drop-ins: port (70000) … (set by 20-bad.conf)",
+            ),
+            (
+                ConfigStatusError::DropInKnownBad(d("crash loop: 2 kubelet restarts")),
+                "--config-dir drop-ins are known bad: crash loop: 2 kubelet restarts",
+            ),
+        ];
+        for (err, text) in cases {
+            assert_eq!(err.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn a_hostile_field_name_is_escaped_and_cut() {
+        let name: String = "\u{1b}[31mév\nil\u{202e}"
+            .chars()
+            .cycle()
+            .take(200_000)
+            .collect();
+        let err = ConfigError::UnknownField { path: name };
+        let text = ConfigStatusError::LoadFailed(Detail::of(&err)).to_string();
+        assert!(text.len() <= MAX_REASON_BYTES, "{} bytes", text.len());
+        assert!(
+            text.starts_with("failed to load config: unknown field \""),
+            "{text}"
+        );
+        assert!(text.ends_with("more bytes)"), "{text}");
+        assert!(
+            !text.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{text:?}"
+        );
+        // A reason recorded by an older build (unescaped, up to the store's cap).
+        let raw = format!("failed to validate: {}", "\u{7}x".repeat(1000));
+        let text = ConfigStatusError::KnownBad(Detail::new(&raw)).to_string();
+        assert!(
+            text.starts_with("failed to validate config: \\u{7}x"),
+            "{text}"
+        );
+        assert!(text.len() <= MAX_REASON_BYTES);
+        assert!(Detail::new(&raw).as_str().len() <= MAX_DETAIL_BYTES);
+    }
+}
