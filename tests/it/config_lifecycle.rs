@@ -170,7 +170,13 @@ fn invalid_assignment_is_never_started_and_reported() {
         },
     );
     assert_eq!(
-        st["config"]["error"], "failed to validate config, see Kubelet log for details",
+        st["config"]["error"],
+        "failed to validate config: port (70000) must be between 1 and 65535, inclusive",
+        "{st}"
+    );
+    assert_eq!(
+        st["config"]["badConfigs"][&uid]["reason"],
+        "failed to validate: port (70000) must be between 1 and 65535, inclusive",
         "{st}"
     );
     assert_eq!(st["config"]["active"]["origin"], "local", "{st}");
@@ -180,6 +186,97 @@ fn invalid_assignment_is_never_started_and_reported() {
         let content = std::fs::read_to_string(start.field("config").unwrap()).unwrap_or_default();
         assert!(!content.contains("70000"));
     }
+}
+
+/// Issue 32 item 6: a refused config changes nothing that runs. A good config still in its
+/// trial keeps running when an invalid one is assigned (same kubelet pid, no restart onto
+/// the local config), the refusal is reported, and the trial ends on time with the config
+/// on trial promoted to last-known-good.
+#[test]
+fn a_refused_assignment_leaves_the_config_on_trial_running_and_its_trial_going() {
+    /// Long enough for the refusal to land inside it on a loaded machine (checked below).
+    const TRIAL: Duration = Duration::from_secs(4);
+    let scene = Scene::new();
+    let _p = bootstrap(&scene, &[]);
+    let (first, _) = running_config(&scene);
+    let good = scene.kubelet_config_file(
+        "good.yaml",
+        &format!("maxPods: 55\nconfigTrialDuration: {}s\n", TRIAL.as_secs()),
+    );
+    let good_uid = assign(&scene, &good, &[]);
+    let on_trial = wait_until(
+        Duration::from_secs(5),
+        "the kubelet restarted with the good config",
+        || {
+            let (pid, content) = running_config(&scene);
+            (pid != first && content.contains("\"maxPods\":55")).then_some(pid)
+        },
+    );
+    let starts = scene.starts().len();
+
+    // The invalid config changes maxPods too: were it (or the local config) started, the
+    // kubelet would restart with an allocatable change.
+    let bad = scene.kubelet_config_file("bad.yaml", "maxPods: 77\nport: 70000\n");
+    let bad_uid = assign(&scene, &bad, &["--force"]);
+    let st = wait_until(Duration::from_secs(5), "the refusal in the status", || {
+        let st = status_json(&scene);
+        (st["config"]["assigned"]["uid"] == bad_uid.as_str() && !st["config"]["error"].is_null())
+            .then_some(st)
+    });
+    assert!(
+        st["config"]["lastKnownGood"].is_null(),
+        "the refusal came after the trial ended; the test proves nothing: {st}"
+    );
+    assert_eq!(
+        st["config"]["error"],
+        "failed to validate config: port (70000) must be between 1 and 65535, inclusive",
+        "{st}"
+    );
+    assert_eq!(st["config"]["active"]["origin"], "assigned", "{st}");
+    assert_eq!(
+        st["config"]["active"]["source"]["uid"],
+        good_uid.as_str(),
+        "{st}"
+    );
+    assert!(st["config"]["badConfigs"].get(&bad_uid).is_some(), "{st}");
+
+    // The trial goes on and ends with the promotion of the config on trial.
+    let st = wait_until(
+        TRIAL + Duration::from_secs(5),
+        "the config on trial promoted to last-known-good",
+        || {
+            let st = status_json(&scene);
+            // The promotion, then the record of what runs (a moment later).
+            (st["config"]["lastKnownGood"]["uid"] == good_uid.as_str()
+                && st["config"]["active"]["origin"] == "last-known-good")
+                .then_some(st)
+        },
+    );
+    assert_eq!(
+        st["config"]["active"]["source"]["uid"],
+        good_uid.as_str(),
+        "{st}"
+    );
+    assert!(
+        st["config"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("failed to validate config: port (70000)"),
+        "{st}"
+    );
+    // Nothing that runs changed: the same kubelet, no start since, no change classified.
+    assert_eq!(scene.running_kubelets(), vec![on_trial]);
+    assert_eq!(scene.starts().len(), starts, "a kubelet was started");
+    // One change in all: the good config's (before it, the kubelet ran the local config).
+    let output = scene.output();
+    assert_eq!(
+        output.matches("effective kubelet config changed").count(),
+        1,
+        "{output}"
+    );
+    let (_, content) = running_config(&scene);
+    assert!(content.contains("\"maxPods\":55"), "{content}");
+    scene.assert_no_overlap();
 }
 
 #[test]
