@@ -35,7 +35,9 @@ const CRASH_MARK: &str = "crashme.example";
 const DEADLINE: Duration = Duration::from_secs(8);
 /// Window of a "does NOT happen" check (a bounded sleep by design).
 const QUIET_WINDOW: Duration = Duration::from_millis(1500);
-const VALIDATE_FAILED: &str = "failed to validate config, see Kubelet log for details";
+/// The v1.11 prefix, then the validator's own words.
+const VALIDATE_FAILED: &str =
+    "failed to validate config: port (70000) must be between 1 and 65535, inclusive";
 const SYNC_FAILED_PREFIX: &str = "failed to sync, desired config unclear, cause:";
 
 // ------------------------------------------------------------------------------------------
@@ -316,7 +318,7 @@ fn assignment_restarts_kubelet_and_reports_condition_annotation_and_event() {
 }
 
 /// 2. An invalid assigned config never reaches a kubelet: the running one stays, and the node
-///    reports False with the v1.11 validation text.
+///    reports False with the v1.11 validation text and the validator's words.
 #[test]
 fn invalid_config_is_reported_false_and_never_started() {
     let c = Cluster::new();
@@ -340,6 +342,83 @@ fn invalid_config_is_reported_false_and_never_started() {
     assert_eq!(starts.len(), 1, "a kubelet was (re)started: {starts:#?}");
     let (_, content) = c.running_config();
     assert!(!content.contains("70000"), "{content}");
+}
+
+/// 2b. Issue 32 item 1: the reason reaches the cluster. The condition, the Event and the
+///     config-status annotation carry the validator's or the decoder's own words after the
+///     v1.11 prefix (`kubectl describe node` alone says what to fix); a hostile field name
+///     thousands of characters long, with terminal escapes and a right-to-left override, is
+///     escaped and cut, and the Event stays within the API's limit.
+#[test]
+fn the_validators_words_reach_the_condition_the_event_and_the_status_bounded() {
+    const UNKNOWN_FIELD: &str = "failed to load config: unknown field \"maxPodz\"";
+    let c = Cluster::new();
+    c.configmap("cfg-port", "port: 70000\n", true);
+    c.configmap("cfg-typo", "maxPodz: 3\n", true);
+    // An explicit YAML key (a plain one may not be longer than 1,024 characters), in
+    // double-quoted escapes: ESC, then U+202E, then 5,000 characters.
+    let hostile = format!("? \"\\e[31m\\u202e{}\"\n: 1\n", "x".repeat(5000));
+    c.configmap("cfg-hostile", &hostile, true);
+    let _p = c.bootstrap();
+    let (first, _) = c.running_config();
+    c.wait_condition("the initial KubeletConfigOK True", |c| {
+        c["status"] == "True"
+    });
+
+    for (configmap, words) in [("cfg-port", VALIDATE_FAILED), ("cfg-typo", UNKNOWN_FIELD)] {
+        c.assign(Some(configmap));
+        let cond = c.wait_condition(&format!("KubeletConfigOK False for {configmap}"), |c| {
+            c["status"] == "False" && c["reason"] == words
+        });
+        assert_eq!(cond["message"], "using last-known-good (default)", "{cond}");
+        c.wait_annotation(&format!("the annotation's error for {configmap}"), |a| {
+            a["error"] == words
+        });
+        let event = wait_until(DEADLINE, &format!("the Event for {configmap}"), || {
+            node_events(&c)
+                .into_iter()
+                .find(|e| field(e, "message").ends_with(words))
+        });
+        assert_eq!(event["type"], "Warning", "{event}");
+        assert_eq!(
+            field(&event, "message"),
+            format!("using last-known-good (default): {words}")
+        );
+    }
+
+    c.assign(Some("cfg-hostile"));
+    let prefix = "failed to load config: unknown field \"\\u{1b}[31m\\u{202e}xxx";
+    let cond = c.wait_condition("KubeletConfigOK False for the hostile field", |c| {
+        c["status"] == "False" && c["reason"] != UNKNOWN_FIELD
+    });
+    let reason = field(&cond, "reason");
+    assert!(reason.starts_with(prefix), "{reason}");
+    assert!(reason.len() <= 768, "reason of {} bytes", reason.len());
+    assert!(reason.ends_with("more bytes)"), "{reason}");
+    let clean = |text: &str| !text.chars().any(|ch| ch.is_control() || ch == '\u{202e}');
+    assert!(clean(&reason), "{reason:?}");
+    let annotation = c.wait_annotation("the annotation's error for the hostile field", |a| {
+        a["error"].as_str().is_some_and(|e| e.starts_with(prefix))
+    });
+    assert_eq!(annotation["error"], reason.as_str());
+    let event = wait_until(DEADLINE, "the Event for the hostile field", || {
+        node_events(&c)
+            .into_iter()
+            .find(|e| field(e, "message").contains(prefix))
+    });
+    let message = field(&event, "message");
+    assert!(message.len() <= 1024, "Event message of {} bytes", message.len());
+    assert!(clean(&message), "{message:?}");
+    let refused: Vec<RequestRecord> = c
+        .requests_to("/events")
+        .into_iter()
+        .filter(|r| r.status == 422)
+        .collect();
+    assert!(refused.is_empty(), "Events refused: {refused:#?}");
+    // `status` on the node says the same, and no kubelet ever ran any of them.
+    assert_eq!(c.status()["config"]["error"], reason.as_str());
+    assert_eq!(c.scene.running_kubelets(), vec![first]);
+    assert_eq!(c.scene.starts().len(), 1, "a kubelet was (re)started");
 }
 
 /// 3. A config that crash-loops the kubelet is marked bad, the node rolls back to
