@@ -15,7 +15,7 @@ const NODES: &str = "/api/v1/nodes";
 const SOURCE: &str = "kubelet-pivot.io/config-source";
 const STATUS: &str = "kubelet-pivot.io/config-status";
 const CONFIG_NS: &str = "kubelet-config";
-const KNOWN_BAD: &str = "assigned config is known bad (crash loop: kubelet exited 3 times within the trial period), see Kubelet log for details";
+const KNOWN_BAD: &str = "assigned config is known bad: crash loop: 3 kubelet restarts within the 10m trial period (crashLoopThreshold 2)";
 
 fn no_labels(_: usize) -> BTreeMap<String, String> {
     BTreeMap::new()

@@ -407,7 +407,11 @@ fn the_validators_words_reach_the_condition_the_event_and_the_status_bounded() {
             .find(|e| field(e, "message").contains(prefix))
     });
     let message = field(&event, "message");
-    assert!(message.len() <= 1024, "Event message of {} bytes", message.len());
+    assert!(
+        message.len() <= 1024,
+        "Event message of {} bytes",
+        message.len()
+    );
     assert!(clean(&message), "{message:?}");
     let refused: Vec<RequestRecord> = c
         .requests_to("/events")

@@ -289,4 +289,60 @@ mod tests {
         let view = node_with(&[(STATUS_ANNOTATION, "{}".to_string())]);
         assert!(!view.shows_active(None, None));
     }
+
+    /// Issue 32 item 1: a node that refused the target shows as fallen back, and the
+    /// failure the rollout records says why in the validator's words, as the node
+    /// reports them (the contract's own condition and status, not a hand-made copy).
+    #[test]
+    fn a_refused_target_fails_with_the_validators_words() {
+        use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+        use kp_contract::node_config::{self, ConfigReport, ConfigSource, Origin};
+        let source = |name: &str, uid: &str| ConfigSource {
+            namespace: "kubelet-config".into(),
+            name: name.into(),
+            uid: uid.into(),
+            resource_version: "7".into(),
+            kubelet_config_key: "kubelet".into(),
+        };
+        let words =
+            "failed to validate config: port (70000) must be between 1 and 65535, inclusive";
+        // The target refused while the previous config is still on trial: it runs on.
+        let report = ConfigReport {
+            origin: Origin::Assigned,
+            source: Some(source("cfg-a", "u1")),
+            local_kind: "default",
+            error: Some(words.into()),
+            assigned: Some(source("cfg-b", "u2")),
+            last_known_good: None,
+            disruption: None,
+        };
+        let cond = node_config::condition(&report, None);
+        let mut node = Node::default();
+        node.metadata.name = Some("n1".into());
+        node.metadata.annotations = Some(
+            [(
+                STATUS_ANNOTATION.to_string(),
+                node_config::config_status(&report, None).to_string(),
+            )]
+            .into(),
+        );
+        node.status = Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: node_config::CONDITION_TYPE.into(),
+                status: cond.status.as_str().into(),
+                reason: Some(cond.reason.clone()),
+                message: Some(cond.message.clone()),
+                ..NodeCondition::default()
+            }]),
+            ..NodeStatus::default()
+        });
+        let view = NodeView::of(&node);
+        let target = parse_annotation("kubelet-config/cfg-b").unwrap();
+        assert!(view.fell_back_from(&target));
+        assert!(!view.shows_active(Some(&target), None));
+        assert_eq!(
+            view.describe(),
+            format!("KubeletConfigOK=False ({words}): using previous, on trial (UID: u1, ResourceVersion: 7)")
+        );
+    }
 }

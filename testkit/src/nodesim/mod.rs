@@ -46,7 +46,7 @@ pub const CONDITION_TYPE: &str = "KubeletConfigOK";
 /// The key of an assignment that names none.
 const DEFAULT_KEY: &str = "kubelet";
 /// The error of a config that crash-looped in its trial.
-pub const KNOWN_BAD: &str = "assigned config is known bad (crash loop: kubelet exited 3 times within the trial period), see Kubelet log for details";
+pub const KNOWN_BAD: &str = "assigned config is known bad: crash loop: 3 kubelet restarts within the 10m trial period (crashLoopThreshold 2)";
 /// Zones of the default `topology.kubernetes.io/zone` labels, round robin.
 const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
 /// Writes done under one hold of the state lock before HTTP requests get a turn.
