@@ -421,6 +421,23 @@ fn the_validators_words_reach_the_condition_the_event_and_the_status_bounded() {
     assert!(refused.is_empty(), "Events refused: {refused:#?}");
     // `status` on the node says the same, and no kubelet ever ran any of them.
     assert_eq!(c.status()["config"]["error"], reason.as_str());
+    // One Event per refusal: the config recorded bad reports the text of its refusal.
+    for words in [VALIDATE_FAILED, UNKNOWN_FIELD, reason.as_str()] {
+        let posted = node_events(&c)
+            .iter()
+            .filter(|e| field(e, "message").ends_with(words))
+            .count();
+        assert_eq!(posted, 1, "Events ending in {words}");
+    }
+    // A ConfigMap that does not exist: the server's own words.
+    c.assign(Some("cfg-missing"));
+    let cond = c.wait_condition("KubeletConfigOK Unknown for a missing ConfigMap", |c| {
+        c["status"] == "Unknown"
+    });
+    assert_eq!(
+        field(&cond, "reason"),
+        format!("{SYNC_FAILED_PREFIX} failed to sync: failed to download config: configmaps \"cfg-missing\" not found (404)")
+    );
     assert_eq!(c.scene.running_kubelets(), vec![first]);
     assert_eq!(c.scene.starts().len(), 1, "a kubelet was (re)started");
 }

@@ -19,12 +19,20 @@ use kp_kubelet_config::{ConfigError, KubeletConfig};
 use kp_runtime::retry;
 
 /// The status error text for a failed download: a 403 says what RBAC is
-/// missing; everything else uses the v1.11 text (details in the log).
+/// missing; another answer of the server is quoted after the v1.11 prefix
+/// (`failed to sync: failed to download config: configmaps "nope" not
+/// found`, escaped and bounded); no answer at all uses the v1.11 text
+/// (details in the log).
 fn download_error(r: &ConfigRef, err: &kube::Error) -> String {
-    match api_code(err) {
-        Some(403) => format!(
+    match err {
+        _ if api_code(err) == Some(403) => format!(
             "failed to sync: forbidden: cannot get configmaps in namespace {} (grant get/list/watch on configmaps there to group system:nodes, see manifests/10-rbac.yaml)",
             r.namespace
+        ),
+        kube::Error::Api(status) => format!(
+            "failed to sync: failed to download config: {} ({})",
+            kp_contract::node_config::detail(&status.message),
+            status.code
         ),
         _ => "failed to sync: failed to download config, see Kubelet log for details".to_string(),
     }

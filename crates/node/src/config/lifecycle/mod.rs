@@ -25,7 +25,7 @@ mod tests;
 mod trial;
 mod verdict;
 
-pub use status_error::{ConfigStatusError, Detail};
+pub use status_error::{BadCause, ConfigStatusError, Detail};
 use status_error::{BAD_LOAD, BAD_VALIDATE};
 pub use trial::{maybe_promote, on_applied, on_crash, trial_ends};
 
@@ -318,7 +318,7 @@ fn resolve_base(store: &Store, local: &LocalConfig, access: Access) -> Resolved 
     if let Some(src) = &assigned {
         match store.bad_entry(src) {
             Ok(Some(entry)) => {
-                status_error = Some(ConfigStatusError::KnownBad(Detail::new(&entry.reason)));
+                status_error = Some(ConfigStatusError::KnownBad(BadCause::of(&entry.reason)));
             }
             Ok(None) => match load_source(store, src) {
                 Ok(config) => {

@@ -53,7 +53,7 @@ pub enum ConfigStatusError {
     ValidateFailed(Detail),
     /// The assigned config is in bad-configs (crash loop or earlier
     /// failure), with the reason recorded there.
-    KnownBad(Detail),
+    KnownBad(BadCause),
     /// kubelet-pivot's own store cannot be read.
     Internal(Detail),
     /// A `--config-dir` drop-in cannot be read or parsed (the set that ran
@@ -65,6 +65,32 @@ pub enum ConfigStatusError {
     DropInKnownBad(Detail),
 }
 
+/// Why bad-configs holds a config, read back from the reason recorded there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BadCause {
+    /// It failed to load (`failed to load: ...`).
+    Load(Detail),
+    /// It failed validation (`failed to validate: ...`).
+    Validate(Detail),
+    /// It crash-looped in its trial, or another reason.
+    Other(Detail),
+}
+
+impl BadCause {
+    /// The cause of a recorded reason. The words after the kind's prefix are
+    /// those the refusal reported (a [`Detail`] already, read back as it
+    /// is), so a known-bad config reports exactly the text of its refusal.
+    pub fn of(reason: &str) -> BadCause {
+        if let Some(rest) = after(reason, BAD_LOAD) {
+            BadCause::Load(Detail::new(rest))
+        } else if let Some(rest) = after(reason, BAD_VALIDATE) {
+            BadCause::Validate(Detail::new(rest))
+        } else {
+            BadCause::Other(Detail::new(reason))
+        }
+    }
+}
+
 impl ConfigStatusError {
     /// The stable prefix (what tools matching the v1.11 texts look for)
     /// and the reason.
@@ -74,15 +100,12 @@ impl ConfigStatusError {
             ConfigStatusError::ValidateFailed(d) => ("failed to validate config", d.as_str()),
             // A config recorded bad for failing to load or validate keeps
             // reporting that cause's text.
-            ConfigStatusError::KnownBad(d) => {
-                let reason = d.as_str();
-                if let Some(rest) = after(reason, BAD_LOAD) {
-                    ("failed to load config", rest)
-                } else if let Some(rest) = after(reason, BAD_VALIDATE) {
-                    ("failed to validate config", rest)
-                } else {
-                    ("assigned config is known bad", reason)
-                }
+            ConfigStatusError::KnownBad(BadCause::Load(d)) => ("failed to load config", d.as_str()),
+            ConfigStatusError::KnownBad(BadCause::Validate(d)) => {
+                ("failed to validate config", d.as_str())
+            }
+            ConfigStatusError::KnownBad(BadCause::Other(d)) => {
+                ("assigned config is known bad", d.as_str())
             }
             ConfigStatusError::Internal(d) => ("internal failure", d.as_str()),
             ConfigStatusError::DropInLoadFailed(d) => {
@@ -163,15 +186,15 @@ mod tests {
         let d = |s: &str| Detail::new(s);
         let cases = [
             (
-                ConfigStatusError::KnownBad(d("failed to validate: port (0) must be")),
+                ConfigStatusError::KnownBad(BadCause::of("failed to validate: port (0) must be")),
                 "failed to validate config: port (0) must be",
             ),
             (
-                ConfigStatusError::KnownBad(d("failed to load: unknown field \"x\"")),
+                ConfigStatusError::KnownBad(BadCause::of("failed to load: unknown field \"x\"")),
                 "failed to load config: unknown field \"x\"",
             ),
             (
-                ConfigStatusError::KnownBad(d("crash loop: 3 kubelet restarts")),
+                ConfigStatusError::KnownBad(BadCause::of("crash loop: 3 kubelet restarts")),
                 "assigned config is known bad: crash loop: 3 kubelet restarts",
             ),
             (
@@ -217,12 +240,27 @@ mod tests {
         );
         // A reason recorded by an older build (unescaped, up to the store's cap).
         let raw = format!("failed to validate: {}", "\u{7}x".repeat(1000));
-        let text = ConfigStatusError::KnownBad(Detail::new(&raw)).to_string();
+        let text = ConfigStatusError::KnownBad(BadCause::of(&raw)).to_string();
         assert!(
             text.starts_with("failed to validate config: \\u{7}x"),
             "{text}"
         );
         assert!(text.len() <= MAX_REASON_BYTES);
         assert!(Detail::new(&raw).as_str().len() <= MAX_DETAIL_BYTES);
+    }
+
+    /// The refusal and the known-bad config it leaves report one text (a
+    /// second text would be a second Event), also when the words were cut.
+    #[test]
+    fn a_known_bad_config_reports_the_text_of_its_refusal() {
+        for path in ["\u{1b}y".repeat(3000), "maxPodz".to_string()] {
+            let d = Detail::of(&ConfigError::UnknownField { path });
+            let refused = ConfigStatusError::LoadFailed(d.clone());
+            let known = ConfigStatusError::KnownBad(BadCause::of(&format!("{BAD_LOAD}: {d}")));
+            assert_eq!(refused.to_string(), known.to_string());
+            let refused = ConfigStatusError::ValidateFailed(d.clone());
+            let known = ConfigStatusError::KnownBad(BadCause::of(&format!("{BAD_VALIDATE}: {d}")));
+            assert_eq!(refused.to_string(), known.to_string());
+        }
     }
 }
