@@ -330,9 +330,12 @@ fn a_restart_with_a_broken_drop_in_runs_the_drop_ins_that_ran() {
         let st = status_json(&scene);
         (!st["config"]["error"].is_null()).then_some(st)
     });
-    assert_eq!(
-        st["config"]["error"],
-        "failed to load --config-dir drop-ins, see Kubelet log for details"
+    // The prefix, then the loader's words naming the drop-in.
+    let error = st["config"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("failed to load --config-dir drop-ins: ")
+            && error.contains("10-pods.conf"),
+        "{st}"
     );
 }
 
