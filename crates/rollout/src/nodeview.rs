@@ -208,14 +208,19 @@ impl NodeView {
         assigned && status.error.is_some() && !active_target
     }
 
-    /// A short account of what the node reports, for failure messages.
+    /// A short account of what the node reports, for failure messages: the node's reason
+    /// (in the validator's words) and message, escaped (whoever may patch the Node wrote
+    /// them) and bounded.
     pub fn describe(&self) -> String {
+        let shown = |text: &str| {
+            kp_contract::node_config::bounded(&kp_contract::text::printable(text), 160)
+        };
         match &self.condition {
             Some(c) => format!(
                 "KubeletConfigOK={} ({}): {}",
-                c.status,
-                kp_contract::node_config::bounded(&c.reason, 160),
-                kp_contract::node_config::bounded(&c.message, 160)
+                shown(&c.status),
+                shown(&c.reason),
+                shown(&c.message)
             ),
             None => "no KubeletConfigOK condition yet".to_string(),
         }
@@ -344,5 +349,16 @@ mod tests {
             view.describe(),
             format!("KubeletConfigOK=False ({words}): using previous, on trial (UID: u1, ResourceVersion: 7)")
         );
+        // A condition someone else planted on the Node is escaped and cut.
+        if let Some(c) = node.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+            c[0].reason = Some(format!("\u{1b}]0;pwned\u{7}{}", "x".repeat(1000)));
+        }
+        let shown = NodeView::of(&node).describe();
+        assert!(
+            shown.starts_with("KubeletConfigOK=False (\\u{1b}]0;pwned\\u{7}xx"),
+            "{shown}"
+        );
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        assert!(shown.len() < 400, "{shown}");
     }
 }
