@@ -465,11 +465,12 @@ fn a_fallback_in_an_early_batch_pauses_the_rollout_and_undo_brings_every_kubelet
     assert_eq!(failures[0]["node"], crash.as_str());
     assert_eq!(failures[0]["reason"], "Fallback");
     assert_eq!(failures[0]["batch"], CRASH_BATCH);
+    // The node's reason, in the crash detector's words (issue 32 item 1).
     assert!(
         failures[0]["message"]
             .as_str()
             .unwrap_or("")
-            .contains("crash loop"),
+            .starts_with("KubeletConfigOK=False (assigned config is known bad: crash loop: "),
         "{r:#}"
     );
     assert_eq!(st["counts"]["failed"], 1);
@@ -480,7 +481,9 @@ fn a_fallback_in_an_early_batch_pauses_the_rollout_and_undo_brings_every_kubelet
     assert!(shown.contains("PHASE    Paused"), "{shown}");
     assert!(shown.contains("Paused: Fallback"), "{shown}");
     assert!(
-        shown.contains(&format!("{crash} [batch {CRASH_BATCH}/4] Fallback")),
+        shown.contains(&format!(
+            "{crash} [batch {CRASH_BATCH}/4] Fallback: KubeletConfigOK=False (assigned config is known bad: crash loop: "
+        )),
         "{shown}"
     );
 
