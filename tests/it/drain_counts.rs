@@ -24,6 +24,12 @@ const KEPT: usize = 1_000;
 /// `--drain-timeout` of the count test: longer than the list of [`KEPT`] pods takes at full
 /// speed, shorter than the list of [`PODS`] with [`SLOW_RESPONSES`].
 const DRAIN_TIMEOUT: &str = "4s";
+/// `--drain-retry` of the count test: the first wait after an attempt gave up, longer than
+/// releasing the pods takes.
+const DRAIN_RETRY: &str = "6s";
+/// How long the count test waits for an attempt that started after the release to give up:
+/// the third attempt, should the second have started during the release (6 + 12 s + 4 s).
+const LATER_ATTEMPT: Duration = Duration::from_secs(40);
 /// Every response of the server delayed by this in the first attempt: the 40 list pages take
 /// at least 40 × this, more than [`DRAIN_TIMEOUT`].
 const SLOW_RESPONSES: Duration = Duration::from_millis(250);
@@ -126,7 +132,12 @@ fn a_drain_timeout_says_at_least_while_listing_and_the_exact_count_after() {
     let n = Node(ApiNode::new());
     let _p = n.running_on_a(
         "maxPods: 100\n",
-        &["--drain-timeout", DRAIN_TIMEOUT, "--drain-retry", "1s"],
+        &[
+            "--drain-timeout",
+            DRAIN_TIMEOUT,
+            "--drain-retry",
+            DRAIN_RETRY,
+        ],
     );
     let t = Instant::now();
     n.server
@@ -164,8 +175,31 @@ fn a_drain_timeout_says_at_least_while_listing_and_the_exact_count_after() {
         "{failed}"
     );
 
+    // The next attempt that starts after the release (normally the second, `--drain-retry`
+    // after the first gave up; the third if the second started while the pods were released).
     let t = Instant::now();
+    let before = n
+        .record()
+        .and_then(|r| r["attempts"].as_u64())
+        .expect("the record's attempts");
     let exact = format!("{KEPT} pod(s) to leave the node (0 evicted in this attempt)");
+    let gave_up = support::poll_until(
+        LATER_ATTEMPT,
+        Duration::from_millis(20),
+        "an attempt started after the release to give up",
+        || {
+            let c = n.lifecycle("DrainInProgress")?;
+            let m = c["message"].as_str()?;
+            let attempt: u64 = m
+                .strip_prefix("attempt ")?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()?;
+            (c["reason"] == "KubeletPivotDrainFailed" && attempt > before).then(|| m.to_string())
+        },
+    );
+    assert!(gave_up.contains(&exact), "{gave_up}");
     let second = n.wait_condition("a DrainTimeout with the exact count", |c| {
         c["reason"] == "DrainTimeout" && c["message"].as_str().unwrap_or("").contains(&exact)
     });
