@@ -17,21 +17,20 @@ use support::{wait_until, Proc};
 
 const APP_NS: &str = "default";
 const DEADLINE: Duration = Duration::from_secs(20);
-/// Pods bound to the node in the count test: all Terminating, never finishing.
+/// Pods bound to the node in the count test's first attempt (two list pages): all
+/// Terminating, never finishing.
+const FIRST: usize = 1_000;
+/// Pods bound to the node from the count test's second attempt on.
 const PODS: usize = 20_000;
-/// Pods still Terminating in the count test's second attempt (two list pages).
-const KEPT: usize = 1_000;
-/// `--drain-timeout` of the count test: longer than the list of [`KEPT`] pods takes at full
+/// `--drain-timeout` of the count test: longer than the list of [`FIRST`] pods takes at full
 /// speed, shorter than the list of [`PODS`] with [`SLOW_RESPONSES`].
 const DRAIN_TIMEOUT: &str = "4s";
-/// `--drain-retry` of the count test: the first wait after an attempt gave up, longer than
-/// releasing the pods takes.
-const DRAIN_RETRY: &str = "6s";
-/// How long the count test waits for an attempt that started after the release to give up:
-/// the third attempt, should the second have started during the release (6 + 12 s + 4 s).
+/// How long the count test waits for an attempt cut short while listing: the second, or the
+/// third (1 + 4 + 2 + 4 s) should the second have listed [`FIRST`] pods before the server
+/// was slowed down.
 const LATER_ATTEMPT: Duration = Duration::from_secs(40);
-/// Every response of the server delayed by this in the first attempt: the 40 list pages take
-/// at least 40 × this, more than [`DRAIN_TIMEOUT`].
+/// Every response of the server delayed by this from the second attempt on: the 40 list
+/// pages of [`PODS`] take at least 40 × this, more than [`DRAIN_TIMEOUT`].
 const SLOW_RESPONSES: Duration = Duration::from_millis(250);
 
 support::api_node::node_type! {
@@ -120,96 +119,32 @@ fn lifecycle_of(n: &Node) -> (String, String, String) {
     (text(&a["status"]), text(&b["status"]), text(&a["reason"]))
 }
 
-/// 20,000 pods bound to the node, all Terminating and never finishing (a finalizer nobody
-/// removes), the server slowed down: `--drain-timeout` comes while the pods are still listed,
-/// and the condition, its Event, the record, `status` and the lifecycle conditions say "at
-/// least N ..., listing not finished" with N below 20,000. Then all but [`KEPT`] pods finish
-/// and the server is fast again: the next attempt lists them to the end and its timeout
-/// gives the exact count.
+/// Pods bound to the node, all Terminating and never finishing (a finalizer nobody removes),
+/// so that every drain attempt times out. The first attempt lists 1,000 of them to the end:
+/// its timeout gives the exact count. Then 19,000 more come and the server slows down: a
+/// later attempt's `--drain-timeout` comes while 20,000 pods are still listed, and the
+/// condition, its Event, the record, `status` and the lifecycle conditions say "at least N
+/// ..., listing not finished" with N below 20,000.
 #[test]
-fn a_drain_timeout_says_at_least_while_listing_and_the_exact_count_after() {
+fn a_drain_timeout_gives_the_exact_count_after_the_listing_and_at_least_during_it() {
     let started = Instant::now();
     let n = Node(ApiNode::new());
     let _p = n.running_on_a(
         "maxPods: 100\n",
-        &[
-            "--drain-timeout",
-            DRAIN_TIMEOUT,
-            "--drain-retry",
-            DRAIN_RETRY,
-        ],
+        &["--drain-timeout", DRAIN_TIMEOUT, "--drain-retry", "1s"],
     );
-    let t = Instant::now();
     n.server
-        .create_stuck_terminating_pods(APP_NS, "web", NODE, PODS);
-    let created = t.elapsed();
-    assert_eq!(n.server.pod_count_on(NODE), PODS);
-    n.server.set_delay(SLOW_RESPONSES);
+        .create_stuck_terminating_pods(APP_NS, "web", NODE, FIRST);
     n.configmap("cfg-b", n.config("maxPods: 90\n"));
     n.assign("cfg-b");
     let t = Instant::now();
+    let exact = format!("{FIRST} pod(s) to leave the node (0 evicted in this attempt)");
     let first = n.wait_condition("the first DrainTimeout", |c| c["reason"] == "DrainTimeout");
     let first_attempt = t.elapsed();
-    // The next attempt lists KEPT pods, at full speed.
-    let t = Instant::now();
-    n.server
-        .release_stuck_terminating_pods(APP_NS, "web", KEPT..PODS);
-    n.server.set_delay(Duration::ZERO);
-    let released = t.elapsed();
-    let message = first["message"].as_str().unwrap_or_default().to_string();
-    let shown = at_least(&message)
-        .unwrap_or_else(|| panic!("no 'at least N pod(s)' in the condition: {message}"));
+    let message = first["message"].as_str().unwrap_or_default();
     assert!(
-        message
-            .contains("pod(s) to leave the node, listing not finished (0 evicted in this attempt)")
-            && shown < PODS,
-        "a count of a listing cut short says so: {message}"
-    );
-    let failed = n.lifecycle("DrainInProgress").expect("DrainInProgress");
-    assert_eq!(failed["status"], "False", "{failed}");
-    assert_eq!(failed["reason"], "KubeletPivotDrainFailed", "{failed}");
-    assert!(
-        failed["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("listing not finished")),
-        "{failed}"
-    );
-
-    // The next attempt that starts after the release (normally the second, `--drain-retry`
-    // after the first gave up; the third if the second started while the pods were released).
-    let t = Instant::now();
-    let before = n
-        .record()
-        .and_then(|r| r["attempts"].as_u64())
-        .expect("the record's attempts");
-    let exact = format!("{KEPT} pod(s) to leave the node (0 evicted in this attempt)");
-    let gave_up = support::poll_until(
-        LATER_ATTEMPT,
-        Duration::from_millis(20),
-        "an attempt started after the release to give up",
-        || {
-            let c = n.lifecycle("DrainInProgress")?;
-            let m = c["message"].as_str()?;
-            let attempt: u64 = m
-                .strip_prefix("attempt ")?
-                .split(' ')
-                .next()?
-                .parse()
-                .ok()?;
-            (c["reason"] == "KubeletPivotDrainFailed" && attempt > before).then(|| m.to_string())
-        },
-    );
-    assert!(gave_up.contains(&exact), "{gave_up}");
-    let second = n.wait_condition("a DrainTimeout with the exact count", |c| {
-        c["reason"] == "DrainTimeout" && c["message"].as_str().unwrap_or("").contains(&exact)
-    });
-    let second_attempt = t.elapsed();
-    let message = second["message"].as_str().unwrap_or_default();
-    assert!(!message.contains("at least"), "{message}");
-    assert!(
-        message.len() <= 4 * kp_contract::node_config::MAX_MESSAGE_BYTES,
-        "{} bytes",
-        message.len()
+        message.contains(&exact) && !message.contains("at least"),
+        "a complete listing gives the exact count: {message}"
     );
     let record = n.record().expect("a disruption record");
     assert!(
@@ -223,19 +158,88 @@ fn a_drain_timeout_says_at_least_while_listing_and_the_exact_count_after() {
         status.contains(&format!("LAST TRY  failed (timeout): {exact}")),
         "{status}"
     );
-    let events: Vec<String> = n
-        .server
-        .events()
-        .iter()
-        .filter(|e| e["reason"] == "DrainTimeout")
-        .filter_map(|e| e["message"].as_str().map(str::to_string))
-        .collect();
+    let failed = n.lifecycle("DrainInProgress").expect("DrainInProgress");
+    assert_eq!(failed["status"], "False", "{failed}");
+    assert_eq!(failed["reason"], "KubeletPivotDrainFailed", "{failed}");
     assert!(
-        events.iter().any(|m| m.contains("listing not finished"))
-            && events.iter().any(|m| m.contains(&exact)),
-        "{events:#?}"
+        failed["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("attempt 1 of the drain") && m.contains(&exact)),
+        "{failed}"
     );
-    assert_eq!(n.server.pod_count_on(NODE), KEPT, "nothing forced");
+
+    // 19,000 more, and every answer slowed down: whenever the next attempt starts (it waits
+    // for the server while the pods are made), its list cannot end before its timeout.
+    n.server.set_delay(SLOW_RESPONSES);
+    let t = Instant::now();
+    n.server
+        .create_stuck_terminating_pods(APP_NS, "more", NODE, PODS - FIRST);
+    let created = t.elapsed();
+    assert_eq!(n.server.pod_count_on(NODE), PODS);
+    let t = Instant::now();
+    let cut = support::poll_until(
+        LATER_ATTEMPT,
+        Duration::from_millis(20),
+        "a DrainTimeout while listing",
+        || {
+            n.condition().filter(|c| {
+                c["reason"] == "DrainTimeout"
+                    && c["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("listing not finished"))
+            })
+        },
+    );
+    let later_attempt = t.elapsed();
+    let message = cut["message"].as_str().unwrap_or_default().to_string();
+    let shown = at_least(&message)
+        .unwrap_or_else(|| panic!("no 'at least N pod(s)' in the condition: {message}"));
+    assert!(
+        message.contains(&format!(
+            "at least {shown} pod(s) to leave the node, listing not finished (0 evicted in this attempt)"
+        )) && shown < PODS,
+        "a count of a listing cut short says so: {message}"
+    );
+    assert!(
+        message.len() <= 4 * kp_contract::node_config::MAX_MESSAGE_BYTES,
+        "{} bytes",
+        message.len()
+    );
+    let gave_up = n.lifecycle("DrainInProgress").expect("DrainInProgress");
+    assert!(
+        gave_up["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("listing not finished")),
+        "{gave_up}"
+    );
+    let status = n.status_text();
+    assert!(status.contains("listing not finished"), "{status}");
+    // The condition's Event follows its patch (each answer 250 ms late).
+    let timeouts = || -> Vec<String> {
+        n.server
+            .events()
+            .iter()
+            .filter(|e| e["reason"] == "DrainTimeout")
+            .filter_map(|e| e["message"].as_str().map(str::to_string))
+            .collect()
+    };
+    wait_until(
+        DEADLINE,
+        "the DrainTimeout Event of the cut listing",
+        || {
+            timeouts()
+                .iter()
+                .any(|m| m.contains("listing not finished"))
+                .then_some(())
+        },
+    );
+    assert!(
+        timeouts().iter().any(|m| m.contains(&exact)),
+        "{:#?}",
+        timeouts()
+    );
+    n.server.set_delay(Duration::ZERO);
+    assert_eq!(n.server.pod_count_on(NODE), PODS, "nothing forced");
     assert!(
         n.server
             .requests()
@@ -244,14 +248,13 @@ fn a_drain_timeout_says_at_least_while_listing_and_the_exact_count_after() {
         "terminating pods are only waited for"
     );
     eprintln!(
-        "drain_counts: {PODS} pods created in {:.1} s; first attempt (slowed, cut at {shown} \
-         listed) {:.1} s; {} released in {:.1} s; second attempt ({KEPT} listed to the end) \
-         {:.1} s; test {:.1} s",
-        created.as_secs_f64(),
+        "drain_counts: first attempt ({FIRST} pods listed to the end) {:.1} s; {} more pods \
+         created in {:.1} s; a later attempt (slowed, cut at {shown} of {PODS} listed) {:.1} s; \
+         test {:.1} s",
         first_attempt.as_secs_f64(),
-        PODS - KEPT,
-        released.as_secs_f64(),
-        second_attempt.as_secs_f64(),
+        PODS - FIRST,
+        created.as_secs_f64(),
+        later_attempt.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
 }

@@ -151,31 +151,6 @@ impl ApiServer {
         self.shared.changed.notify_all();
     }
 
-    /// Takes [`HOLD_FINALIZER`] off the pods `{prefix}-{i}` for `i` in `range` made by
-    /// [`ApiServer::create_stuck_terminating_pods`]: with their last finalizer gone and
-    /// their grace period over, the server removes them (a DELETED event each), as when the
-    /// finalizer's controller comes back. Pods not there are skipped.
-    pub fn release_stuck_terminating_pods(
-        &self,
-        namespace: &str,
-        prefix: &str,
-        range: std::ops::Range<usize>,
-    ) {
-        {
-            let mut state = self.lock();
-            for i in range {
-                let key = (namespace.to_string(), format!("{prefix}-{i}"));
-                let Some(old) = state.objects(Resource::Pods).get(&key).cloned() else {
-                    continue;
-                };
-                let mut gone = old.clone();
-                gone["metadata"]["finalizers"] = json!([]);
-                state.commit(Resource::Pods, EventType::Deleted, gone, Some(old));
-            }
-        }
-        self.shared.changed.notify_all();
-    }
-
     /// The body [`ApiServer::create_pod`] posts.
     fn pod_body(
         &self,
