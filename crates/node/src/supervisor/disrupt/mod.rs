@@ -119,7 +119,7 @@ fn interrupted(env: &Env<'_>, record: Option<&DisruptionRecord>, why: &str) {
         return;
     };
     let message = format!(
-        "the drain for a {} change ({}) stopped: {why}",
+        "the drain for the {} change ({}) stopped: {why}",
         r.class,
         r.fields.join(", ")
     );

@@ -62,15 +62,15 @@ impl Gate {
             let (to, message) = match (&then, was_drain) {
                 (None, true) => (
                     Lifecycle::Ended,
-                    format!("kubelet healthy with the new config after the drain for a {change}; the node is back in service"),
+                    format!("kubelet healthy with the new config after the drain for the {change}; the node is back in service"),
                 ),
                 (Some(_), _) => (
                     Lifecycle::Interrupted,
-                    format!("the drain for a {change} stopped: the change now needs a new node and is held"),
+                    format!("the drain for the {change} stopped: the change now needs a new node and is held"),
                 ),
                 (None, false) => (
                     Lifecycle::Interrupted,
-                    format!("the drain for a {change} stopped: the kubelet runs the wanted config without it"),
+                    format!("the drain for the {change} stopped: the kubelet runs the wanted config without it"),
                 ),
             };
             d.lifecycle(to, &message).await;
@@ -109,14 +109,14 @@ impl Drain {
             .event(
                 EventType::Normal,
                 "DrainStarted",
-                &format!("draining the node for a {what}; attempt {}", rec.attempts),
+                &format!("draining the node for the {what}; attempt {}", rec.attempts),
             )
             .await;
         drainer
             .lifecycle(
                 Lifecycle::Started,
                 &format!(
-                    "kubelet-pivot drains the node for a {what}; attempt {}",
+                    "kubelet-pivot drains the node for the {what}; attempt {}",
                     rec.attempts
                 ),
             )
@@ -132,7 +132,7 @@ impl Drain {
                         .event(
                             EventType::Normal,
                             "Cordoned",
-                            &format!("cordoned for a {what}"),
+                            &format!("cordoned for the {what}"),
                         )
                         .await;
                 }
@@ -191,7 +191,7 @@ impl Drain {
             Ok(evicted) => {
                 let attempt = rec.attempts;
                 save_async(&store, Some(decide::drained(rec))).await;
-                let message = format!("every pod left; {evicted} pod(s) evicted in attempt {attempt} for a {what}; restarting the kubelet with the new config");
+                let message = format!("every pod left; {evicted} pod(s) evicted in attempt {attempt} for the {what}; restarting the kubelet with the new config");
                 drainer.event(EventType::Normal, "Drained", &message).await;
                 drainer.lifecycle(Lifecycle::Completed, &message).await;
                 Some(TaskDone::Drained)
@@ -209,7 +209,7 @@ impl Drain {
                 }
                 let rec = decide::gave_up(rec, &failure, retry, std::time::SystemTime::now());
                 let message = format!(
-                    "attempt {} of the drain for a {what} did not finish: {}; next try at {}",
+                    "attempt {} of the drain for the {what} did not finish: {}; next try at {}",
                     rec.attempts,
                     failure.message,
                     rec.retry_at.as_deref().unwrap_or("soon")
