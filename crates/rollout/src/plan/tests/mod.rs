@@ -8,6 +8,7 @@ use crate::nodeview::{ConfigCondition, ConfigStatus, Reported};
 use kp_contract::rollout::{ConfigMapKey, FailureReason, IntOrPercent, RolloutSpec};
 
 mod owners;
+mod undo;
 
 const ZONE: &str = "topology.kubernetes.io/zone";
 
