@@ -54,6 +54,10 @@ fn undo_points_a_failed_canary_back_at_once_within_its_zones_budget() {
     // The pause is over once the undo acts.
     assert_eq!(paused(&w.status), ("False".into(), "Undo".into()));
     assert!(w.status.history[0].undo_started.is_some());
+    // The counts are the undo's, batch by batch: the canary on its way back, nothing else.
+    assert_eq!(w.status.batch_counts[0].in_progress, 1);
+    assert!(w.status.batch_counts[1..].iter().all(|c| c.total == 0));
+    assert_eq!((w.status.counts.total, w.status.counts.in_progress), (1, 1));
     heal(&mut w, &canary);
     w.now += Duration::from_secs(1);
     assert!(w.step().is_empty());
