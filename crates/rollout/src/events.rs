@@ -199,7 +199,12 @@ pub fn between(old: &RolloutStatus, new: &RolloutStatus) -> Vec<Happening> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::tests::undo::world;
+    use crate::plan::tests::World;
+    use kp_contract::rollout::IntOrPercent;
     use kp_contract::rollout::{FailureReason, RevisionRecord, RolloutCondition};
+    use std::collections::BTreeMap;
+    use std::time::Duration;
 
     fn status(phase: Phase, revision: u32, batch: u32) -> RolloutStatus {
         RolloutStatus {
@@ -361,5 +366,87 @@ mod tests {
         invalid.phase = Phase::Invalid;
         assert!(reasons(&paused, &invalid).is_empty());
         assert!(reasons(&invalid, &paused).is_empty());
+    }
+
+    /// Steps `w` once and adds the Events of what the stored status went through.
+    fn step_counting(
+        w: &mut World,
+        events: &mut BTreeMap<&'static str, usize>,
+    ) -> Vec<crate::plan::Touch> {
+        let old = w.status.clone();
+        let touches = w.step();
+        for h in between(&old, &w.status) {
+            *events.entry(h.reason()).or_default() += 1;
+        }
+        touches
+    }
+
+    #[test]
+    fn every_event_is_posted_once_per_transition_through_stops_and_invalid_fields() {
+        let mut w = world();
+        let mut events = BTreeMap::new();
+        for _ in 0..20 {
+            step_counting(&mut w, &mut events);
+            w.heal_all();
+        }
+        assert_eq!(w.status.phase, Phase::Completed);
+        let toggle = |w: &mut World, events: &mut BTreeMap<&'static str, usize>| {
+            for halted in [true, false, true, false] {
+                w.halted = halted;
+                step_counting(w, events);
+            }
+            // A field that cannot be followed, then fixed, with the stop on and off.
+            for halted in [false, true] {
+                w.halted = halted;
+                w.spec.soak = "soon".into();
+                step_counting(w, events);
+                assert_eq!(w.status.phase, Phase::Invalid);
+                w.spec.soak = "0s".into();
+                step_counting(w, events);
+            }
+            w.halted = false;
+        };
+        toggle(&mut w, &mut events);
+        assert_eq!(w.status.phase, Phase::Completed);
+        w.spec.undo = true;
+        for _ in 0..5 {
+            step_counting(&mut w, &mut events);
+            w.heal_all();
+            w.now += Duration::from_secs(1);
+        }
+        assert_eq!(w.status.phase, Phase::Undone);
+        toggle(&mut w, &mut events);
+        assert_eq!(w.status.phase, Phase::Undone);
+        let expected = BTreeMap::from([
+            ("BatchStarted", 4),
+            ("Completed", 1),
+            ("UndoStarted", 1),
+            ("Undone", 1),
+        ]);
+        assert_eq!(events, expected);
+        // An undo halted midway and let go: still one UndoStarted, no Resumed.
+        let mut w = world();
+        let mut events = BTreeMap::new();
+        w.spec.canary = 0;
+        w.spec.batch = IntOrPercent::Int(9);
+        w.run_until(Phase::Completed);
+        w.spec.undo = true;
+        step_counting(&mut w, &mut events);
+        for halted in [true, false, true, false] {
+            w.halted = halted;
+            step_counting(&mut w, &mut events);
+        }
+        w.heal_all();
+        for _ in 0..10 {
+            w.now += Duration::from_secs(1);
+            step_counting(&mut w, &mut events);
+            w.heal_all();
+        }
+        assert_eq!(w.status.phase, Phase::Undone);
+        assert_eq!(
+            events,
+            BTreeMap::from([("Paused", 2), ("UndoStarted", 1), ("Undone", 1)]),
+            "the stop pauses the undo twice; nothing else twice"
+        );
     }
 }
