@@ -125,6 +125,7 @@ fn a_failed_canary_is_back_on_its_previous_config_within_30s_of_undo() {
     assert!(took < UNDO_PROMISE, "{took:?}");
     assert_eq!(paused_reason(&back), "False=Undo", "{back:#}");
     let shown = c.cli_ok(&["status", "r1"]);
+    eprintln!("rollout status r1, undone:\n{shown}");
     assert!(!shown.contains("CanaryFailed"), "{shown}");
     assert!(!shown.contains("SOAK"), "{shown}");
     // No other node was ever changed.
