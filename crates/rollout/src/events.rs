@@ -329,6 +329,28 @@ mod tests {
         assert_eq!(reasons(&completed, &undone), vec!["UndoStarted", "Undone"]);
     }
 
+    /// A revision undone by an older build (no `undoStarted`) posts nothing when this one
+    /// first reconciles it, with the stop on or off.
+    #[test]
+    fn a_revision_undone_before_the_upgrade_posts_nothing_again() {
+        for halted in [false, true] {
+            let mut w = world();
+            w.spec.canary = 0;
+            w.spec.batch = IntOrPercent::Int(9);
+            w.run_until(Phase::Completed);
+            w.spec.undo = true;
+            w.run_until(Phase::Undone);
+            if let Some(h) = w.status.history.last_mut() {
+                h.undo_started = None;
+            }
+            let old = w.status.clone();
+            w.halted = halted;
+            w.step();
+            assert_eq!(w.status.phase, Phase::Undone);
+            assert!(between(&old, &w.status).is_empty(), "{:?}", w.status);
+        }
+    }
+
     /// Issue 32 item 5: phases that overlay the rollout's facts (`Halted`, `Invalid`) post
     /// nothing when they come and go.
     #[test]

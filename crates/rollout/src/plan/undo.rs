@@ -86,7 +86,8 @@ pub(super) fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
         );
     } else {
         // The undo acts: whatever paused the rollout (a failed canary, `spec.paused`) no
-        // longer holds it, and the revision records when the undo began (once).
+        // longer holds it, and the revision records when the undo began (once; not on a
+        // revision undone already, by a build that kept no such record).
         set_condition(
             &mut d.st,
             ConditionType::Paused,
@@ -96,7 +97,7 @@ pub(super) fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
             &now,
         );
         if let Some(h) = current_mut(&mut d.st) {
-            if h.undo_started.is_none() {
+            if h.undo_started.is_none() && h.result.as_deref() != Some(revision::UNDONE) {
                 h.undo_started = Some(now.clone());
             }
         }
