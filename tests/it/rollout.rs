@@ -31,8 +31,8 @@ const RECORD: &str = "kubelet-pivot.io/rollout";
 const DEADLINE: Duration = Duration::from_secs(30);
 
 /// The test server with the CRD installed, ConfigMaps cfg-a and cfg-b, and a temp dir.
-struct Cluster {
-    server: ApiServer,
+pub(super) struct Cluster {
+    pub(super) server: ApiServer,
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
 }
@@ -52,7 +52,7 @@ fn loose_crd() -> Value {
 }
 
 impl Cluster {
-    fn new() -> Cluster {
+    pub(super) fn new() -> Cluster {
         Cluster::with_crd(generated_crd().expect("the CRD"))
     }
 
@@ -75,7 +75,7 @@ impl Cluster {
         }
     }
 
-    fn sim(&self, n: usize) -> NodeSim {
+    pub(super) fn sim(&self, n: usize) -> NodeSim {
         let sim = NodeSim::start(
             &self.server,
             SimOptions {
@@ -92,7 +92,7 @@ impl Cluster {
     }
 
     /// A controller with short lease timings; its log goes to `DIR/<identity>.log`.
-    fn controller(&self, identity: &str) -> Proc {
+    pub(super) fn controller(&self, identity: &str) -> Proc {
         self.controller_with(
             identity,
             Timings {
@@ -172,20 +172,20 @@ impl Cluster {
         self.dir.path().join(format!("{identity}.log"))
     }
 
-    fn log(&self, identity: &str) -> String {
+    pub(super) fn log(&self, identity: &str) -> String {
         std::fs::read_to_string(self.log_path(identity)).unwrap_or_default()
     }
 
     /// `kubelet-pivot rollout ARGS --kubeconfig K`.
-    fn cli(&self, args: &[&str]) -> Output {
+    pub(super) fn cli(&self, args: &[&str]) -> Output {
         rollout::cli(&self.kubeconfig, args)
     }
 
-    fn cli_ok(&self, args: &[&str]) -> String {
+    pub(super) fn cli_ok(&self, args: &[&str]) -> String {
         rollout::cli_ok(&self.kubeconfig, args)
     }
 
-    fn start(&self, name: &str, config: &str, extra: &[&str]) {
+    pub(super) fn start(&self, name: &str, config: &str, extra: &[&str]) {
         let cfg = format!("{NS}/{config}");
         let mut args = vec!["start", name, "--config", &cfg, "--no-pods-gate"];
         // No trial window unless the test asks for one (the default is the config's own
@@ -202,7 +202,7 @@ impl Cluster {
         serde_json::from_str(&out).expect("status -o json is JSON")
     }
 
-    fn wait_phase(&self, name: &str, phase: &str) -> Value {
+    pub(super) fn wait_phase(&self, name: &str, phase: &str) -> Value {
         wait_until(
             DEADLINE,
             &format!("rollout {name} in phase {phase}"),
@@ -216,7 +216,7 @@ impl Cluster {
         )
     }
 
-    fn assignment(&self, node: &str) -> Option<String> {
+    pub(super) fn assignment(&self, node: &str) -> Option<String> {
         self.server.node(node)["metadata"]["annotations"][SOURCE]
             .as_str()
             .map(str::to_string)
@@ -243,7 +243,7 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn node(i: usize) -> String {
+pub(super) fn node(i: usize) -> String {
     format!("node-{i:05}")
 }
 
@@ -882,7 +882,7 @@ fn the_controller_needs_exactly_the_rbac_its_manifest_grants() {
 
 /// (reason, type, note, times) of each Event about rollout `name`, checking that each
 /// regards it; `times` counts a repeated Event's series.
-fn rollout_events(c: &Cluster, name: &str) -> Vec<(String, String, String, u64)> {
+pub(super) fn rollout_events(c: &Cluster, name: &str) -> Vec<(String, String, String, u64)> {
     let uid = stored_rollout(c, name)["metadata"]["uid"].clone();
     events_about(c, name)
         .into_iter()
@@ -907,7 +907,7 @@ fn rollout_events(c: &Cluster, name: &str) -> Vec<(String, String, String, u64)>
 }
 
 /// How many Events of `reason` were posted (a repeated one counts as its series count).
-fn count_reason(events: &[(String, String, String, u64)], reason: &str) -> u64 {
+pub(super) fn count_reason(events: &[(String, String, String, u64)], reason: &str) -> u64 {
     events
         .iter()
         .filter(|(r, ..)| r == reason)
@@ -1511,7 +1511,7 @@ const CRD_NAME: &str = "kubeletconfigrollouts.kubelet-pivot.io";
 
 /// One request to the test server with no client library in between: what any client (or
 /// an old CRD's server) may send. Returns the HTTP status and the answered JSON.
-fn http(
+pub(super) fn http(
     server: &ApiServer,
     method: &str,
     path: &str,
@@ -1572,7 +1572,7 @@ fn stored_rollout(c: &Cluster, name: &str) -> Value {
     rollout::stored(&c.server, name).unwrap_or_else(|| panic!("rollout {name} is stored"))
 }
 
-fn condition<'a>(r: &'a Value, type_: &str) -> Option<&'a Value> {
+pub(super) fn condition<'a>(r: &'a Value, type_: &str) -> Option<&'a Value> {
     r["status"]["conditions"]
         .as_array()?
         .iter()
