@@ -211,6 +211,10 @@ impl ControllerMetrics {
             known: Mutex::new(BTreeMap::new()),
         };
         metrics.publish_phases(&BTreeMap::new());
+        // Both error counters from the first scrape (0), so that rates see the first error.
+        for error in [ErrorKind::api, ErrorKind::not_leader] {
+            metrics.errors.get_or_create(&ErrorLabels { error });
+        }
         metrics
     }
 
@@ -351,6 +355,10 @@ mod tests {
         );
         assert!(
             text.contains("kubelet_pivot_rollout_controller_leader 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kubelet_pivot_rollout_reconcile_errors_total{error=\"not_leader\"} 0"),
             "{text}"
         );
         let both: BTreeSet<String> = ["r1".to_string(), "r2".to_string()].into();
