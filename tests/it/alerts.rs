@@ -209,7 +209,8 @@ fn every_alert_has_severity_summary_description_and_a_runbook() {
 
 /// promtool, or None (with the reason printed) where it may be missing: outside CI.
 fn promtool() -> Option<PathBuf> {
-    let tool = std::env::var_os("PROMTOOL").map_or_else(|| PathBuf::from("promtool"), PathBuf::from);
+    let tool =
+        std::env::var_os("PROMTOOL").map_or_else(|| PathBuf::from("promtool"), PathBuf::from);
     let found = Command::new(&tool).arg("--version").output();
     if found.as_ref().is_ok_and(|out| out.status.success()) {
         return Some(tool);
@@ -219,7 +220,10 @@ fn promtool() -> Option<PathBuf> {
         Err(err) => format!("{} not found: {err}", tool.display()),
     };
     let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    assert!(!ci, "{why}; CI is set, so the rules must be checked: {PROMTOOL_INSTALL}");
+    assert!(
+        !ci,
+        "{why}; CI is set, so the rules must be checked: {PROMTOOL_INSTALL}"
+    );
     eprintln!("SKIPPED: {why}; the alert rules are not checked by promtool here ({PROMTOOL_INSTALL}); CI fails without it");
     None
 }
@@ -230,7 +234,10 @@ fn promtool_ok(tool: &Path, args: &[&str], files: &[PathBuf]) -> String {
     cmd.args(args).args(files);
     let out = run(cmd);
     let said = text(&out);
-    assert!(out.status.success(), "promtool {args:?} {files:?} failed:\n{said}");
+    assert!(
+        out.status.success(),
+        "promtool {args:?} {files:?} failed:\n{said}"
+    );
     eprintln!("promtool {}:\n{said}", args.join(" "));
     said
 }
@@ -241,9 +248,15 @@ fn tested_alerts(files: &[PathBuf]) -> (BTreeSet<String>, BTreeSet<String>) {
     for file in files {
         let doc = yaml(file);
         for test in doc["tests"].as_sequence().cloned().unwrap_or_default() {
-            for case in test["alert_rule_test"].as_sequence().cloned().unwrap_or_default() {
+            for case in test["alert_rule_test"]
+                .as_sequence()
+                .cloned()
+                .unwrap_or_default()
+            {
                 let name = str_at(&case, "alertname").to_string();
-                let fires = case["exp_alerts"].as_sequence().is_some_and(|a| !a.is_empty());
+                let fires = case["exp_alerts"]
+                    .as_sequence()
+                    .is_some_and(|a| !a.is_empty());
                 if fires {
                     firing.insert(name);
                 } else {
@@ -306,8 +319,9 @@ fn promtool_checks_and_tests_the_rules() {
     // rules: promtool parses every expression.
     let spec = dir.path().join("prometheusrule-spec.yaml");
     let doc = yaml(&monitoring(PROMETHEUS_RULE));
-    let groups_only = serde_yaml_ng::to_string(&BTreeMap::from([("groups", &doc["spec"]["groups"])]))
-        .expect("YAML");
+    let groups_only =
+        serde_yaml_ng::to_string(&BTreeMap::from([("groups", &doc["spec"]["groups"])]))
+            .expect("YAML");
     fs::write(&spec, groups_only).expect("write the spec");
     let dash = dir.path().join("dashboard-queries.yaml");
     let recording: Vec<Value> = dashboard_exprs()
@@ -329,11 +343,7 @@ fn promtool_checks_and_tests_the_rules() {
     )]))
     .expect("YAML");
     fs::write(&dash, dash_rules).expect("write the dashboard's queries");
-    let checked = promtool_ok(
-        &tool,
-        &["check", "rules"],
-        &[monitoring(RULES), spec, dash],
-    );
+    let checked = promtool_ok(&tool, &["check", "rules"], &[monitoring(RULES), spec, dash]);
     assert_eq!(checked.matches("SUCCESS").count(), 3, "{checked}");
     let tested = promtool_ok(&tool, &["test", "rules"], &tests);
     assert_eq!(tested.matches("SUCCESS").count(), tests.len(), "{tested}");
@@ -353,7 +363,11 @@ fn promtool_checks_and_tests_the_rules() {
         cmd.args(["test", "rules"]).arg(&wrong);
         cmd
     });
-    assert!(!out.status.success(), "a wrong expectation passed:\n{}", text(&out));
+    assert!(
+        !out.status.success(),
+        "a wrong expectation passed:\n{}",
+        text(&out)
+    );
 }
 
 /// The metric names each expression of the rules and the dashboard reads, by where.
@@ -361,8 +375,17 @@ fn used_names() -> BTreeMap<String, BTreeSet<String>> {
     let mut used: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let exprs = rules(&groups())
         .iter()
-        .map(|r| (format!("{RULES} {}", str_at(r, "alert")), str_at(r, "expr").to_string()))
-        .chain(dashboard_exprs().into_iter().map(|e| (DASHBOARD.to_string(), e)))
+        .map(|r| {
+            (
+                format!("{RULES} {}", str_at(r, "alert")),
+                str_at(r, "expr").to_string(),
+            )
+        })
+        .chain(
+            dashboard_exprs()
+                .into_iter()
+                .map(|e| (DASHBOARD.to_string(), e)),
+        )
         .collect::<Vec<_>>();
     for (place, expr) in exprs {
         for name in metric_names(&expr) {
@@ -376,14 +399,24 @@ fn used_names() -> BTreeMap<String, BTreeSet<String>> {
 fn supervisor_metrics(scene: &Scene, addr: SocketAddr) -> String {
     let addr_s = addr.to_string();
     let _boot = scene.spawn(scene.pivot(
-        &["bootstrap", "--stop-timeout", "2s", "--metrics-address", &addr_s],
+        &[
+            "bootstrap",
+            "--stop-timeout",
+            "2s",
+            "--metrics-address",
+            &addr_s,
+        ],
         &[],
         &[],
     ));
+    // Its kubelet runs, and the node-wide family says so (the node's holder record).
     wait_until(DEADLINE, "the supervisor's /metrics", || {
-        scrape(addr)
-            .ok()
-            .filter(|m| m.get("kubelet_pivot_kubelet_running") == Some(1.0))
+        scrape(addr).ok().filter(|m| {
+            m.get("kubelet_pivot_kubelet_running") == Some(1.0)
+                && m.series_of("kubelet_pivot_node_kubelet_running")
+                    .iter()
+                    .any(|(series, v)| series.contains("node=\"") && *v == 1.0)
+        })
     })
     .text
 }
@@ -404,7 +437,14 @@ fn controller_metrics() -> String {
     server.create_node("node-a", Vec::<(String, String)>::new());
     rollout::cli_ok(
         &kubeconfig,
-        &["start", "r", "--config", "kubelet-config/cfg", "--paused", "--no-pods-gate"],
+        &[
+            "start",
+            "r",
+            "--config",
+            "kubelet-config/cfg",
+            "--paused",
+            "--no-pods-gate",
+        ],
     );
     let log_path = dir.path().join("controller.log");
     let log = fs::File::create(&log_path).expect("controller log");
@@ -428,12 +468,18 @@ fn controller_metrics() -> String {
         rest.split_whitespace().next()?.parse().ok()
     });
     // The raw text: support::scrape's strict parser knows no histograms.
-    wait_until(DEADLINE, "the controller's /metrics with the paused rollout", || {
-        request(addr, TEXT_FORMAT_GET)
-            .ok()
-            .filter(|(code, _, body)| *code == 200 && body.contains("kubelet_pivot_rollout_paused{"))
-            .map(|(_, _, body)| body)
-    })
+    wait_until(
+        DEADLINE,
+        "the controller's /metrics with the paused rollout",
+        || {
+            request(addr, TEXT_FORMAT_GET)
+                .ok()
+                .filter(|(code, _, body)| {
+                    *code == 200 && body.contains("kubelet_pivot_rollout_paused{")
+                })
+                .map(|(_, _, body)| body)
+        },
+    )
 }
 
 #[test]

@@ -213,7 +213,10 @@ impl ControllerMetrics {
         metrics.publish_phases(&BTreeMap::new());
         // Both error counters from the first scrape (0), so that rates see the first error.
         for error in [ErrorKind::api, ErrorKind::not_leader] {
-            metrics.errors.get_or_create(&ErrorLabels { error });
+            metrics
+                .errors
+                .get_or_create(&ErrorLabels { error })
+                .inc_by(0);
         }
         metrics
     }
@@ -363,7 +366,13 @@ mod tests {
         );
         let both: BTreeSet<String> = ["r1".to_string(), "r2".to_string()].into();
         m.rollout("r1", Phase::Completed, &counts(3, 0), None, &both);
-        m.rollout("r2", Phase::Paused, &counts(1, 1), Some("CanaryFailed"), &both);
+        m.rollout(
+            "r2",
+            Phase::Paused,
+            &counts(1, 1),
+            Some("CanaryFailed"),
+            &both,
+        );
         m.global_stop(Some(1_700_000_000));
         m.reconciled(Duration::from_millis(3), None);
         m.reconciled(Duration::from_millis(3), Some(ErrorKind::api));
@@ -423,7 +432,10 @@ mod tests {
         m.rollout("r", Phase::Paused, &counts(0, 1), Some("Fallback"), &one);
         m.rollout("r", Phase::Paused, &counts(0, 1), Some("Manual"), &one);
         let text = m.render(Format::Text).unwrap();
-        assert!(text.contains("kubelet_pivot_rollout_paused{rollout=\"r\",reason=\"Manual\"} 1"), "{text}");
+        assert!(
+            text.contains("kubelet_pivot_rollout_paused{rollout=\"r\",reason=\"Manual\"} 1"),
+            "{text}"
+        );
         assert!(!text.contains("reason=\"Fallback\""), "{text}");
         m.rollout("r", Phase::Progressing, &counts(0, 1), None, &one);
         let text = m.render(Format::Text).unwrap();

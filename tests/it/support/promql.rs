@@ -7,21 +7,17 @@
 use std::collections::BTreeSet;
 
 /// Words of PromQL that are not metric names when they stand alone: operators, modifiers,
-/// and the aggregations (`sum by (l) (...)` puts a word between the name and its `(`).
-const KEYWORDS: &[&str] = &[
-    "and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
-    "offset", "bool", "inf", "nan", "atan2", "sum", "min", "max", "avg", "group", "stddev",
-    "stdvar", "count", "count_values", "bottomk", "topk", "quantile", "limitk", "limit_ratio",
-];
-/// Keywords followed by a parenthesized list of label names.
-const LABEL_LISTS: &[&str] = &[
-    "by",
-    "without",
-    "on",
-    "ignoring",
-    "group_left",
-    "group_right",
-];
+/// and the aggregations (`sum by (l) (...)` puts a word between the name and its `(`);
+/// with [`LABEL_LISTS`].
+const KEYWORDS: &str = "and or unless offset bool inf nan atan2 sum min max avg group stddev \
+    stdvar count count_values bottomk topk quantile limitk limit_ratio";
+/// Keywords followed by a parenthesized list of label names (the list is no metric name).
+const LABEL_LISTS: &str = "by without on ignoring group_left group_right";
+
+fn is_one_of(word: &str, list: &str) -> bool {
+    list.split_whitespace()
+        .any(|k| k.eq_ignore_ascii_case(word))
+}
 
 /// `expr` without its string literals, label matchers (`{...}`) and ranges (`[...]`).
 fn strip(expr: &str) -> String {
@@ -96,7 +92,8 @@ pub fn metric_names(expr: &str) -> BTreeSet<String> {
         let word: String = chars[start..i].iter().collect();
         let after = next_non_space(i).map(|n| i + n);
         let followed_by_paren = after.is_some_and(|a| chars[a] == '(');
-        if LABEL_LISTS.contains(&word.to_ascii_lowercase().as_str()) && followed_by_paren {
+        let label_list = is_one_of(&word, LABEL_LISTS);
+        if label_list && followed_by_paren {
             // Skip the label list to its `)`.
             let mut j = after.unwrap_or(i);
             while j < chars.len() && chars[j] != ')' {
@@ -105,7 +102,7 @@ pub fn metric_names(expr: &str) -> BTreeSet<String> {
             i = j;
             continue;
         }
-        if followed_by_paren || KEYWORDS.contains(&word.to_ascii_lowercase().as_str()) {
+        if followed_by_paren || label_list || is_one_of(&word, KEYWORDS) {
             continue;
         }
         names.insert(word);

@@ -636,8 +636,14 @@ mod tests {
         }
         // Nothing pending, the store unreadable: the samples are left out, not 0.
         let empty = m.render(&DiskView::default(), Format::Text).unwrap();
-        assert!(!empty.contains("kubelet_pivot_pending_change_attempts{"), "{empty}");
-        assert!(!empty.contains("kubelet_pivot_assigned_config_bad{"), "{empty}");
+        assert!(
+            !empty.contains("kubelet_pivot_pending_change_attempts{"),
+            "{empty}"
+        );
+        assert!(
+            !empty.contains("kubelet_pivot_assigned_config_bad{"),
+            "{empty}"
+        );
         assert!(
             empty.contains("kubelet_pivot_node_kubelet_running{node=\"node-a\"} 0"),
             "{empty}"

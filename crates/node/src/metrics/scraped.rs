@@ -77,7 +77,11 @@ impl DiskView {
             })),
             _ => None,
         };
-        let pending = store.disruption().ok().flatten().map(|r| PendingChange::of(&r));
+        let pending = store
+            .disruption()
+            .ok()
+            .flatten()
+            .map(|r| PendingChange::of(&r));
         DiskView {
             holder,
             kubelet_running,
