@@ -26,7 +26,7 @@ use support::command::{run, text};
 use support::promql::{exported_names, metric_names};
 use support::rollout::{self, generated_crd, Timings};
 use support::scrape::{free_addr, request, scrape};
-use support::{wait_until, Scene};
+use support::{wait_until, Proc, Scene};
 use testkit::ApiServer;
 
 const MONITORING: &str = "manifests/optional/monitoring";
@@ -395,20 +395,22 @@ fn used_names() -> BTreeMap<String, BTreeSet<String>> {
     used
 }
 
+/// A bootstrap supervisor (no API server) serving `/metrics` at `addr`.
+fn supervisor(scene: &Scene, addr: SocketAddr) -> Proc {
+    let addr = addr.to_string();
+    let args = [
+        "bootstrap",
+        "--stop-timeout",
+        "2s",
+        "--metrics-address",
+        &addr,
+    ];
+    scene.spawn(scene.pivot(&args, &[], &[]))
+}
+
 /// A supervisor's `/metrics` (bootstrap, no API server) as the text format.
 fn supervisor_metrics(scene: &Scene, addr: SocketAddr) -> String {
-    let addr_s = addr.to_string();
-    let _boot = scene.spawn(scene.pivot(
-        &[
-            "bootstrap",
-            "--stop-timeout",
-            "2s",
-            "--metrics-address",
-            &addr_s,
-        ],
-        &[],
-        &[],
-    ));
+    let _boot = supervisor(scene, addr);
     // Its kubelet runs, and the node-wide family says so (the node's holder record).
     wait_until(DEADLINE, "the supervisor's /metrics", || {
         scrape(addr).ok().filter(|m| {
@@ -446,6 +448,8 @@ fn controller_metrics() -> String {
             "--no-pods-gate",
         ],
     );
+    // And the global stop on, for its gauges.
+    rollout::cli_ok(&kubeconfig, &["global-stop", "on"]);
     let log_path = dir.path().join("controller.log");
     let log = fs::File::create(&log_path).expect("controller log");
     let timings = Timings {
@@ -475,11 +479,27 @@ fn controller_metrics() -> String {
             request(addr, TEXT_FORMAT_GET)
                 .ok()
                 .filter(|(code, _, body)| {
-                    *code == 200 && body.contains("kubelet_pivot_rollout_paused{")
+                    *code == 200
+                        && body.contains("kubelet_pivot_rollout_paused{")
+                        && body.contains("\nkubelet_pivot_global_stop 1\n")
                 })
                 .map(|(_, _, body)| body)
         },
     )
+}
+
+/// What KubeletPivotGlobalStopLong reads: the switch's creation time, seconds ago.
+fn global_stop_age(exposition: &str) -> f64 {
+    let since: f64 = exposition
+        .lines()
+        .find_map(|l| l.strip_prefix("kubelet_pivot_global_stop_since_timestamp_seconds "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no global stop time in\n{exposition}"));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs_f64();
+    now - since
 }
 
 #[test]
@@ -487,6 +507,8 @@ fn every_metric_the_rules_and_the_dashboard_read_is_exported() {
     let scene = Scene::new();
     let node = supervisor_metrics(&scene, free_addr());
     let controller = controller_metrics();
+    let age = global_stop_age(&controller);
+    assert!((0.0..60.0).contains(&age), "the global stop is {age} s old");
     let mut exported = exported_names(&node);
     exported.extend(exported_names(&controller));
     exported.extend(PROMETHEUS_OWN.iter().map(|s| s.to_string()));
@@ -510,4 +532,49 @@ fn every_metric_the_rules_and_the_dashboard_read_is_exported() {
     ] {
         assert!(used.contains_key(name), "{name} is not read: {used:?}");
     }
+}
+
+/// The value of the one sample of `family` on a node (any `node` label), if any.
+fn node_value(m: &support::scrape::Exposition, family: &str) -> Option<f64> {
+    let samples = m.series_of(family);
+    match samples.as_slice() {
+        [(series, v)] if series.contains("node=\"") => Some(*v),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_refused_assignment_turns_the_rolled_back_family_on() {
+    let scene = Scene::new();
+    let addr = free_addr();
+    let _boot = supervisor(&scene, addr);
+    wait_until(DEADLINE, "a kubelet and nothing bad", || {
+        scrape(addr).ok().filter(|m| {
+            node_value(m, "kubelet_pivot_node_kubelet_running") == Some(1.0)
+                && node_value(m, "kubelet_pivot_assigned_config_bad") == Some(0.0)
+        })
+    });
+    // What KubeletPivotConfigRolledBack reads: a config that fails validation, assigned
+    // with --force, is marked bad and never runs.
+    let file = scene.kubelet_config_file("bad.yaml", "port: 70000\n");
+    let mut assign = Command::new(support::pivot_bin());
+    assign
+        .args(["checkpoint", "assign", "--force"])
+        .arg(&file)
+        .arg("--dynamic-config-dir")
+        .arg(scene.config_dir());
+    let out = run(assign);
+    assert!(out.status.success(), "{}", text(&out));
+    let m = wait_until(DEADLINE, "the assigned config reported bad", || {
+        scrape(addr)
+            .ok()
+            .filter(|m| node_value(m, "kubelet_pivot_assigned_config_bad") == Some(1.0))
+    });
+    assert_eq!(m.value("kubelet_pivot_bad_configs"), 1.0, "{}", m.text);
+    assert_eq!(
+        node_value(&m, "kubelet_pivot_node_kubelet_running"),
+        Some(1.0),
+        "{}",
+        m.text
+    );
 }
