@@ -25,6 +25,7 @@ mod contention;
 mod crash_consistency;
 mod credentials;
 mod disruption;
+mod drain_counts;
 mod hostile_config;
 mod hostile_node;
 mod idle;
