@@ -10,6 +10,7 @@
 
 mod support;
 
+mod alerts;
 mod api_outage;
 mod api_sync;
 mod apiserver;
