@@ -7,8 +7,8 @@
 //!   what it means and what to do (and no section is left without its alert);
 //! * `promtool check rules` passes on both files and on the dashboard's queries, and
 //!   `promtool test rules` passes on `tests/*.yaml`, which fire and do not fire every alert
-//!   (Debian's `prometheus` package; missing, the test fails under `CI`, and says it skipped
-//!   otherwise);
+//!   (Debian's `prometheus` package; missing, the test fails, as for every tool the suite
+//!   needs);
 //! * every metric the rules and the dashboard read is exported: the names come from the
 //!   `# TYPE` lines of a real supervisor's and a real rollout controller's `/metrics`.
 
@@ -207,25 +207,20 @@ fn every_alert_has_severity_summary_description_and_a_runbook() {
     assert!(problems.len() >= 4, "{problems:#?}");
 }
 
-/// promtool, or None (with the reason printed) where it may be missing: outside CI.
-fn promtool() -> Option<PathBuf> {
+/// promtool (`PROMTOOL` or the one on PATH); fails the test when it is missing, as every
+/// tool the suite needs does (scripts/deps.sh installs it).
+fn promtool() -> PathBuf {
     let tool =
         std::env::var_os("PROMTOOL").map_or_else(|| PathBuf::from("promtool"), PathBuf::from);
     let found = Command::new(&tool).arg("--version").output();
     if found.as_ref().is_ok_and(|out| out.status.success()) {
-        return Some(tool);
+        return tool;
     }
     let why = match found {
         Ok(out) => format!("{} --version failed: {}", tool.display(), text(&out)),
         Err(err) => format!("{} not found: {err}", tool.display()),
     };
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    assert!(
-        !ci,
-        "{why}; CI is set, so the rules must be checked: {PROMTOOL_INSTALL}"
-    );
-    eprintln!("SKIPPED: {why}; the alert rules are not checked by promtool here ({PROMTOOL_INSTALL}); CI fails without it");
-    None
+    panic!("{why}; the alert rules must be checked: {PROMTOOL_INSTALL}");
 }
 
 /// Runs promtool with `args`; panics with its output unless it succeeds. Returns its output.
@@ -313,7 +308,7 @@ fn promtool_checks_and_tests_the_rules() {
         untested.is_empty() && never_quiet.is_empty(),
         "alerts never firing in {MONITORING}/tests: {untested:?}; never shown quiet: {never_quiet:?}"
     );
-    let Some(tool) = promtool() else { return };
+    let tool = promtool();
     let dir = tempfile::tempdir().expect("temp dir");
     // The PrometheusRule's spec as a rules file, and the dashboard's queries as recording
     // rules: promtool parses every expression.
