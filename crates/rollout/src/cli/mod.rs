@@ -20,7 +20,10 @@ use serde_json::json;
 
 pub use args::{ClusterArgs, ControllerArgs, Output, RolloutAction, RolloutArgs};
 pub use error::{CliError, ClientError, CountError, FlagError};
-pub use render::{bar, exit_code, history_text, invalid_text, settled, status_text};
+pub use render::{
+    bar, condition_text, exit_code, history_text, invalid_text, problems, settled, status_line,
+    status_text,
+};
 
 use kp_contract::rollout::{self as types, DecodeError, KubeletConfigRollout};
 use kp_runtime::agent::Component;
