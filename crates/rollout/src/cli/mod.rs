@@ -1,6 +1,7 @@
 //! The operator's commands: `kubectl pivot rollout start|status|pause|resume|undo|history`
 //! (the same binary installed as `kubectl-pivot`), the global stop switch and the CRD.
 //!
+//! - [`configcheck`]: `kubelet-pivot config check`, for CI pipelines (no cluster);
 //! - [`args`]: the flags; `start`: creating or re-pointing a rollout; [`precheck`]: what
 //!   `start` checks first (the ConfigMap, its payload, the selector); [`dryrun`]: `start
 //!   --dry-run`, per node the change class and action; `watch`: `status --watch`; `stop`:
@@ -8,6 +9,7 @@
 //!   wrong, each with its context.
 
 pub mod args;
+pub mod configcheck;
 pub mod dryrun;
 mod error;
 pub mod precheck;
