@@ -34,6 +34,7 @@ mod namespaces;
 mod node_lifecycle;
 mod pivot_protocol;
 mod rollout;
+mod rollout_cli;
 mod rollout_e2e;
 mod sd_notify;
 mod sigterm;

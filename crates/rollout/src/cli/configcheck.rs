@@ -182,19 +182,22 @@ pub fn report(file: &str, new: &[u8], against: Option<(&str, &[u8])>, policy: &P
                 Some(Action::Hold) => EXIT_HOLD,
                 _ => exit,
             };
+            let mut fields: Vec<FieldLine> = change
+                .fields
+                .iter()
+                .map(|f| FieldLine {
+                    field: f.field.clone(),
+                    class: f.class,
+                    reason: f.reason.clone(),
+                })
+                .collect();
+            // Most severe first.
+            fields.sort_by(|a, b| b.class.cmp(&a.class).then_with(|| a.field.cmp(&b.field)));
             Against {
                 file: old_file.to_string(),
                 class: change.class(),
                 action,
-                fields: change
-                    .fields
-                    .into_iter()
-                    .map(|f| FieldLine {
-                        field: f.field,
-                        class: f.class,
-                        reason: f.reason,
-                    })
-                    .collect(),
+                fields,
                 problems: Vec::new(),
             }
         }
