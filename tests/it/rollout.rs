@@ -575,6 +575,8 @@ fn a_node_that_joins_converges_and_a_node_that_leaves_is_dropped() {
             "5",
             "--selector",
             "pool=a",
+            // No node matches yet: refused without it.
+            "--force",
         ],
     );
     // No node has the label yet: nothing to do.
@@ -840,7 +842,7 @@ fn the_controller_needs_exactly_the_rbac_its_manifest_grants() {
         "0s",
     ]);
     // Waits for its ConfigMap: watched by name in kubelet-config.
-    c.start("r2", "cfg-later", &["--selector", "pool=none"]);
+    c.start("r2", "cfg-later", &["--selector", "pool=none", "--force"]);
     c.server.clear_requests();
     let _ctl = c.controller("ctl-a");
     c.wait_phase("r1", "Paused");

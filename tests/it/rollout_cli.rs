@@ -102,6 +102,7 @@ fn start_refuses_what_a_node_would_refuse_and_warns_on_a_mutable_configmap() {
     };
 
     let out = start("r-missing", "nope", &[]);
+    println!("{}", text(&out.stderr));
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("configmap kubelet-config/nope not found"),
@@ -111,6 +112,7 @@ fn start_refuses_what_a_node_would_refuse_and_warns_on_a_mutable_configmap() {
     assert!(c.stored("r-missing").is_none());
 
     let out = start("r-typo", "typo", &[]);
+    println!("{}", text(&out.stderr));
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(
@@ -129,6 +131,7 @@ fn start_refuses_what_a_node_would_refuse_and_warns_on_a_mutable_configmap() {
     assert!(c.stored("r-typo").is_some());
 
     let out = start("r-mutable", "mutable", &[]);
+    println!("{}{}", text(&out.stderr), text(&out.stdout));
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("warning: configmap kubelet-config/mutable is mutable"),
@@ -137,6 +140,7 @@ fn start_refuses_what_a_node_would_refuse_and_warns_on_a_mutable_configmap() {
     );
 
     let out = start("r-ghost", "good", &["-l", "pool=zzz"]);
+    println!("{}", text(&out.stderr));
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("no node matches the selector pool=zzz"),
@@ -144,6 +148,13 @@ fn start_refuses_what_a_node_would_refuse_and_warns_on_a_mutable_configmap() {
         text(&out.stderr)
     );
     assert!(c.stored("r-ghost").is_none());
+    let out = start("r-ghost", "good", &["-l", "pool=zzz", "--force"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("warning: no node matches the selector pool=zzz yet"),
+        "{}",
+        text(&out.stderr)
+    );
 
     // All well: no warning at all.
     let out = start("r-good", "good", &["-l", "pool=a"]);
@@ -381,6 +392,7 @@ fn status_shows_a_false_condition_and_watch_prints_one_line_per_change() {
     let status = watch.wait_exit(DEADLINE);
     assert!(status.success(), "{status:?}");
     let out = std::fs::read_to_string(&watched).expect("watch output");
+    println!("{shown}\n{out}");
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines.len() >= 3, "{out}");
     assert!(lines.iter().all(|l| l.starts_with("rollout r1: ")), "{out}");

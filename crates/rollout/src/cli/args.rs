@@ -128,9 +128,9 @@ pub struct StartArgs {
     /// Create it paused.
     #[arg(long)]
     pub paused: bool,
-    /// Start even though the ConfigMap does not exist yet (the rollout waits for it) or
-    /// its payload does not validate (the canary will refuse it). A selector that matches
-    /// no node is refused all the same.
+    /// Start even though the ConfigMap does not exist yet (the rollout waits for it), its
+    /// payload does not validate (the canary will refuse it), or no node matches the
+    /// selector yet (the rollout takes nodes as they come to match); each is a warning.
     #[arg(long)]
     pub force: bool,
     /// Check, then print per node the change class and what its supervisor would do

@@ -351,15 +351,21 @@ pub fn text(name: &str, config: &ConfigMapKey, plans: &[NodePlan]) -> String {
         config.annotation(),
         plans.len()
     );
-    let width = plans
-        .iter()
-        .map(|p| p.current.len())
-        .max()
-        .unwrap_or(0)
-        .max("CURRENT".len());
+    let column = |f: fn(&NodePlan) -> &str, title: &str| {
+        plans
+            .iter()
+            .map(|p| printable(f(p)).chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(title.len())
+    };
+    let (nodes, width) = (
+        column(|p| &p.node, "NODE"),
+        column(|p| &p.current, "CURRENT"),
+    );
     let _ = writeln!(
         out,
-        "{:<20} {:<width$} {:<14} {:<8} DETAIL",
+        "{:<nodes$} {:<width$} {:<14} {:<8} DETAIL",
         "NODE", "CURRENT", "CLASS", "ACTION"
     );
     for p in plans {
@@ -386,7 +392,7 @@ pub fn text(name: &str, config: &ConfigMapKey, plans: &[NodePlan]) -> String {
         }
         let _ = writeln!(
             out,
-            "{:<20} {:<width$} {:<14} {:<8} {}",
+            "{:<nodes$} {:<width$} {:<14} {:<8} {}",
             printable(&p.node),
             printable(&p.current),
             class,

@@ -48,7 +48,7 @@ pub enum PrecheckError {
         #[source]
         source: PayloadError,
     },
-    #[error("no node matches the selector {0}: nothing to roll (kubectl get nodes -l ... lists what a selector matches)")]
+    #[error("no node matches the selector {0}: nothing to roll (kubectl get nodes -l ... lists what a selector matches; --force starts a rollout that waits for nodes to match)")]
     NoNodes(String),
     #[error("cannot list the nodes: {0}")]
     ListNodes(#[source] kube::Error),
@@ -191,7 +191,13 @@ pub async fn check(
     };
     let nodes = matching_nodes(client, selector).await?;
     if nodes.is_empty() {
-        return Err(PrecheckError::NoNodes(selector_text(selector)));
+        if !force {
+            return Err(PrecheckError::NoNodes(selector_text(selector)));
+        }
+        warnings.push(format!(
+            "no node matches the selector {} yet; the rollout takes the nodes that come to match it (--force)",
+            selector_text(selector)
+        ));
     }
     Ok(Checked {
         config,
