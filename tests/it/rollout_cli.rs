@@ -116,7 +116,7 @@ fn start_refuses_what_a_node_would_refuse_and_warns_on_a_mutable_configmap() {
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(
-        err.contains("configmap kubelet-config/typo unknown field \"maxPodz\"")
+        err.contains("configmap kubelet-config/typo: unknown field \"maxPodz\"")
             && err.contains("--force"),
         "{err}"
     );
@@ -124,7 +124,7 @@ fn start_refuses_what_a_node_would_refuse_and_warns_on_a_mutable_configmap() {
     let out = start("r-typo", "typo", &["--force"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
-        text(&out.stderr).contains("warning: configmap kubelet-config/typo unknown field"),
+        text(&out.stderr).contains("warning: configmap kubelet-config/typo: unknown field"),
         "{}",
         text(&out.stderr)
     );

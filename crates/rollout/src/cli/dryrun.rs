@@ -269,7 +269,7 @@ pub fn current(active: &Active, configmaps: &BTreeMap<(String, String), Lookup>)
     }
     match precheck::parsed(cm, key) {
         Ok(config) => Current::Known(Box::new(config)),
-        Err(err) => unknown(format!("its active configmap {namespace}/{name} {err}")),
+        Err(err) => unknown(format!("its active configmap {namespace}/{name}: {err}")),
     }
 }
 

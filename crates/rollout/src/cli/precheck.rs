@@ -17,7 +17,7 @@ use kp_kubelet_config::{ConfigError, KubeletConfig};
 /// Why a ConfigMap's payload is not a config the node would run.
 #[derive(Debug, thiserror::Error)]
 pub enum PayloadError {
-    #[error("has no key {} (keys: {keys})", excerpt(.key))]
+    #[error("no key {} (keys: {keys})", excerpt(.key))]
     NoKey { key: String, keys: String },
     #[error("{0}")]
     Invalid(#[source] ConfigError),
@@ -39,7 +39,7 @@ pub enum PrecheckError {
         source: kube::Error,
     },
     #[error(
-        "configmap {namespace}/{name} {source}; every node would refuse it (`kubelet-pivot \
+        "configmap {namespace}/{name}: {source}; every node would refuse it (`kubelet-pivot \
          config check` shows each field); fix it, or start with --force to roll it out anyway"
     )]
     Payload {
@@ -174,7 +174,7 @@ pub async fn check(
                 Ok(config) => Some(config),
                 Err(err) if force => {
                     warnings.push(format!(
-                        "configmap {}/{} {err}; rolled out anyway (--force): nodes will refuse it",
+                        "configmap {}/{}: {err}; rolled out anyway (--force): nodes will refuse it",
                         key.namespace, key.name
                     ));
                     None
@@ -262,7 +262,7 @@ mod tests {
         // What a node runs is parsed, not validated again.
         assert!(parsed(&cm(&[("kubelet", &port)], None), "kubelet").is_ok());
         let err = validated(&cm(&[("other", &good)], None), "kubelet").unwrap_err();
-        assert_eq!(err.to_string(), "has no key \"kubelet\" (keys: \"other\")");
+        assert_eq!(err.to_string(), "no key \"kubelet\" (keys: \"other\")");
         let mut binary = cm(&[], None);
         binary.binary_data = Some(BTreeMap::from([(
             "kubelet".to_string(),
@@ -270,7 +270,7 @@ mod tests {
         )]));
         assert!(validated(&binary, "kubelet").is_ok());
         let err = validated(&cm(&[], None), "kubelet").unwrap_err();
-        assert_eq!(err.to_string(), "has no key \"kubelet\" (keys: none)");
+        assert_eq!(err.to_string(), "no key \"kubelet\" (keys: none)");
     }
 
     #[test]
