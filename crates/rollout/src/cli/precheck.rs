@@ -60,8 +60,6 @@ pub struct Checked {
     /// The new config, validated; `None` when `--force` passed a missing ConfigMap or a
     /// payload that does not validate.
     pub config: Option<KubeletConfig>,
-    /// The ConfigMap as read (`None`: missing, with `--force`).
-    pub configmap: Option<ConfigMap>,
     /// The nodes the selector matches.
     pub nodes: Vec<Node>,
     /// What the operator should know but does not stop the start (printed on stderr).
@@ -201,7 +199,6 @@ pub async fn check(
     }
     Ok(Checked {
         config,
-        configmap,
         nodes,
         warnings,
     })
