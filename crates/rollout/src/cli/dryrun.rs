@@ -483,6 +483,61 @@ mod tests {
             Active::Local
         );
         assert_eq!(Active::of(&node("c", &[])), Active::NotReported);
+        // A node that writes Node.status.config (and no annotation) is read there.
+        let mut n = node("d", &[]);
+        n.status = Some(
+            serde_json::from_value(json!({"config": {"active": remote("v3", "u3", "9")}}))
+                .expect("a NodeStatus"),
+        );
+        assert!(
+            matches!(Active::of(&n), Active::Remote { name, resource_version, .. }
+            if name == "v3" && resource_version == "9")
+        );
+    }
+
+    #[test]
+    fn the_table_lines_up_and_says_what_it_cannot_see() {
+        let plans = vec![
+            NodePlan {
+                node: "a-rather-long-node-name-1".into(),
+                current: "kc/v1:kubelet".into(),
+                outcome: Outcome::Change {
+                    class: Some(Class::Allocatable),
+                    action: Action::Drain,
+                    fields: vec!["maxPods".into(), "kubeReserved.memory".into()],
+                },
+                note: Some("annotation ignored".into()),
+            },
+            NodePlan {
+                node: "b\u{1b}".into(),
+                current: "local".into(),
+                outcome: Outcome::Unknown {
+                    why: "local".into(),
+                },
+                note: None,
+            },
+        ];
+        let key = ConfigMapKey {
+            namespace: "kc".into(),
+            name: "v2".into(),
+            key: "kubelet".into(),
+        };
+        let t = text("r1", &key, &plans);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(
+            lines[0],
+            "dry run: rollout r1 would roll kc/v2:kubelet to 2 node(s); nothing was changed"
+        );
+        let class_at = lines[1].find("CLASS").expect("CLASS");
+        assert_eq!(lines[2].find("allocatable"), Some(class_at), "{t}");
+        assert_eq!(lines[3].find("unknown"), Some(class_at), "{t}");
+        assert!(
+            lines[2].ends_with("maxPods, kubeReserved.memory (annotation ignored)"),
+            "{t}"
+        );
+        assert!(lines[3].starts_with("b\\u{1b} "), "{t}");
+        assert_eq!(lines[4], "0 restart, 1 drain, 0 held, 1 unknown");
+        assert!(lines[5].contains("--disruption-action"), "{t}");
     }
 
     #[test]
