@@ -3,7 +3,8 @@
 //! node's validator refuses, a selector that matches no node) and warns on a mutable
 //! ConfigMap; `--dry-run` prints per node the class and action from the config the node
 //! reports active; `config check`'s exit codes; `rollout status` prints a False
-//! condition; `status --watch` off a terminal prints one line per change.
+//! condition; `status --watch` off a terminal prints one line per change, and on one
+//! (util-linux `script`) redraws in place.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -384,13 +385,42 @@ fn status_shows_a_false_condition_and_watch_prints_one_line_per_change() {
         .stdout(std::fs::File::create(&watched).expect("watch output"))
         .stderr(Stdio::null());
     let mut watch = Proc::spawn(&mut cmd);
-    wait_until(DEADLINE, "the watch's first line", || {
-        let out = std::fs::read_to_string(&watched).ok()?;
-        out.contains("ConfigFound=False").then_some(())
-    });
+    // The same on a terminal (util-linux `script` gives it one): redrawn in place.
+    let on_tty = c.dir.path().join("tty.out");
+    let mut cmd = Command::new("script");
+    cmd.args(["-q", "-e", "-c"])
+        .arg(format!(
+            "{} rollout status r1 --watch --kubeconfig {}",
+            pivot_bin().display(),
+            c.kubeconfig.display()
+        ))
+        .arg("/dev/null")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&on_tty).expect("tty output"))
+        .stderr(Stdio::null());
+    let mut tty_watch = Proc::spawn(&mut cmd);
+    for file in [&watched, &on_tty] {
+        wait_until(DEADLINE, "the watch's first lines", || {
+            let out = std::fs::read_to_string(file).ok()?;
+            out.contains("ConfigFound=False").then_some(())
+        });
+    }
     c.configmap("later", &payload("maxPods: 50\n"), true);
     let status = watch.wait_exit(DEADLINE);
     assert!(status.success(), "{status:?}");
+    let status = tty_watch.wait_exit(DEADLINE);
+    assert!(status.success(), "{status:?}");
+    let drawn = std::fs::read_to_string(&on_tty).expect("tty output");
+    let redraws = drawn.matches("\u{1b}[J").count();
+    assert!(redraws >= 1, "redrawn in place: {drawn:?}");
+    assert_eq!(
+        drawn.matches("ROLLOUT  r1").count(),
+        redraws + 1,
+        "{drawn:?}"
+    );
+    let last = drawn.rsplit("\u{1b}[J").next().unwrap_or_default();
+    assert!(last.contains("PHASE    Completed"), "{drawn:?}");
+    assert!(!last.contains("ConfigFound=False"), "{drawn:?}");
     let out = std::fs::read_to_string(&watched).expect("watch output");
     println!("{shown}\n{out}");
     let lines: Vec<&str> = out.lines().collect();
