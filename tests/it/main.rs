@@ -36,6 +36,7 @@ mod namespaces;
 mod node_lifecycle;
 mod pivot_protocol;
 mod rollout;
+mod rollout_cli;
 mod rollout_e2e;
 mod rollout_undo;
 mod sd_notify;

@@ -62,7 +62,7 @@ impl Cluster {
         for name in ["cfg-a", "cfg-b", "cfg-c"] {
             let data = BTreeMap::from([(
                 "kubelet".to_string(),
-                format!("kind: KubeletConfiguration\n# {name}\n"),
+                kubelet_payload(&format!("# {name}\n")),
             )]);
             server.create_configmap(NS, name, data, true);
         }
@@ -575,6 +575,8 @@ fn a_node_that_joins_converges_and_a_node_that_leaves_is_dropped() {
             "5",
             "--selector",
             "pool=a",
+            // No node matches yet: refused without it.
+            "--force",
         ],
     );
     // No node has the label yet: nothing to do.
@@ -712,14 +714,18 @@ fn the_plugin_answers_as_kubectl_pivot_with_bars_and_json() {
         .unwrap();
     let r: Value = serde_json::from_slice(&json.stdout).expect("-o json");
     assert_eq!(r["status"]["phase"], "Completed");
-    // --watch on a settled rollout prints it once and exits.
+    // --watch on a settled rollout prints it once (one line: stdout is not a terminal)
+    // and exits.
     let watch = Command::new(bin_dir.join("kubectl-pivot"))
         .args(["rollout", "status", "r1", "--watch"])
         .env("KUBECONFIG", &c.kubeconfig)
         .output()
         .unwrap();
     assert!(watch.status.success());
-    assert!(text(&watch.stdout).contains("PHASE    Completed"));
+    assert_eq!(
+        text(&watch.stdout),
+        "rollout r1: Completed, revision 1: 4 done, 0 in progress, 0 failed, 0 pending of 4\n"
+    );
     // Through kubectl's plugin mechanism, when kubectl is installed.
     if let Some(kubectl) = support::kubectl::kubectl_binary() {
         let path = format!(
@@ -836,7 +842,7 @@ fn the_controller_needs_exactly_the_rbac_its_manifest_grants() {
         "0s",
     ]);
     // Waits for its ConfigMap: watched by name in kubelet-config.
-    c.start("r2", "cfg-later", &["--selector", "pool=none"]);
+    c.start("r2", "cfg-later", &["--selector", "pool=none", "--force"]);
     c.server.clear_requests();
     let _ctl = c.controller("ctl-a");
     c.wait_phase("r1", "Paused");
@@ -1356,13 +1362,22 @@ fn by_default_a_node_is_done_only_once_the_configs_trial_has_passed() {
     assert!(history.contains("NO-FALLBACK-FOR"), "{history}");
     assert!(history.contains("3s (ConfigTrialDuration)"), "{history}");
 
-    // A trial the controller cannot read: no revision, a condition that says why.
+    // A trial the controller cannot read: no revision, a condition that says why. `start`
+    // refuses the payload first (the node's validator does); --force gets it past.
+    let refused = c.cli(&["start", "r2", "--config", &format!("{NS}/cfg-soon")]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains("configTrialDuration"),
+        "{}",
+        text(&refused.stderr)
+    );
     c.cli_ok(&[
         "start",
         "r2",
         "--config",
         &format!("{NS}/cfg-soon"),
         "--no-pods-gate",
+        "--force",
     ]);
     let r = wait_until(DEADLINE, "r2 reports the unreadable trial", || {
         let r = c.status("r2");
@@ -1451,7 +1466,12 @@ fn a_rollout_waiting_for_its_configmap_starts_when_it_is_created() {
     let c = Cluster::new();
     let _sim = c.sim(3);
     let _ctl = c.controller("ctl-a");
-    c.start("r1", "cfg-late", &["--canary", "0", "--batch", "100%"]);
+    // --force: the ConfigMap does not exist yet (without it, start refuses).
+    c.start(
+        "r1",
+        "cfg-late",
+        &["--canary", "0", "--batch", "100%", "--force"],
+    );
     wait_until(DEADLINE, "ConfigFound=False", || {
         let r = c.status("r1");
         r["status"]["conditions"]
@@ -1477,10 +1497,7 @@ fn a_rollout_waiting_for_its_configmap_starts_when_it_is_created() {
     c.server.create_configmap(
         NS,
         "cfg-late",
-        BTreeMap::from([(
-            "kubelet".to_string(),
-            "kind: KubeletConfiguration\n# late\n".to_string(),
-        )]),
+        BTreeMap::from([("kubelet".to_string(), kubelet_payload("# late\n"))]),
         true,
     );
     // The 30 s look would take 30 s; the watch takes a moment.
