@@ -9,7 +9,9 @@
 #         systemd-analyze), coreutils (timeout), procps (/bin/kill, the
 #         unit's ExecReload=), strace, kubectl (Debian: kubernetes-client),
 #         git (the skew test's baseline build), binutils (objcopy, readelf:
-#         install.sh strips the binary), and kubernetes-validate 1.37.0 (PyPI)
+#         install.sh strips the binary), promtool (Debian: prometheus; the
+#         alert rules' checks and unit tests), and kubernetes-validate 1.37.0
+#         (PyPI)
 #   demo  python3 and kubectl
 #   ci    test, plus the rustfmt and clippy components of rustup
 #
@@ -86,6 +88,8 @@ if want test; then
     have git || need_package git "git"
     have objcopy || need_package binutils "objcopy"
     have readelf || need_package binutils "readelf"
+    # promtool check rules / test rules of manifests/optional (tests/it/alerts.rs).
+    have promtool || need_package prometheus "promtool"
 fi
 
 # kubernetes-validate (PyPI): API schemas for tests/it/manifests.rs.

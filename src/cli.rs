@@ -35,10 +35,24 @@ pub enum Command {
     },
     /// Print the man page (roff) to stdout (e.g. `kubelet-pivot man | man -l -`), or write all pages with --out-dir.
     Man(ManArgs),
+    /// Check a KubeletConfiguration file as a node would, and what a change to it needs (for CI pipelines; no cluster).
+    Config(ConfigArgs),
     /// Staged rollouts of a kubelet config across the fleet (also `kubectl pivot rollout ...`).
     Rollout(kp_rollout::cli::RolloutArgs),
     /// Run the KubeletConfigRollout controller (a Deployment; leader election through a Lease).
     RolloutController(kp_rollout::cli::ControllerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    #[command(subcommand)]
+    pub action: ConfigAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigAction {
+    /// Validate FILE with the validator the nodes run (each error with its field); with --against, the change class and the action a node would take.
+    Check(kp_rollout::cli::configcheck::CheckArgs),
 }
 
 #[derive(Debug, Args)]

@@ -270,6 +270,12 @@ fn other_command(command: Command) -> ExitCode {
                 Err(err) => fail(EXIT_FAILURE, err),
             }
         }
+        Command::Config(cli::ConfigArgs {
+            action: cli::ConfigAction::Check(a),
+        }) => match kp_rollout::cli::configcheck::run(&a, &mut std::io::stdout()) {
+            Ok(code) => ExitCode::from(code),
+            Err(err) => fail(kp_rollout::cli::configcheck::EXIT_USAGE, err),
+        },
         Command::Completions { shell } => {
             crate::manpage::completions(shell, &mut std::io::stdout());
             ExitCode::SUCCESS

@@ -245,6 +245,7 @@ mod watch;
 
 pub use faults::RandomFaults;
 pub use nodesim::{NodeSim, Script, SimOptions};
+pub use pods::HOLD_FINALIZER;
 pub use protocol::header;
 pub use tls::ClientCert;
 

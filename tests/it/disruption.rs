@@ -426,7 +426,7 @@ fn a_blocking_pdb_holds_the_drain_until_it_allows() {
     );
     assert!(
         status.contains(
-            "1 pod(s) to leave the node (0 evicted so far; 1 blocked by a PodDisruptionBudget)"
+            "1 pod(s) to leave the node (0 evicted in this attempt; 1 blocked by a PodDisruptionBudget)"
         ),
         "{status}"
     );
@@ -515,7 +515,7 @@ fn server_errors_are_asked_again_with_backoff_and_never_called_a_pdb() {
         "{status}"
     );
     assert!(
-        status.contains("(0 evicted so far; 1 refused by API server errors)"),
+        status.contains("(0 evicted in this attempt; 1 refused by API server errors)"),
         "{status}"
     );
     assert!(!status.contains("PodDisruptionBudget"), "{status}");

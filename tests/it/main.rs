@@ -10,6 +10,7 @@
 
 mod support;
 
+mod alerts;
 mod api_outage;
 mod api_sync;
 mod apiserver;
@@ -24,6 +25,7 @@ mod contention;
 mod crash_consistency;
 mod credentials;
 mod disruption;
+mod drain_counts;
 mod hostile_config;
 mod hostile_node;
 mod idle;
@@ -34,7 +36,9 @@ mod namespaces;
 mod node_lifecycle;
 mod pivot_protocol;
 mod rollout;
+mod rollout_cli;
 mod rollout_e2e;
+mod rollout_undo;
 mod sd_notify;
 mod sigterm;
 mod skew;

@@ -31,8 +31,8 @@ const RECORD: &str = "kubelet-pivot.io/rollout";
 const DEADLINE: Duration = Duration::from_secs(30);
 
 /// The test server with the CRD installed, ConfigMaps cfg-a and cfg-b, and a temp dir.
-struct Cluster {
-    server: ApiServer,
+pub(super) struct Cluster {
+    pub(super) server: ApiServer,
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
 }
@@ -52,7 +52,7 @@ fn loose_crd() -> Value {
 }
 
 impl Cluster {
-    fn new() -> Cluster {
+    pub(super) fn new() -> Cluster {
         Cluster::with_crd(generated_crd().expect("the CRD"))
     }
 
@@ -62,7 +62,7 @@ impl Cluster {
         for name in ["cfg-a", "cfg-b", "cfg-c"] {
             let data = BTreeMap::from([(
                 "kubelet".to_string(),
-                format!("kind: KubeletConfiguration\n# {name}\n"),
+                kubelet_payload(&format!("# {name}\n")),
             )]);
             server.create_configmap(NS, name, data, true);
         }
@@ -75,7 +75,7 @@ impl Cluster {
         }
     }
 
-    fn sim(&self, n: usize) -> NodeSim {
+    pub(super) fn sim(&self, n: usize) -> NodeSim {
         let sim = NodeSim::start(
             &self.server,
             SimOptions {
@@ -92,7 +92,7 @@ impl Cluster {
     }
 
     /// A controller with short lease timings; its log goes to `DIR/<identity>.log`.
-    fn controller(&self, identity: &str) -> Proc {
+    pub(super) fn controller(&self, identity: &str) -> Proc {
         self.controller_with(
             identity,
             Timings {
@@ -172,20 +172,20 @@ impl Cluster {
         self.dir.path().join(format!("{identity}.log"))
     }
 
-    fn log(&self, identity: &str) -> String {
+    pub(super) fn log(&self, identity: &str) -> String {
         std::fs::read_to_string(self.log_path(identity)).unwrap_or_default()
     }
 
     /// `kubelet-pivot rollout ARGS --kubeconfig K`.
-    fn cli(&self, args: &[&str]) -> Output {
+    pub(super) fn cli(&self, args: &[&str]) -> Output {
         rollout::cli(&self.kubeconfig, args)
     }
 
-    fn cli_ok(&self, args: &[&str]) -> String {
+    pub(super) fn cli_ok(&self, args: &[&str]) -> String {
         rollout::cli_ok(&self.kubeconfig, args)
     }
 
-    fn start(&self, name: &str, config: &str, extra: &[&str]) {
+    pub(super) fn start(&self, name: &str, config: &str, extra: &[&str]) {
         let cfg = format!("{NS}/{config}");
         let mut args = vec!["start", name, "--config", &cfg, "--no-pods-gate"];
         // No trial window unless the test asks for one (the default is the config's own
@@ -202,7 +202,7 @@ impl Cluster {
         serde_json::from_str(&out).expect("status -o json is JSON")
     }
 
-    fn wait_phase(&self, name: &str, phase: &str) -> Value {
+    pub(super) fn wait_phase(&self, name: &str, phase: &str) -> Value {
         wait_until(
             DEADLINE,
             &format!("rollout {name} in phase {phase}"),
@@ -216,7 +216,7 @@ impl Cluster {
         )
     }
 
-    fn assignment(&self, node: &str) -> Option<String> {
+    pub(super) fn assignment(&self, node: &str) -> Option<String> {
         self.server.node(node)["metadata"]["annotations"][SOURCE]
             .as_str()
             .map(str::to_string)
@@ -243,7 +243,7 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn node(i: usize) -> String {
+pub(super) fn node(i: usize) -> String {
     format!("node-{i:05}")
 }
 
@@ -575,6 +575,8 @@ fn a_node_that_joins_converges_and_a_node_that_leaves_is_dropped() {
             "5",
             "--selector",
             "pool=a",
+            // No node matches yet: refused without it.
+            "--force",
         ],
     );
     // No node has the label yet: nothing to do.
@@ -712,14 +714,18 @@ fn the_plugin_answers_as_kubectl_pivot_with_bars_and_json() {
         .unwrap();
     let r: Value = serde_json::from_slice(&json.stdout).expect("-o json");
     assert_eq!(r["status"]["phase"], "Completed");
-    // --watch on a settled rollout prints it once and exits.
+    // --watch on a settled rollout prints it once (one line: stdout is not a terminal)
+    // and exits.
     let watch = Command::new(bin_dir.join("kubectl-pivot"))
         .args(["rollout", "status", "r1", "--watch"])
         .env("KUBECONFIG", &c.kubeconfig)
         .output()
         .unwrap();
     assert!(watch.status.success());
-    assert!(text(&watch.stdout).contains("PHASE    Completed"));
+    assert_eq!(
+        text(&watch.stdout),
+        "rollout r1: Completed, revision 1: 4 done, 0 in progress, 0 failed, 0 pending of 4\n"
+    );
     // Through kubectl's plugin mechanism, when kubectl is installed.
     if let Some(kubectl) = support::kubectl::kubectl_binary() {
         let path = format!(
@@ -836,7 +842,7 @@ fn the_controller_needs_exactly_the_rbac_its_manifest_grants() {
         "0s",
     ]);
     // Waits for its ConfigMap: watched by name in kubelet-config.
-    c.start("r2", "cfg-later", &["--selector", "pool=none"]);
+    c.start("r2", "cfg-later", &["--selector", "pool=none", "--force"]);
     c.server.clear_requests();
     let _ctl = c.controller("ctl-a");
     c.wait_phase("r1", "Paused");
@@ -882,7 +888,7 @@ fn the_controller_needs_exactly_the_rbac_its_manifest_grants() {
 
 /// (reason, type, note, times) of each Event about rollout `name`, checking that each
 /// regards it; `times` counts a repeated Event's series.
-fn rollout_events(c: &Cluster, name: &str) -> Vec<(String, String, String, u64)> {
+pub(super) fn rollout_events(c: &Cluster, name: &str) -> Vec<(String, String, String, u64)> {
     let uid = stored_rollout(c, name)["metadata"]["uid"].clone();
     events_about(c, name)
         .into_iter()
@@ -907,7 +913,7 @@ fn rollout_events(c: &Cluster, name: &str) -> Vec<(String, String, String, u64)>
 }
 
 /// How many Events of `reason` were posted (a repeated one counts as its series count).
-fn count_reason(events: &[(String, String, String, u64)], reason: &str) -> u64 {
+pub(super) fn count_reason(events: &[(String, String, String, u64)], reason: &str) -> u64 {
     events
         .iter()
         .filter(|(r, ..)| r == reason)
@@ -1356,13 +1362,22 @@ fn by_default_a_node_is_done_only_once_the_configs_trial_has_passed() {
     assert!(history.contains("NO-FALLBACK-FOR"), "{history}");
     assert!(history.contains("3s (ConfigTrialDuration)"), "{history}");
 
-    // A trial the controller cannot read: no revision, a condition that says why.
+    // A trial the controller cannot read: no revision, a condition that says why. `start`
+    // refuses the payload first (the node's validator does); --force gets it past.
+    let refused = c.cli(&["start", "r2", "--config", &format!("{NS}/cfg-soon")]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains("configTrialDuration"),
+        "{}",
+        text(&refused.stderr)
+    );
     c.cli_ok(&[
         "start",
         "r2",
         "--config",
         &format!("{NS}/cfg-soon"),
         "--no-pods-gate",
+        "--force",
     ]);
     let r = wait_until(DEADLINE, "r2 reports the unreadable trial", || {
         let r = c.status("r2");
@@ -1451,7 +1466,12 @@ fn a_rollout_waiting_for_its_configmap_starts_when_it_is_created() {
     let c = Cluster::new();
     let _sim = c.sim(3);
     let _ctl = c.controller("ctl-a");
-    c.start("r1", "cfg-late", &["--canary", "0", "--batch", "100%"]);
+    // --force: the ConfigMap does not exist yet (without it, start refuses).
+    c.start(
+        "r1",
+        "cfg-late",
+        &["--canary", "0", "--batch", "100%", "--force"],
+    );
     wait_until(DEADLINE, "ConfigFound=False", || {
         let r = c.status("r1");
         r["status"]["conditions"]
@@ -1477,10 +1497,7 @@ fn a_rollout_waiting_for_its_configmap_starts_when_it_is_created() {
     c.server.create_configmap(
         NS,
         "cfg-late",
-        BTreeMap::from([(
-            "kubelet".to_string(),
-            "kind: KubeletConfiguration\n# late\n".to_string(),
-        )]),
+        BTreeMap::from([("kubelet".to_string(), kubelet_payload("# late\n"))]),
         true,
     );
     // The 30 s look would take 30 s; the watch takes a moment.
@@ -1511,7 +1528,7 @@ const CRD_NAME: &str = "kubeletconfigrollouts.kubelet-pivot.io";
 
 /// One request to the test server with no client library in between: what any client (or
 /// an old CRD's server) may send. Returns the HTTP status and the answered JSON.
-fn http(
+pub(super) fn http(
     server: &ApiServer,
     method: &str,
     path: &str,
@@ -1572,7 +1589,7 @@ fn stored_rollout(c: &Cluster, name: &str) -> Value {
     rollout::stored(&c.server, name).unwrap_or_else(|| panic!("rollout {name} is stored"))
 }
 
-fn condition<'a>(r: &'a Value, type_: &str) -> Option<&'a Value> {
+pub(super) fn condition<'a>(r: &'a Value, type_: &str) -> Option<&'a Value> {
     r["status"]["conditions"]
         .as_array()?
         .iter()

@@ -17,6 +17,10 @@ use crate::ApiServer;
 use super::pdb::set_disruption_allowed_condition;
 use super::termination::{reap, served_pod};
 
+/// The finalizer of [`ApiServer::create_stuck_terminating_pod`]'s pods: no controller
+/// removes it.
+pub const HOLD_FINALIZER: &str = "testkit.kubelet-pivot.io/hold";
+
 /// The name of a pod's controller, from the pod's name (`web-7d4f9-x2x4q` -> `web-7d4f9`).
 fn owner_name(pod: &str) -> String {
     pod.rsplit_once('-')
@@ -89,6 +93,74 @@ impl ApiServer {
         owner_kind: Option<&str>,
         annotations: Value,
     ) -> Value {
+        let body = self.pod_body(namespace, name, node, labels, owner_kind, annotations);
+        self.create_bound(namespace, name, node, body, false)
+    }
+
+    /// `n` pods bound to `node` (`{prefix}-0` .. `{prefix}-{n-1}`, ReplicaSet-owned,
+    /// labelled `app=web`, Running) that are Terminating and never finish: each holds the
+    /// finalizer [`HOLD_FINALIZER`] (whose controller does not exist) and was deleted, as a
+    /// pod whose finalizer's controller is gone stays.
+    ///
+    /// The first pod goes the strict way (create, `pods/NAME/status`, delete, each validated
+    /// as a client's request would be); the others are copies of it with their own name,
+    /// uid, container id and resourceVersion, committed as writes (an ADDED event each):
+    /// tens of thousands of pods in seconds, not minutes, in a debug build.
+    pub fn create_stuck_terminating_pods(
+        &self,
+        namespace: &str,
+        prefix: &str,
+        node: &str,
+        n: usize,
+    ) {
+        if n == 0 {
+            return;
+        }
+        let first = format!("{prefix}-0");
+        let mut body = self.pod_body(
+            namespace,
+            &first,
+            node,
+            json!({"app": "web"}),
+            Some("ReplicaSet"),
+            Value::Null,
+        );
+        body["metadata"]["finalizers"] = json!([HOLD_FINALIZER]);
+        self.create_bound(namespace, &first, node, body, true);
+        {
+            let mut state = self.lock();
+            let key = (namespace.to_string(), first);
+            let template = state
+                .objects(Resource::Pods)
+                .get(&key)
+                .cloned()
+                .unwrap_or_else(|| panic!("pod {namespace}/{} not stored", key.1));
+            for i in 1..n {
+                let mut pod = template.clone();
+                pod["metadata"]["name"] = json!(format!("{prefix}-{i}"));
+                pod["metadata"]["uid"] = json!(uuid_v4());
+                if let Some(status) = pod["status"]["containerStatuses"][0].as_object_mut() {
+                    status.insert(
+                        "containerID".into(),
+                        json!(format!("containerd://{}", uuid_v4().replace('-', ""))),
+                    );
+                }
+                state.commit(Resource::Pods, EventType::Added, pod, None);
+            }
+        }
+        self.shared.changed.notify_all();
+    }
+
+    /// The body [`ApiServer::create_pod`] posts.
+    fn pod_body(
+        &self,
+        namespace: &str,
+        name: &str,
+        node: &str,
+        labels: Value,
+        owner_kind: Option<&str>,
+        annotations: Value,
+    ) -> Value {
         let mut metadata = json!({"name": name, "namespace": namespace});
         if !labels.is_null() {
             metadata["labels"] = labels;
@@ -124,9 +196,22 @@ impl ApiServer {
         if !node.is_empty() {
             spec["nodeName"] = json!(node);
         }
-        let body = json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec});
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec})
+    }
+
+    /// Creates `body` and, bound to a node, makes it Running and Ready as its kubelet
+    /// would; then deletes it if `delete` (as `DELETE pods/NAME` without options).
+    fn create_bound(
+        &self,
+        namespace: &str,
+        name: &str,
+        node: &str,
+        body: Value,
+        delete: bool,
+    ) -> Value {
         let target = Target::collection(Resource::Pods, Some(namespace));
-        let mut status_target = Target::object(Resource::Pods, Some(namespace), name);
+        let object = Target::object(Resource::Pods, Some(namespace), name);
+        let mut status_target = object.clone();
         status_target.subresource = Some("status".to_string());
         // Created and marked running under one lock: no client sees (and evicts, as a
         // drain does with a pending pod) the pod between the two writes.
@@ -137,7 +222,11 @@ impl ApiServer {
             }
             let mut pod = created.body;
             pod["status"] = running_status(&pod);
-            state.update(&status_target, pod, &Opts::default())
+            let running = state.update(&status_target, pod, &Opts::default())?;
+            if !delete {
+                return Ok(running);
+            }
+            state.delete(&object, None, &Opts::default())
         })
     }
 

@@ -33,6 +33,7 @@ mod pod;
 mod shapes;
 mod termination;
 
+pub use api::HOLD_FINALIZER;
 pub(crate) use fields::{pod_field_value, pod_list_strategy, POD_FIELD_LABELS};
 pub(crate) use pdb::{prepare_pdb, validate_pdb};
 pub(crate) use pod::{prepare_pod, validate_pod};

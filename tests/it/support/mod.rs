@@ -25,6 +25,7 @@ pub mod gap_trace;
 pub mod kubectl;
 pub mod load;
 pub mod lock_state;
+pub mod promql;
 pub mod rollout;
 pub mod sampler;
 pub mod scrape;

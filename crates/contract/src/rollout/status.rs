@@ -170,6 +170,10 @@ pub struct RevisionRecord {
     /// How it ended: `Completed`, `Undone`, `Superseded`; none while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
+    /// When `undo` began pointing its nodes back (RFC 3339); none unless it is being (or
+    /// was) undone. The `UndoStarted` Event is posted when this is set, once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undo_started: Option<String>,
     /// Nodes it changed, and how many of them failed.
     #[serde(default)]
     #[schemars(range(min = 0, max = u32::MAX))]

@@ -97,6 +97,7 @@ mod tests {
     fn metrics() -> Arc<Metrics> {
         Arc::new(Metrics::new(
             Rank::BOOTSTRAP,
+            "node-a".to_string(),
             StateDir::at(Path::new("/nonexistent/lock")),
             PathBuf::from("/nonexistent/store"),
         ))

@@ -264,6 +264,8 @@ impl Series {
 /// through an `Arc`.
 #[derive(Debug)]
 pub struct Metrics {
+    /// The node's name, the label of the node-wide families.
+    node: String,
     state: StateDir,
     store_dir: PathBuf,
     registry: Registry,
@@ -274,11 +276,12 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new(rank: Rank, state: StateDir, store_dir: PathBuf) -> Metrics {
+    pub fn new(rank: Rank, node: String, state: StateDir, store_dir: PathBuf) -> Metrics {
         let mut registry = Registry::default();
         let series = Series::register(&mut registry, &rank);
         let disruption = DisruptionMetrics::register(&mut registry);
         Metrics {
+            node,
             state,
             store_dir,
             registry,
@@ -386,7 +389,7 @@ impl Metrics {
     pub fn render(&self, node: &DiskView, format: Format) -> Result<String, std::fmt::Error> {
         let tenure = self.tenure();
         let mut scraped = Registry::default();
-        scraped.register_collector(Box::new(Scraped::new(node, &tenure)));
+        scraped.register_collector(Box::new(Scraped::new(&self.node, node, &tenure)));
         format.encode(&[&self.registry, &scraped])
     }
 }
@@ -405,6 +408,7 @@ mod tests {
     fn metrics() -> Metrics {
         Metrics::new(
             Rank::self_hosted(2),
+            "node-a".to_string(),
             StateDir::at(std::path::Path::new("/nonexistent/lock")),
             PathBuf::from("/nonexistent/store"),
         )
@@ -580,6 +584,13 @@ mod tests {
                 build: None,
             }),
             bad_configs: Some(2),
+            kubelet_running: true,
+            assigned_bad: Some(true),
+            pending: Some(scraped::PendingChange {
+                phase: crate::config::store::DrainPhase::BackingOff,
+                since: Some(1_700_000_000.0),
+                attempts: 3,
+            }),
         };
         let text = m.render(&node, Format::Text).unwrap();
         let info = format!(
@@ -609,6 +620,34 @@ mod tests {
             value(&text, "kubelet_pivot_last_sync_timestamp_seconds").as_deref(),
             Some("1.5")
         );
+        for (series, want) in [
+            ("kubelet_pivot_node_kubelet_running{node=\"node-a\"}", "1"),
+            ("kubelet_pivot_assigned_config_bad{node=\"node-a\"}", "1"),
+            (
+                "kubelet_pivot_pending_change_since_timestamp_seconds{node=\"node-a\",phase=\"backing-off\"}",
+                "1700000000.0",
+            ),
+            (
+                "kubelet_pivot_pending_change_attempts{node=\"node-a\",phase=\"backing-off\"}",
+                "3",
+            ),
+        ] {
+            assert_eq!(value(&text, series).as_deref(), Some(want), "{series} in {text}");
+        }
+        // Nothing pending, the store unreadable: the samples are left out, not 0.
+        let empty = m.render(&DiskView::default(), Format::Text).unwrap();
+        assert!(
+            !empty.contains("kubelet_pivot_pending_change_attempts{"),
+            "{empty}"
+        );
+        assert!(
+            !empty.contains("kubelet_pivot_assigned_config_bad{"),
+            "{empty}"
+        );
+        assert!(
+            empty.contains("kubelet_pivot_node_kubelet_running{node=\"node-a\"} 0"),
+            "{empty}"
+        );
         m.sync_error(Some("403"));
         let text = m.render(&node, Format::Text).unwrap();
         assert!(text.contains("status=\"Unknown\""), "{text}");
@@ -620,7 +659,7 @@ mod tests {
 
     /// Every family as docs/reference.md's table and dashboards know it (text format 0.0.4):
     /// name, type, HELP.
-    const FAMILIES: [(&str, &str, &str); 20] = [
+    const FAMILIES: [(&str, &str, &str); 24] = [
         ("kubelet_pivot_info", "gauge", "Identity of this supervisor."),
         ("kubelet_pivot_state", "gauge", "This supervisor's phase (1 for the current one)."),
         ("kubelet_pivot_holding", "gauge", "1 while this supervisor holds the node's kubelet lock."),
@@ -635,6 +674,10 @@ mod tests {
         ("kubelet_pivot_bad_configs", "gauge", "Configs marked bad in the checkpoint store (absent when the store cannot be read)."),
         ("kubelet_pivot_last_sync_timestamp_seconds", "gauge", "Unix time of the last successful exchange with the API server (absent before the first)."),
         ("kubelet_pivot_sync_error", "gauge", "1 while the syncer cannot follow the node's config assignment."),
+        ("kubelet_pivot_node_kubelet_running", "gauge", "1 while the node's lock holder runs a kubelet (from its holder record), else 0."),
+        ("kubelet_pivot_assigned_config_bad", "gauge", "1 while the config assigned to the node is marked bad (refused or rolled back), else 0 (absent when the store cannot be read)."),
+        ("kubelet_pivot_pending_change_since_timestamp_seconds", "gauge", "Unix time the disruptive config change waiting or in progress was first seen, by phase (absent when none)."),
+        ("kubelet_pivot_pending_change_attempts", "gauge", "Drains tried for the disruptive config change waiting or in progress, by phase (absent when none)."),
         ("kubelet_pivot_drains_total", "counter", "Drains for disruptive kubelet config changes, by result."),
         ("kubelet_pivot_evictions_total", "counter", "Eviction requests of drains, by answer (blocked = 429 from a PodDisruptionBudget)."),
         ("kubelet_pivot_state_files_moved_total", "counter", "Kubelet resource-manager checkpoints moved aside before a start with a config they contradict."),

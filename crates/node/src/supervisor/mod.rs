@@ -331,6 +331,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     let mut api_changes = api.as_ref().map(|a| (a.subscribe(), a.status_changes()));
     let metrics = Arc::new(Metrics::new(
         opts.rank,
+        opts.node_name.clone(),
         state.clone(),
         opts.store_dir.clone(),
     ));

@@ -128,6 +128,15 @@ pub struct StartArgs {
     /// Create it paused.
     #[arg(long)]
     pub paused: bool,
+    /// Start even though the ConfigMap does not exist yet (the rollout waits for it), its
+    /// payload does not validate (the canary will refuse it), or no node matches the
+    /// selector yet (the rollout takes nodes as they come to match); each is a warning.
+    #[arg(long)]
+    pub force: bool,
+    /// Check, then print per node the change class and what its supervisor would do
+    /// (restart, drain, hold), from the config the node reports active; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `kubelet-pivot rollout-controller`.

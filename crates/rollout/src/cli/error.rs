@@ -70,6 +70,9 @@ pub enum CliError {
     Client(#[from] ClientError),
     #[error(transparent)]
     Flags(#[from] FlagError),
+    /// `rollout start` refused before any change.
+    #[error(transparent)]
+    Precheck(#[from] super::precheck::PrecheckError),
     #[error(transparent)]
     Crd(#[from] CrdError),
     #[error("cannot render the CRD: {0}")]

@@ -1,12 +1,18 @@
 //! The operator's commands: `kubectl pivot rollout start|status|pause|resume|undo|history`
 //! (the same binary installed as `kubectl-pivot`), the global stop switch and the CRD.
 //!
-//! - [`args`]: the flags; `start`: creating or re-pointing a rollout; `watch`: `status
-//!   --watch`; `stop`: the global stop switch; `render`: the text the commands print;
-//!   `error`: what can go wrong, each with its context.
+//! - [`configcheck`]: `kubelet-pivot config check`, for CI pipelines (no cluster);
+//! - [`args`]: the flags; `start`: creating or re-pointing a rollout; [`precheck`]: what
+//!   `start` checks first (the ConfigMap, its payload, the selector); [`dryrun`]: `start
+//!   --dry-run`, per node the change class and action; `watch`: `status --watch`; `stop`:
+//!   the global stop switch; `render`: the text the commands print; `error`: what can go
+//!   wrong, each with its context.
 
 pub mod args;
+pub mod configcheck;
+pub mod dryrun;
 mod error;
+pub mod precheck;
 mod render;
 mod start;
 mod stop;
@@ -20,7 +26,10 @@ use serde_json::json;
 
 pub use args::{ClusterArgs, ControllerArgs, Output, RolloutAction, RolloutArgs};
 pub use error::{CliError, ClientError, CountError, FlagError};
-pub use render::{bar, exit_code, history_text, invalid_text, settled, status_text};
+pub use render::{
+    bar, condition_text, exit_code, history_text, invalid_text, problems, settled, status_line,
+    status_text,
+};
 
 use kp_contract::rollout::{self as types, DecodeError, KubeletConfigRollout};
 use kp_runtime::agent::Component;
@@ -205,7 +214,26 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
     match args.action {
         RolloutAction::Crd => Ok(0),
         RolloutAction::Start(a) => {
-            let r = start::start(&client, &a).await?;
+            let r = match start::start(&client, &a).await? {
+                start::Started::Rollout(r) => r,
+                start::Started::DryRun { config, plans } => {
+                    match output {
+                        Output::Json => writeln!(
+                            out,
+                            "{}",
+                            json!({
+                                "rollout": a.name,
+                                "config": config.annotation(),
+                                "nodes": plans,
+                                "totals": dryrun::Totals::of(&plans),
+                            })
+                        ),
+                        Output::Table => write!(out, "{}", dryrun::text(&a.name, &config, &plans)),
+                    }
+                    .map_err(io)?;
+                    return Ok(0);
+                }
+            };
             match output {
                 Output::Json => print_object(out, &r, output).map_err(io)?,
                 Output::Table => {

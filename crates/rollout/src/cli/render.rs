@@ -8,7 +8,8 @@ use kube::api::DynamicObject;
 use kube::ResourceExt;
 
 use kp_contract::rollout::{
-    DecodeError, KubeletConfigRollout, NodeCounts, Phase, RevisionRecord, RolloutStatus,
+    DecodeError, KubeletConfigRollout, NodeCounts, Phase, RevisionRecord, RolloutCondition,
+    RolloutStatus,
 };
 
 /// Width of a progress bar in cells.
@@ -49,6 +50,93 @@ fn batch_label(st: &RolloutStatus, i: usize) -> String {
     }
 }
 
+/// Whether the phase is an undo's: the pause and the soak of the revision being undone
+/// no longer apply (the controller may not have cleared them yet).
+fn undoing(phase: Phase) -> bool {
+    matches!(phase, Phase::Undoing | Phase::Undone)
+}
+
+/// Whether a condition of `type_` with `status` and `reason` is in its happy state (not
+/// worth a line): Valid and ConfigFound True; Conflict, Superseded and Paused False;
+/// Complete True, or False only because the rollout is under way or being undone. A
+/// condition type this build does not know is always shown.
+fn happy(type_: &str, status: &str, reason: &str) -> bool {
+    let Some(t) = ConditionType::ALL.into_iter().find(|t| t.as_str() == type_) else {
+        return false;
+    };
+    match t {
+        ConditionType::Valid | ConditionType::ConfigFound => status == "True",
+        ConditionType::Conflict | ConditionType::Superseded | ConditionType::Paused => {
+            status == "False"
+        }
+        ConditionType::Complete => {
+            status == "True" || (status == "False" && COMPLETE_UNDER_WAY.contains(&reason))
+        }
+    }
+}
+
+/// The reasons of `Complete=False` that only say the rollout is not finished yet.
+const COMPLETE_UNDER_WAY: [&str; 2] = ["InProgress", "Undo"];
+
+/// The conditions not in their happy state, in the status's order; an undo's stale
+/// `Paused` is left out.
+pub fn problems(st: &RolloutStatus) -> Vec<&RolloutCondition> {
+    st.conditions
+        .iter()
+        .filter(|c| !happy(&c.type_, &c.status, &c.reason))
+        .filter(|c| !(undoing(st.phase) && c.type_ == ConditionType::Paused.as_str()))
+        .collect()
+}
+
+/// `Paused: CanaryFailed (node-a2 ...)` for a condition that is True,
+/// `ConfigFound=False: ConfigMissing (...)` otherwise; control characters escaped.
+pub fn condition_text(c: &RolloutCondition) -> String {
+    let head = if c.status == "True" {
+        printable(&c.type_)
+    } else {
+        format!("{}={}", printable(&c.type_), printable(&c.status))
+    };
+    format!(
+        "{head}: {} ({})",
+        printable(&c.reason),
+        printable(&c.message)
+    )
+}
+
+/// `text` with control characters escaped: what the API server holds must not drive the
+/// terminal.
+pub(super) fn printable(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_debug().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}
+
+/// One line for a rollout, as `status --watch` prints it per change when stdout is not
+/// a terminal: `rollout r1: Progressing, revision 1, batch 1/2: 2 done, ...; Paused: ...`.
+pub fn status_line(r: &KubeletConfigRollout) -> String {
+    let name = r.metadata.name.as_deref().unwrap_or("?");
+    let st = r.status.clone().unwrap_or_default();
+    let mut out = format!("rollout {name}: {}, revision {}", st.phase, st.revision);
+    if (st.current_batch as usize) < st.batches.len() && !undoing(st.phase) {
+        let _ = write!(out, ", {}", batch_label(&st, st.current_batch as usize));
+    }
+    let _ = write!(out, ": {}", counts_text(&st.counts));
+    if let Some(until) = st.soak_until.as_ref().filter(|_| !undoing(st.phase)) {
+        let _ = write!(out, "; soak until {until}");
+    }
+    for c in problems(&st) {
+        let _ = write!(out, "; {}", condition_text(c));
+    }
+    out
+}
+
 /// The status of one rollout, as `kubectl pivot rollout status` prints it.
 pub fn status_text(r: &KubeletConfigRollout) -> String {
     let name = r.metadata.name.as_deref().unwrap_or("?");
@@ -57,24 +145,23 @@ pub fn status_text(r: &KubeletConfigRollout) -> String {
     let _ = writeln!(out, "ROLLOUT  {name}");
     let _ = writeln!(out, "CONFIG   {}", r.spec.config.annotation());
     let _ = writeln!(out, "PHASE    {}   revision {}", st.phase, st.revision);
-    for c in st
-        .conditions
-        .iter()
-        .filter(|c| c.status == "True" && c.type_ != ConditionType::Valid.as_str())
+    for c in problems(&st)
+        .into_iter()
+        .filter(|c| c.type_ != ConditionType::Valid.as_str())
     {
-        let _ = writeln!(out, "         {}: {} ({})", c.type_, c.reason, c.message);
+        let _ = writeln!(out, "         {}", condition_text(c));
     }
     if let Some(c) = st
         .conditions
         .iter()
         .find(|c| c.type_ == ConditionType::Valid.as_str() && c.status == "False")
     {
-        let _ = writeln!(out, "INVALID  {}", c.message);
+        let _ = writeln!(out, "INVALID  {}", printable(&c.message));
     }
     if let Some(h) = super::super::plan::revision::current(&st) {
         let _ = writeln!(out, "GATE     no fallback for {}", no_fallback_text(h));
     }
-    if let Some(until) = &st.soak_until {
+    if let Some(until) = st.soak_until.as_ref().filter(|_| !undoing(st.phase)) {
         let _ = writeln!(out, "SOAK     until {until}");
     }
     let _ = writeln!(out, "NODES    {}", counts_text(&st.counts));
@@ -109,7 +196,7 @@ pub fn status_text(r: &KubeletConfigRollout) -> String {
                 f.node,
                 batch_label(&st, f.batch as usize),
                 f.reason.as_str(),
-                f.message
+                printable(&f.message)
             );
         }
         if st.failures.len() > FAILURES_SHOWN {
@@ -219,5 +306,131 @@ pub fn exit_code(r: &KubeletConfigRollout) -> u8 {
         3
     } else {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kp_contract::rollout::{ConfigMapKey, RolloutSpec};
+
+    fn cond(type_: &str, status: &str, reason: &str, message: &str) -> RolloutCondition {
+        RolloutCondition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: "2026-01-01T00:00:00Z".into(),
+            observed_generation: Some(1),
+        }
+    }
+
+    fn rollout(phase: Phase, conditions: Vec<RolloutCondition>) -> KubeletConfigRollout {
+        let spec: RolloutSpec = serde_json::from_value(serde_json::json!({
+            "config": ConfigMapKey {
+                namespace: "kubelet-config".into(),
+                name: "nope".into(),
+                key: "kubelet".into(),
+            }
+        }))
+        .expect("a spec");
+        let mut r = KubeletConfigRollout::new("ghost", spec);
+        r.status = Some(RolloutStatus {
+            phase,
+            conditions,
+            soak_until: Some("2026-01-01T00:10:00Z".into()),
+            ..RolloutStatus::default()
+        });
+        r
+    }
+
+    fn healthy() -> Vec<RolloutCondition> {
+        vec![
+            cond("Valid", "True", "SpecValid", "the spec can be followed"),
+            cond("ConfigFound", "True", "Found", "the ConfigMap exists"),
+            cond("Conflict", "False", "NoConflict", "-"),
+            cond("Superseded", "False", "NotSuperseded", "-"),
+            cond("Paused", "False", "Running", "not paused"),
+            cond("Complete", "False", "InProgress", "nodes remain"),
+        ]
+    }
+
+    #[test]
+    fn a_false_condition_is_shown_with_its_reason_and_message() {
+        let mut conditions = healthy();
+        conditions[1] = cond(
+            "ConfigFound",
+            "False",
+            "ConfigMissing",
+            "configmaps \"nope\" not found",
+        );
+        let r = rollout(Phase::Pending, conditions);
+        let text = status_text(&r);
+        assert!(
+            text.contains("ConfigFound=False: ConfigMissing (configmaps \"nope\" not found)"),
+            "{text}"
+        );
+        assert_eq!(problems(r.status.as_ref().unwrap()).len(), 1, "{text}");
+        for quiet in ["Running", "InProgress", "NoConflict", "SpecValid"] {
+            assert!(!text.contains(quiet), "{quiet} in {text}");
+        }
+        let line = status_line(&r);
+        assert!(
+            line.starts_with("rollout ghost: Pending, revision 0: 0 done,"),
+            "{line}"
+        );
+        assert!(
+            line.contains("; ConfigFound=False: ConfigMissing ("),
+            "{line}"
+        );
+        assert!(!line.contains('\n'));
+    }
+
+    #[test]
+    fn every_unhappy_state_is_shown_and_unknown_types_always() {
+        for (type_, status, reason) in [
+            ("Valid", "Unknown", "x"),
+            ("Conflict", "True", "OwnedByOther"),
+            ("Superseded", "True", "Newer"),
+            ("Paused", "True", "CanaryFailed"),
+            ("Complete", "False", "NodesFailed"),
+            ("Complete", "Unknown", "InProgress"),
+            ("SomethingNew", "True", "Whatever"),
+        ] {
+            assert!(!happy(type_, status, reason), "{type_}={status} {reason}");
+        }
+        assert!(happy("Complete", "True", "AllNodesDone"));
+        assert!(happy("Complete", "False", "Undo"));
+    }
+
+    #[test]
+    fn an_undo_shows_neither_the_old_pause_nor_the_soak() {
+        let mut conditions = healthy();
+        conditions[4] = cond("Paused", "True", "CanaryFailed", "node-a2 fell back");
+        conditions[5] = cond("Complete", "False", "Undo", "the revision is being undone");
+        let paused = rollout(Phase::Paused, conditions.clone());
+        let text = status_text(&paused);
+        assert!(
+            text.contains("Paused: CanaryFailed (node-a2 fell back)"),
+            "{text}"
+        );
+        assert!(text.contains("SOAK     until"), "{text}");
+        for phase in [Phase::Undoing, Phase::Undone] {
+            let r = rollout(phase, conditions.clone());
+            let text = status_text(&r);
+            assert!(!text.contains("CanaryFailed"), "{text}");
+            assert!(!text.contains("SOAK"), "{text}");
+            let line = status_line(&r);
+            assert!(
+                !line.contains("CanaryFailed") && !line.contains("soak"),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn control_characters_from_the_server_are_escaped() {
+        let c = cond("Paused", "True", "Manual", "a\u{1b}[2Jb\nc");
+        assert_eq!(condition_text(&c), "Paused: Manual (a\\u{1b}[2Jb\\nc)");
     }
 }

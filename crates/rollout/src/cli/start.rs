@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::args::StartArgs;
 use super::error::{CliError, FlagError};
+use super::{dryrun, precheck};
 use crate::plan::settings::Settings;
 use kp_contract::node_config::parse_annotation;
 use kp_contract::rollout::{ConfigMapKey, IntOrPercent, KubeletConfigRollout, RolloutSpec};
@@ -130,9 +131,21 @@ pub fn check(a: &StartArgs) -> Result<(), FlagError> {
     spec_fields(a).map(|_| ())
 }
 
+/// What `start` did.
+pub enum Started {
+    /// Created or updated.
+    Rollout(Box<KubeletConfigRollout>),
+    /// `--dry-run`: what each node would do; nothing changed.
+    DryRun {
+        config: ConfigMapKey,
+        plans: Vec<dryrun::NodePlan>,
+    },
+}
+
 /// Creates or updates the rollout; the spec is checked here first so that a typo is a
-/// clear error at once, not an Invalid phase later.
-pub async fn start(client: &Client, a: &StartArgs) -> Result<KubeletConfigRollout, CliError> {
+/// clear error at once, not an Invalid phase later, then the ConfigMap, its payload and
+/// the selector ([`precheck`]); warnings go to stderr.
+pub async fn start(client: &Client, a: &StartArgs) -> Result<Started, CliError> {
     let fields = spec_fields(a)?;
     let api: Api<KubeletConfigRollout> = Api::all(client.clone());
     let existing = super::get_opt(client, &a.name).await?;
@@ -152,7 +165,18 @@ pub async fn start(client: &Client, a: &StartArgs) -> Result<KubeletConfigRollou
     }
     let spec: RolloutSpec = serde_json::from_value(spec_json).map_err(CliError::InvalidSpec)?;
     Settings::of(&spec).map_err(CliError::InvalidSettings)?;
-    match existing {
+    let checked = precheck::check(client, &spec.config, &spec.node_selector, a.force).await?;
+    for warning in &checked.warnings {
+        eprintln!("warning: {warning}");
+    }
+    if a.dry_run {
+        let plans = dryrun::plan(client, &checked.nodes, checked.config.as_ref()).await;
+        return Ok(Started::DryRun {
+            config: spec.config,
+            plans,
+        });
+    }
+    let done = match existing {
         None => {
             let obj = KubeletConfigRollout::new(&a.name, spec);
             api.create(&PostParams::default(), &obj)
@@ -171,7 +195,8 @@ pub async fn start(client: &Client, a: &StartArgs) -> Result<KubeletConfigRollou
                     source,
                 })
         }
-    }
+    }?;
+    Ok(Started::Rollout(Box::new(done)))
 }
 
 #[cfg(test)]

@@ -8,11 +8,15 @@ use kube::Client;
 
 use super::args::Output;
 use super::error::CliError;
-use super::{api, exit_code, print_invalid, print_object, settled, status_text, Read, EXIT_FAILED};
+use super::{
+    api, exit_code, print_invalid, print_object, settled, status_line, status_text, Read,
+    EXIT_FAILED,
+};
 use kp_contract::rollout::KubeletConfigRollout;
 
-/// Follows one rollout: redraws on every change (in place on a terminal, one snapshot per
-/// change otherwise, one JSON document per line with -o json) until it settles.
+/// Follows one rollout until it settles: on a terminal the status is redrawn in place on
+/// every change; otherwise one line per change ([`status_line`]), or one JSON document
+/// per line with -o json.
 pub(super) async fn watch_status(
     client: &Client,
     name: &str,
@@ -23,6 +27,9 @@ pub(super) async fn watch_status(
     let mut stream = watcher::watcher(api(client), cfg).boxed();
     let tty = std::io::stdout().is_terminal() && output == Output::Table;
     let mut last_lines = 0usize;
+    // Not a terminal: the last line printed (one line per change, as kubectl rollout
+    // status prints).
+    let mut last_line: Option<String> = None;
     let mut last: Option<KubeletConfigRollout> = None;
     let io = CliError::Output;
     let mut seen = false;
@@ -55,8 +62,6 @@ pub(super) async fn watch_status(
             Read::Invalid(obj, err) => {
                 if tty && last_lines > 0 {
                     write!(out, "\x1b[{last_lines}A\x1b[J").map_err(io)?;
-                } else if last.is_some() {
-                    writeln!(out).map_err(io)?;
                 }
                 print_invalid(out, &obj, &err, output).map_err(io)?;
                 out.flush().map_err(io)?;
@@ -68,15 +73,20 @@ pub(super) async fn watch_status(
         }
         match output {
             Output::Json => print_object(out, &obj, output).map_err(io)?,
-            Output::Table => {
+            Output::Table if tty => {
                 let text = status_text(&obj);
-                if tty && last_lines > 0 {
+                if last_lines > 0 {
                     write!(out, "\x1b[{last_lines}A\x1b[J").map_err(io)?;
-                } else if last.is_some() {
-                    writeln!(out).map_err(io)?;
                 }
                 write!(out, "{text}").map_err(io)?;
                 last_lines = text.lines().count();
+            }
+            Output::Table => {
+                let line = status_line(&obj);
+                if last_line.as_deref() != Some(line.as_str()) {
+                    writeln!(out, "{line}").map_err(io)?;
+                    last_line = Some(line);
+                }
             }
         }
         out.flush().map_err(io)?;

@@ -176,7 +176,9 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), RunError
         node_tx.send_modify(|n| *n += 1);
         futures::future::ready(())
     }));
+    let (stop_seen, stop_metrics) = (stop.clone(), metrics.clone());
     tokio::spawn(stop_events.for_each(move |_| {
+        stop_metrics.global_stop(stop_since(&stop_seen));
         changed_tx.send_modify(|n| *n += 1);
         futures::future::ready(())
     }));
@@ -258,6 +260,17 @@ pub async fn run(client: Client, opts: ControllerOptions) -> Result<(), RunError
             Ok(())
         }
     }
+}
+
+/// When the global stop switch in `stop` was turned on (its creation, in Unix seconds; 0
+/// when the server did not say), or `None` while it is off.
+fn stop_since(stop: &Store<ConfigMap>) -> Option<i64> {
+    stop.state().first().map(|cm| {
+        cm.metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(0, |t| t.0.as_second())
+    })
 }
 
 async fn shutdown_signal() {

@@ -16,6 +16,7 @@ use super::inputs::{decide, lookup_config};
 use super::unreadable::report_invalid;
 use super::writes::{touch, write_status};
 use super::Context;
+use crate::metrics::paused_reason;
 use crate::nodeview::NodeView;
 use kp_contract::rollout::{self as types, KubeletConfigRollout, NodeCounts, Phase, RolloutStatus};
 
@@ -66,16 +67,17 @@ fn record_phase(ctx: &Context, obj: &DynamicObject) {
     let seen = ours
         .and_then(|w| w.status.clone())
         .or_else(|| serde_json::from_value::<RolloutStatus>(obj.data["status"].clone()).ok());
-    let (phase, counts) = seen.map_or_else(
-        || (Phase::Pending, NodeCounts::default()),
-        |st| (st.phase, st.counts),
+    let (phase, counts, paused) = seen.map_or_else(
+        || (Phase::Pending, NodeCounts::default(), None),
+        |st| (st.phase, st.counts, paused_reason(&st.conditions)),
     );
     let phase = if ctx.invalid.contains(&name) {
         Phase::Invalid
     } else {
         phase
     };
-    ctx.metrics.rollout(&name, phase, &counts, &existing);
+    ctx.metrics
+        .rollout(&name, phase, &counts, paused, &existing);
 }
 
 async fn reconcile_any(

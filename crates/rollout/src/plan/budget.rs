@@ -10,15 +10,18 @@ use super::settings::Settings;
 pub struct Budget {
     key: String,
     room: BTreeMap<String, isize>,
+    /// The nodes counted as unavailable: each already holds its share of its domain.
+    down: BTreeSet<String>,
 }
 
 impl Budget {
     /// Unavailable per domain, over every node of the domain (the cluster's domain, not
     /// this rollout's share of it): nodes this rollout is changing (`in_flight`), nodes any
-    /// other rollout changed that do not show their assignment active yet (for at most the
+    /// rollout changed that do not show their assignment active yet (for at most the
     /// config-active timeout, after which such a node counts as failed, not as changing),
-    /// and nodes not Ready, cordoned or draining, whoever made them so. The limit is taken
-    /// of the domain's size.
+    /// and nodes not Ready, cordoned or draining, whoever made them so. A node that fell
+    /// back to its last-known-good config has settled: its failure is known, and it
+    /// counts only if it is unavailable. The limit is taken of the domain's size.
     pub fn new(
         settings: &Settings,
         nodes: &[NodeView],
@@ -27,7 +30,8 @@ impl Budget {
     ) -> Budget {
         let key = settings.topology_key.as_str();
         let mut size: BTreeMap<&str, usize> = BTreeMap::new();
-        let mut down: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut used: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut down = BTreeSet::new();
         for view in nodes {
             let domain = view.domain(key);
             *size.entry(domain).or_default() += 1;
@@ -35,27 +39,30 @@ impl Budget {
                 || view.unavailable()
                 || changing(view, now, settings.config_active_timeout)
             {
-                *down.entry(domain).or_default() += 1;
+                *used.entry(domain).or_default() += 1;
+                down.insert(view.name.clone());
             }
         }
         let room = size
             .iter()
             .map(|(domain, n)| {
                 let limit = settings.unavailable_limit(*n) as isize;
-                let used = down.get(domain).copied().unwrap_or(0) as isize;
+                let used = used.get(domain).copied().unwrap_or(0) as isize;
                 (domain.to_string(), limit - used)
             })
             .collect();
         Budget {
             key: key.to_string(),
             room,
+            down,
         }
     }
 
-    /// Takes room for changing `view`; false when its domain has none. A node that is
-    /// unavailable already takes none.
+    /// Takes room for changing `view`; false when its domain has none. A node counted as
+    /// unavailable already holds its share and takes no more: changing it (an undo
+    /// reverting a node still on its way, a node not Ready) makes nothing less available.
     pub fn take(&mut self, view: &NodeView) -> bool {
-        if view.unavailable() {
+        if self.down.contains(&view.name) || view.unavailable() {
             return true;
         }
         let room = self
@@ -71,7 +78,8 @@ impl Budget {
 }
 
 /// Whether a rollout (any) changed `view` less than `timeout` ago and it does not show its
-/// assignment active yet.
+/// assignment active yet, nor has it fallen back from it (a node back on its last-known-good
+/// config is done changing: its failure is known).
 fn changing(view: &NodeView, now: SystemTime, timeout: Duration) -> bool {
     let Some(record) = view.record.as_ref() else {
         return false;
@@ -79,5 +87,8 @@ fn changing(view: &NodeView, now: SystemTime, timeout: Duration) -> bool {
     let recent = kp_contract::time::parse(&record.at)
         .and_then(|at| now.duration_since(at).ok())
         .is_some_and(|age| age < timeout);
-    recent && !view.shows_active(assignment_ref(view.assignment.as_deref()).as_ref(), None)
+    let assigned = assignment_ref(view.assignment.as_deref());
+    let settled = view.shows_active(assigned.as_ref(), None)
+        || assigned.as_ref().is_some_and(|a| view.fell_back_from(a));
+    recent && !settled
 }

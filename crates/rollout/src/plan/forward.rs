@@ -60,11 +60,13 @@ fn auto_pause(d: &Decider) -> Option<(PauseReason, String)> {
 
 pub(super) fn forward(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
     let joined = revision::reconcile_membership(&mut d.st, matching);
-    if joined > 0 {
-        if let Some(last) = d.st.history.last_mut() {
+    if let Some(last) = super::current_mut(&mut d.st) {
+        if joined > 0 {
             last.result = None;
             last.finished = None;
         }
+        // `undo` was cleared before the undo finished: the revision rolls forward again.
+        last.undo_started = None;
     }
     let rev = d.st.revision;
     let target = d.settings.target.clone();
@@ -167,7 +169,12 @@ pub(super) fn forward(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
     report_owners(d, &blocked, &superseded);
     d.st.failures.extend(new_failures);
     d.st.acknowledged_failures = acknowledged(d) as u32;
-    let pause = pause_reason(d);
+    // Nothing left to change or to watch: the global stop has nothing to halt.
+    let finished = current >= d.st.batches.len()
+        && pending.is_empty()
+        && blocked.is_empty()
+        && in_flight.is_empty();
+    let pause = pause_reason(d, finished);
     let window = crate::window::open_at(&d.settings.windows, d.inp.now);
     let blocked = pause.is_some() || window.is_err();
     // Change the pending nodes of the current batch (and any left behind) within budget.
@@ -213,17 +220,22 @@ pub(super) fn forward(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
     set_phase(d, pause, window.err());
 }
 
-fn pause_reason(d: &Decider) -> Option<(PauseReason, String)> {
-    if d.inp.halted {
+/// Why the rollout changes no nodes now, if it does not. The global stop halts a rollout
+/// that is running or paused; one that `finished` (every batch through, nothing in flight,
+/// not paused) keeps its phase: finished is final.
+fn pause_reason(d: &Decider, finished: bool) -> Option<(PauseReason, String)> {
+    let own = if d.inp.spec.paused {
+        Some((PauseReason::Manual, "spec.paused is true".to_string()))
+    } else {
+        auto_pause(d)
+    };
+    if d.inp.halted && !(finished && own.is_none()) {
         return Some((
             PauseReason::GlobalStop,
             "the global stop switch is on".to_string(),
         ));
     }
-    if d.inp.spec.paused {
-        return Some((PauseReason::Manual, "spec.paused is true".to_string()));
-    }
-    auto_pause(d)
+    own
 }
 
 fn advance(d: &mut Decider) {

@@ -222,4 +222,4 @@ fn current_mut(st: &mut RolloutStatus) -> Option<&mut kp_contract::rollout::Revi
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

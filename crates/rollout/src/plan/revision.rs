@@ -112,6 +112,7 @@ pub fn start(
         started: now.to_string(),
         finished: None,
         result: None,
+        undo_started: None,
         changed: 0,
         failed: 0,
         no_fallback_for: None,

@@ -7,21 +7,26 @@ use super::budget::Budget;
 use super::conditions::{set_condition, ConditionType, PauseReason};
 use super::gates::{self, GateResult, PodsState};
 use super::owner;
-use super::{revision, Decider, Touch, MAX_REQUEUE};
+use super::report::set_counts;
+use super::{current_mut, revision, Decider, Touch, MAX_REQUEUE};
 use crate::nodeview::{assignment_ref, NodeRecord, NodeView};
 use kp_contract::rollout::{NodeCounts, Phase};
+
+/// The reason of the Paused (False) and Complete (False) conditions while undoing.
+pub const UNDO_REASON: &str = "Undo";
 
 /// Points every node this revision changed back at the assignment it had before, within
 /// the unavailability budget; done when all show it active.
 pub(super) fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
     let me = d.me();
     let mut waiting = 0u32;
-    let mut back = 0u32;
     let mut in_flight: BTreeSet<&str> = BTreeSet::new();
-    let mut to_undo: Vec<&NodeView> = Vec::new();
+    let mut to_undo: Vec<(usize, &NodeView)> = Vec::new();
+    let mut per_batch = vec![NodeCounts::default(); d.st.batches.len()];
     let mut soonest = MAX_REQUEUE;
     // Later batches first: the newest changes are the least proven.
-    for batch in d.st.batches.iter().rev() {
+    for (b, batch) in d.st.batches.iter().enumerate().rev() {
+        let counts = &mut per_batch[b];
         for node in batch {
             let Some(view) = matching.get(node.as_str()).copied() else {
                 continue;
@@ -29,8 +34,10 @@ pub(super) fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
             let Some(record) = view.record.as_ref().filter(|r| owner::is_mine(r, &me)) else {
                 continue;
             };
+            counts.total += 1;
             if !record.undone {
-                to_undo.push(view);
+                counts.pending += 1;
+                to_undo.push((b, view));
                 continue;
             }
             let previous = assignment_ref(record.previous.as_deref());
@@ -42,56 +49,31 @@ pub(super) fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
                 full: false,
             };
             match gates::evaluate(view, &change, d.inp.now, &d.settings, &PodsState::Ready) {
-                GateResult::Passed => back += 1,
+                GateResult::Passed => counts.done += 1,
                 GateResult::Waiting { after, .. } => {
                     waiting += 1;
+                    counts.in_progress += 1;
                     in_flight.insert(view.name.as_str());
                     soonest = soonest.min(after);
                 }
                 // An undo that does not take is reported, not retried.
-                GateResult::Failed { .. } => back += 1,
+                GateResult::Failed { .. } => counts.done += 1,
             }
         }
     }
     if waiting > 0 {
         d.wake_after(soonest);
     }
-    let halted = d.inp.halted;
+    // Nothing left to point back: undone, whatever the stop switch says (finished is final).
+    let finished = to_undo.is_empty() && waiting == 0;
+    let halted = d.inp.halted && !finished;
     if !halted {
-        let mut budget = Budget::new(&d.settings, d.inp.nodes, &in_flight, d.inp.now);
-        let mut out_of_budget = false;
-        for view in &to_undo {
-            let Some(record) = view.record.clone() else {
-                continue;
-            };
-            if !budget.take(view) {
-                out_of_budget = true;
-                continue;
-            }
-            d.touches.push(Touch {
-                node: view.name.clone(),
-                resource_version: view.resource_version.clone(),
-                assignment: record.previous.clone(),
-                record: NodeRecord {
-                    at: d.now.clone(),
-                    undone: true,
-                    ..record
-                },
-            });
-        }
-        if out_of_budget {
-            d.wake_after(Duration::from_secs(5));
-        }
+        revert(d, &to_undo, &in_flight, &mut per_batch);
     }
     let now = d.now.clone();
-    let left = to_undo.len() as u32 - d.touches.len() as u32;
-    d.st.counts = NodeCounts {
-        total: back + waiting + to_undo.len() as u32,
-        pending: left,
-        in_progress: waiting + d.touches.len() as u32,
-        done: back,
-        failed: 0,
-    };
+    set_counts(&mut d.st, per_batch);
+    // An undo is no batch: no soak ends it.
+    d.st.soak_until = None;
     if halted {
         d.st.phase = Phase::Halted;
         set_condition(
@@ -102,30 +84,40 @@ pub(super) fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
             "the global stop switch is on",
             &now,
         );
-    } else if left == 0 && waiting == 0 && d.touches.is_empty() {
-        d.st.phase = Phase::Undone;
+    } else {
+        // The undo acts: whatever paused the rollout (a failed canary, `spec.paused`) no
+        // longer holds it, and the revision records when the undo began (once; not on a
+        // revision undone already, by a build that kept no such record).
         set_condition(
             &mut d.st,
             ConditionType::Paused,
             false,
-            "Running",
-            "not paused",
+            UNDO_REASON,
+            "not paused: the changed nodes are pointed back at their previous configs",
             &now,
         );
-        if let Some(h) = d.st.history.last_mut() {
-            if h.result.as_deref() != Some(revision::UNDONE) {
-                h.result = Some(revision::UNDONE.to_string());
-                h.finished = Some(now.clone());
+        if let Some(h) = current_mut(&mut d.st) {
+            if h.undo_started.is_none() && h.result.as_deref() != Some(revision::UNDONE) {
+                h.undo_started = Some(now.clone());
             }
         }
-    } else {
-        d.st.phase = Phase::Undoing;
+        if finished {
+            d.st.phase = Phase::Undone;
+            if let Some(h) = current_mut(&mut d.st) {
+                if h.result.as_deref() != Some(revision::UNDONE) {
+                    h.result = Some(revision::UNDONE.to_string());
+                    h.finished = Some(now.clone());
+                }
+            }
+        } else {
+            d.st.phase = Phase::Undoing;
+        }
     }
     set_condition(
         &mut d.st,
         ConditionType::Complete,
         false,
-        "Undo",
+        UNDO_REASON,
         "the revision is being undone",
         &now,
     );
@@ -137,4 +129,41 @@ pub(super) fn undo(d: &mut Decider, matching: &BTreeMap<&str, &NodeView>) {
         }
         .to_string(),
     );
+}
+
+/// Points the nodes of `to_undo` back, within the budget. The nodes it reverts that are
+/// unavailable or still on their way to the undone config hold their domain's share
+/// already and take no more of it ([`Budget::take`]): they are the unavailable ones.
+fn revert(
+    d: &mut Decider,
+    to_undo: &[(usize, &NodeView)],
+    in_flight: &BTreeSet<&str>,
+    per_batch: &mut [NodeCounts],
+) {
+    let mut budget = Budget::new(&d.settings, d.inp.nodes, in_flight, d.inp.now);
+    let mut out_of_budget = false;
+    for (b, view) in to_undo {
+        let Some(record) = view.record.clone() else {
+            continue;
+        };
+        if !budget.take(view) {
+            out_of_budget = true;
+            continue;
+        }
+        per_batch[*b].pending -= 1;
+        per_batch[*b].in_progress += 1;
+        d.touches.push(Touch {
+            node: view.name.clone(),
+            resource_version: view.resource_version.clone(),
+            assignment: record.previous.clone(),
+            record: NodeRecord {
+                at: d.now.clone(),
+                undone: true,
+                ..record
+            },
+        });
+    }
+    if out_of_budget {
+        d.wake_after(Duration::from_secs(5));
+    }
 }

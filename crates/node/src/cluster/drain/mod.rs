@@ -11,9 +11,11 @@
 //! the drain gives up (the caller uncordons and retries later). Modules:
 //! which pods leave and what is kept of each ([`pods`]), what an eviction's
 //! answer means ([`answer`]), how many evictions may be in flight at once
-//! ([`window`]), the list, watch and eviction loop ([`session`]).
+//! ([`window`]), the list, watch and eviction loop ([`session`]), and the
+//! KEP-5683 Node conditions `DrainInProgress` and `Drained` ([`lifecycle`]).
 
 mod answer;
+pub mod lifecycle;
 pub mod pods;
 mod session;
 mod window;
@@ -32,7 +34,8 @@ use kp_contract::time::now_rfc3339;
 use kp_runtime::events::{self, EventType, NodeEvent};
 
 pub use answer::{Answer, MULTIPLE_BUDGETS};
-pub use pods::MIRROR_ANNOTATION;
+pub use lifecycle::Lifecycle;
+pub use pods::{PodCount, MIRROR_ANNOTATION};
 pub use session::{Session, PAGE_SIZE, REPORT_EVERY};
 pub use window::{MAX_IN_FLIGHT, THROTTLE_PAUSE};
 
@@ -63,8 +66,9 @@ impl std::fmt::Display for Failure {
 /// Progress, for the store record and `status`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Progress {
-    /// Pods still to leave the node.
-    pub remaining: usize,
+    /// Pods still to leave the node, and whether that is the whole count.
+    pub remaining: PodCount,
+    /// Evictions accepted in this attempt.
     pub evicted: usize,
     /// Pods refused, by reason.
     pub blocked: Vec<BlockedPods>,
@@ -76,7 +80,7 @@ impl std::fmt::Display for Progress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} pod(s) to leave the node ({} evicted so far",
+            "{} ({} evicted in this attempt",
             self.remaining, self.evicted
         )?;
         for b in &self.blocked {
@@ -196,14 +200,14 @@ mod tests {
     #[test]
     fn progress_names_each_reason_apart() {
         let mut p = Progress {
-            remaining: 3,
+            remaining: PodCount::Exact(3),
             evicted: 1,
             blocked: vec![],
             list_error: None,
         };
         assert_eq!(
             p.to_string(),
-            "3 pod(s) to leave the node (1 evicted so far)"
+            "3 pod(s) to leave the node (1 evicted in this attempt)"
         );
         let blocked = |reason, pods| BlockedPods {
             reason,
@@ -219,7 +223,14 @@ mod tests {
         p.list_error = Some("connection refused".into());
         assert_eq!(
             p.to_string(),
-            "3 pod(s) to leave the node (1 evicted so far; 1 blocked by a PodDisruptionBudget; 2 refused by API server errors); cannot list or watch them, retrying: connection refused"
+            "3 pod(s) to leave the node (1 evicted in this attempt; 1 blocked by a PodDisruptionBudget; 2 refused by API server errors); cannot list or watch them, retrying: connection refused"
+        );
+        p.remaining = PodCount::AtLeast(500);
+        p.blocked.clear();
+        p.list_error = None;
+        assert_eq!(
+            p.to_string(),
+            "at least 500 pod(s) to leave the node, listing not finished (1 evicted in this attempt)"
         );
     }
 }

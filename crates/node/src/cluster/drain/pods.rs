@@ -27,6 +27,42 @@ use crate::config::store::BlockReason;
 /// pointless).
 pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
+/// How many pods must still leave the node, as exact as the list and watch
+/// allow: what a drain shows the cluster (a condition, an Event, `status`)
+/// either is the count or says what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodCount {
+    /// A complete list, and the watch since, show exactly this many.
+    Exact(usize),
+    /// The first list is being read: this many so far, more may follow.
+    AtLeast(usize),
+    /// A re-list (after the watch expired) is being read: `seen` so far,
+    /// `before` when it started (some may have left since).
+    Relisting { seen: usize, before: usize },
+}
+
+impl PodCount {
+    /// Whether the count is the whole count.
+    pub fn exact(self) -> bool {
+        matches!(self, PodCount::Exact(_))
+    }
+}
+
+impl std::fmt::Display for PodCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PodCount::Exact(n) => write!(f, "{n} pod(s) to leave the node"),
+            PodCount::AtLeast(n) => {
+                write!(f, "at least {n} pod(s) to leave the node, listing not finished")
+            }
+            PodCount::Relisting { seen, before } => write!(
+                f,
+                "at least {seen} pod(s) to leave the node, re-listing not finished ({before} before the re-list)"
+            ),
+        }
+    }
+}
+
 /// What the drain needs to know of a pod, beyond its name.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PodFacts {
@@ -352,6 +388,10 @@ pub struct NodePods {
     listing: bool,
     /// A complete list has been read.
     listed: bool,
+    /// Pods the list under way has shown so far (that must leave).
+    seen_now: usize,
+    /// Pods known when the list under way started (after a complete one).
+    before_list: usize,
     /// Pods asked to leave (or being asked) whose leaving (a
     /// deletionTimestamp, or gone) the list and watch have not shown yet.
     unobserved: usize,
@@ -362,6 +402,8 @@ impl NodePods {
     pub fn begin_list(&mut self) {
         self.generation = self.generation.wrapping_add(1);
         self.listing = true;
+        self.seen_now = 0;
+        self.before_list = self.pods.len();
     }
 
     /// The list is complete: pods it did not show are forgotten.
@@ -393,6 +435,9 @@ impl NodePods {
         if let Some(t) = self.pods.get_mut(&key) {
             let was = t.unobserved();
             t.facts = pod.facts;
+            if t.seen != self.generation {
+                self.seen_now += 1;
+            }
             t.seen = self.generation;
             if was && !t.unobserved() {
                 self.unobserved -= 1;
@@ -408,6 +453,7 @@ impl NodePods {
             seen: self.generation,
         };
         let due = !pod.facts.deleting;
+        self.seen_now += 1;
         self.pods.insert(key.clone(), tracked);
         due.then_some(key)
     }
@@ -418,8 +464,13 @@ impl NodePods {
     }
 
     fn forget(&mut self, key: &PodKey) {
-        if self.pods.remove(key).is_some_and(|t| t.unobserved()) {
-            self.unobserved -= 1;
+        if let Some(t) = self.pods.remove(key) {
+            if t.unobserved() {
+                self.unobserved -= 1;
+            }
+            if t.seen == self.generation {
+                self.seen_now = self.seen_now.saturating_sub(1);
+            }
         }
     }
 
@@ -455,9 +506,23 @@ impl NodePods {
         self.pods.get(key)
     }
 
-    /// Pods still to leave the node.
+    /// Pods still to leave the node, as far as known (see [`NodePods::count`]).
     pub fn remaining(&self) -> usize {
         self.pods.len()
+    }
+
+    /// How many pods must still leave the node, and how sure that number
+    /// is: exact once a list was read to its end (and the watch followed
+    /// it), a lower bound while a list is being read.
+    pub fn count(&self) -> PodCount {
+        match (self.listed, self.listing) {
+            (true, false) => PodCount::Exact(self.pods.len()),
+            (false, _) => PodCount::AtLeast(self.seen_now),
+            (true, true) => PodCount::Relisting {
+                seen: self.seen_now,
+                before: self.before_list,
+            },
+        }
     }
 
     /// Whether the set is complete: a list was read to its end and no
@@ -756,6 +821,49 @@ mod tests {
         assert_eq!(pods.unobserved(), 0, "seen leaving before the answer");
         pods.set_ask(&key("u-a"), Ask::Asked);
         assert_eq!(pods.unobserved(), 0);
+    }
+
+    #[test]
+    fn the_count_is_exact_only_after_a_complete_list() {
+        let mut pods = NodePods::default();
+        assert_eq!(pods.count(), PodCount::AtLeast(0), "nothing listed yet");
+        pods.begin_list();
+        for i in 0..3 {
+            pods.apply(&named(&format!("p{i}"), &format!("u-{i}"), json!({})));
+        }
+        assert_eq!(pods.count(), PodCount::AtLeast(3));
+        assert_eq!(
+            pods.count().to_string(),
+            "at least 3 pod(s) to leave the node, listing not finished"
+        );
+        pods.end_list();
+        assert_eq!(pods.count(), PodCount::Exact(3));
+        assert!(pods.count().exact());
+        assert_eq!(pods.count().to_string(), "3 pod(s) to leave the node");
+        // A watch event keeps it exact.
+        pods.remove(&named("p0", "u-0", json!({})));
+        assert_eq!(pods.count(), PodCount::Exact(2));
+        // A re-list counts what it has shown, and says what the count was before.
+        pods.begin_list();
+        pods.apply(&named("p1", "u-1", json!({})));
+        pods.apply(&named("p9", "u-9", json!({})));
+        // Seen twice in one list (a page boundary moved): counted once.
+        pods.apply(&named("p9", "u-9", json!({})));
+        assert_eq!(pods.count(), PodCount::Relisting { seen: 2, before: 2 });
+        assert_eq!(
+            pods.count().to_string(),
+            "at least 2 pod(s) to leave the node, re-listing not finished (2 before the re-list)"
+        );
+        // A pod the list showed and that turned into one the drain leaves alone.
+        let adopted = named(
+            "p9",
+            "u-9",
+            json!({"metadata": {"ownerReferences": [owner("DaemonSet", Some(true))]}}),
+        );
+        pods.apply(&adopted);
+        assert_eq!(pods.count(), PodCount::Relisting { seen: 1, before: 2 });
+        pods.end_list();
+        assert_eq!(pods.count(), PodCount::Exact(1), "p2 was not listed again");
     }
 
     #[test]

@@ -413,7 +413,7 @@ impl Session {
             })
             .collect();
         Progress {
-            remaining: self.pods.remaining(),
+            remaining: self.pods.count(),
             evicted: self.evicted,
             blocked,
             list_error: self.list_error.clone(),

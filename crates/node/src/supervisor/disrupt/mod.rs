@@ -22,7 +22,7 @@ use super::*;
 pub(super) use decide::parse_retry_at;
 use decide::{Decision, Wanted};
 
-use crate::cluster::drain::{Drainer, Failure, Round};
+use crate::cluster::drain::{Drainer, Failure, Lifecycle, Round};
 use crate::config::running;
 use crate::config::store::{DisruptionRecord, DrainFailure, DrainPhase};
 use crate::kubelet::health;
@@ -109,6 +109,21 @@ pub(super) fn report_of(record: &DisruptionRecord) -> DisruptionReport {
             message: format!("{what}: draining the node"),
         },
     }
+}
+
+/// A drain that `record` says was tried is abandoned (`why`): clears the
+/// Node's lifecycle conditions if they show our drain (in a task of its own,
+/// bounded: the loop does not wait for the API server).
+fn interrupted(env: &Env<'_>, record: Option<&DisruptionRecord>, why: &str) {
+    let (Some(r), Some(drainer)) = (record.filter(|r| r.attempts > 0), env.drainer()) else {
+        return;
+    };
+    let message = format!(
+        "the drain for the {} change ({}) stopped: {why}",
+        r.class,
+        r.fields.join(", ")
+    );
+    tokio::spawn(async move { drainer.lifecycle(Lifecycle::Interrupted, &message).await });
 }
 
 /// The disruptive change waiting or in progress, and the task that works
@@ -211,6 +226,11 @@ impl Disruption {
             Decision::Tending(r) | Decision::StillHeld(r) => self.record = Some(r),
             Decision::Forget(phase) => {
                 self.stop_task(env.metrics).await;
+                interrupted(
+                    env,
+                    record.as_ref(),
+                    "the config change it was for is no longer wanted",
+                );
                 env.metrics.disruption.set_held(false, false);
                 info!(
                     phase = phase.as_str(),
@@ -239,6 +259,11 @@ impl Disruption {
                     // Cordoned by an earlier drain: uncordon, then hold.
                     Some(old) => self.start_gate(env, *old, Some(held)),
                     None => {
+                        interrupted(
+                            env,
+                            record.as_ref(),
+                            "the change now needs a new node and is held",
+                        );
                         save_async(env.store, Some(held.clone())).await;
                         self.record = Some(held);
                     }

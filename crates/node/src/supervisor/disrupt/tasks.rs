@@ -56,6 +56,25 @@ impl Gate {
                 .await;
             }
         }
+        if let Some(d) = &drainer {
+            // Only what we set is cleared (lifecycle::Drainer::lifecycle).
+            let change = format!("{} change ({})", record.class, record.fields.join(", "));
+            let (to, message) = match (&then, was_drain) {
+                (None, true) => (
+                    Lifecycle::Ended,
+                    format!("kubelet healthy with the new config after the drain for the {change}; the node is back in service"),
+                ),
+                (Some(_), _) => (
+                    Lifecycle::Interrupted,
+                    format!("the drain for the {change} stopped: the change now needs a new node and is held"),
+                ),
+                (None, false) => (
+                    Lifecycle::Interrupted,
+                    format!("the drain for the {change} stopped: the kubelet runs the wanted config without it"),
+                ),
+            };
+            d.lifecycle(to, &message).await;
+        }
         if was_drain {
             metrics.disruption.drain(DrainResult::Completed);
         }
@@ -90,7 +109,16 @@ impl Drain {
             .event(
                 EventType::Normal,
                 "DrainStarted",
-                &format!("draining the node for a {what}; attempt {}", rec.attempts),
+                &format!("draining the node for the {what}; attempt {}", rec.attempts),
+            )
+            .await;
+        drainer
+            .lifecycle(
+                Lifecycle::Started,
+                &format!(
+                    "kubelet-pivot drains the node for the {what}; attempt {}",
+                    rec.attempts
+                ),
             )
             .await;
         let deadline = tokio::time::Instant::now() + timeout;
@@ -104,7 +132,7 @@ impl Drain {
                         .event(
                             EventType::Normal,
                             "Cordoned",
-                            &format!("cordoned for a {what}"),
+                            &format!("cordoned for the {what}"),
                         )
                         .await;
                 }
@@ -161,8 +189,11 @@ impl Drain {
         metrics.disruption.set_draining(false);
         match outcome {
             Ok(evicted) => {
+                let attempt = rec.attempts;
                 save_async(&store, Some(decide::drained(rec))).await;
-                drainer.event(EventType::Normal, "Drained", &format!("{evicted} pod(s) evicted for a {what}; restarting the kubelet with the new config")).await;
+                let message = format!("every pod left; {evicted} pod(s) evicted in attempt {attempt} for the {what}; restarting the kubelet with the new config");
+                drainer.event(EventType::Normal, "Drained", &message).await;
+                drainer.lifecycle(Lifecycle::Completed, &message).await;
                 Some(TaskDone::Drained)
             }
             Err((failure, result)) => {
@@ -177,7 +208,14 @@ impl Drain {
                     }
                 }
                 let rec = decide::gave_up(rec, &failure, retry, std::time::SystemTime::now());
+                let message = format!(
+                    "attempt {} of the drain for the {what} did not finish: {}; next try at {}",
+                    rec.attempts,
+                    failure.message,
+                    rec.retry_at.as_deref().unwrap_or("soon")
+                );
                 save_async(&store, Some(rec)).await;
+                drainer.lifecycle(Lifecycle::Failed, &message).await;
                 Some(TaskDone::GaveUp)
             }
         }

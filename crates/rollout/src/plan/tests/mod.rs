@@ -8,6 +8,7 @@ use crate::nodeview::{ConfigCondition, ConfigStatus, Reported};
 use kp_contract::rollout::{ConfigMapKey, FailureReason, IntOrPercent, RolloutSpec};
 
 mod owners;
+pub(crate) mod undo;
 
 const ZONE: &str = "topology.kubernetes.io/zone";
 
@@ -83,12 +84,13 @@ fn fell_back(view: &mut NodeView) {
     });
 }
 
-struct World {
-    spec: RolloutSpec,
-    status: RolloutStatus,
+/// A fleet, a rollout and a clock, stepped by hand (the events' tests drive it too).
+pub(crate) struct World {
+    pub(crate) spec: RolloutSpec,
+    pub(crate) status: RolloutStatus,
     nodes: Vec<NodeView>,
-    now: SystemTime,
-    halted: bool,
+    pub(crate) now: SystemTime,
+    pub(crate) halted: bool,
     ack: Option<(u32, u32)>,
     /// The ConfigMap's payload (the KubeletConfiguration cfg-b).
     payload: String,
@@ -116,7 +118,7 @@ impl World {
     }
 
     /// One decision, fed back into the status; returns the touches (applied to the nodes).
-    fn step(&mut self) -> Vec<Touch> {
+    pub(crate) fn step(&mut self) -> Vec<Touch> {
         let pods = |_: &str| PodsState::Ready;
         let config = if needs_new_revision(&self.spec, &self.status) {
             ConfigLookup::Found {
@@ -153,7 +155,7 @@ impl World {
         touches.iter().map(|t| t.node.clone()).collect()
     }
 
-    fn heal_all(&mut self) {
+    pub(crate) fn heal_all(&mut self) {
         for n in &mut self.nodes {
             if n.record.is_some() {
                 healthy(n);
@@ -167,7 +169,7 @@ impl World {
 
     /// Steps (healing every changed node) until nothing more is touched and the phase is
     /// `phase`; returns every node touched on the way.
-    fn run_until(&mut self, phase: Phase) -> Vec<String> {
+    pub(crate) fn run_until(&mut self, phase: Phase) -> Vec<String> {
         let mut touched = Vec::new();
         for _ in 0..100 {
             touched.extend(Self::names(&self.step()));
