@@ -30,6 +30,9 @@ APISERVER=$TARGET/debug/kubelet-pivot-test-apiserver
 
 DIR=$(mktemp -d /tmp/kubelet-pivot-demo.XXXXXX)
 LOCK=$DIR/lock/kubelet.lock
+# kubelet-pivot creates only the default lock file's directory (a typo in
+# --lock-file must not create a second lock): the node provides this one.
+mkdir -m 0755 "$DIR/lock"
 NODE=demo-node
 KUBECONFIG_FILE=$DIR/kubeconfig
 # The stand-in kubelet crashes 50 ms after start on a config that contains this.
