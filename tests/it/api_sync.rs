@@ -380,6 +380,8 @@ fn the_validators_words_reach_the_condition_the_event_and_the_status_bounded() {
                 .find(|e| field(e, "message").ends_with(words))
         });
         assert_eq!(event["type"], "Warning", "{event}");
+        // Refused, not rolled back: the config never reached a kubelet.
+        assert_eq!(event["reason"], "KubeletConfigRefused", "{event}");
         assert_eq!(
             field(&event, "message"),
             format!("using last-known-good (default): {words}")

@@ -272,10 +272,37 @@ pub struct ConfigReport {
     /// The lifecycle's error text, if any: the v1.11 table's stable prefix and the reason
     /// (`failed to validate config: port (70000) must be between 1 and 65535, inclusive`).
     pub error: Option<String>,
+    /// What kind of failure `error` reports (it names the Event).
+    pub failure: Option<Failure>,
     pub assigned: Option<ConfigSource>,
     pub last_known_good: Option<ConfigSource>,
     /// A disruptive change waiting (drain, timeout, hold), if any.
     pub disruption: Option<DisruptionReport>,
+}
+
+/// What kind of failure a report's error is: it picks the Event's reason, so
+/// that `kubectl get events` tells a refusal from a rollback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The assigned config (or the drop-ins) did not load or validate: it
+    /// never reached a kubelet, and whatever ran goes on.
+    Refused,
+    /// A config crash-looped in its trial and the node went back to
+    /// last-known-good (or its local config).
+    RolledBack,
+    /// kubelet-pivot's own store could not be read.
+    Internal,
+}
+
+impl Failure {
+    /// The Event reason.
+    pub fn event_reason(self) -> &'static str {
+        match self {
+            Failure::Refused => "KubeletConfigRefused",
+            Failure::RolledBack => "KubeletConfigRolledBack",
+            Failure::Internal => "KubeletConfigInternalError",
+        }
+    }
 }
 
 /// Label a node-replacing controller (Gardener's machine controller, Cluster
@@ -340,13 +367,19 @@ pub struct Condition {
     pub message: String,
     /// Set when the condition reports a disruptive change.
     pub disruption: Option<DisruptionReason>,
+    /// Set when the condition reports a refused or rolled-back config.
+    pub failure: Option<Failure>,
 }
 
 impl Condition {
     /// The Event reason of a disruptive change's condition (`Draining`,
-    /// `RollRequired`, `DrainTimeout`); `None` for the DKC conditions.
+    /// `RollRequired`, `DrainTimeout`) or of a failure
+    /// (`KubeletConfigRefused`, `KubeletConfigRolledBack`,
+    /// `KubeletConfigInternalError`); `None` for the other DKC conditions.
     pub fn event_reason(&self) -> Option<&'static str> {
-        self.disruption.map(DisruptionReason::as_str)
+        self.disruption
+            .map(DisruptionReason::as_str)
+            .or_else(|| self.failure.map(Failure::event_reason))
     }
 }
 
@@ -385,6 +418,7 @@ pub fn condition(report: &ConfigReport, sync_error: Option<&str>) -> Condition {
             reason: d.reason.as_str().to_string(),
             message: bounded(&format!("{message}; {}", d.message), MAX_MESSAGE_BYTES * 4),
             disruption: Some(d.reason),
+            failure: None,
         };
     }
     Condition {
@@ -392,6 +426,10 @@ pub fn condition(report: &ConfigReport, sync_error: Option<&str>) -> Condition {
         reason: bounded(&reason, MAX_REASON_BYTES),
         message: bounded(&message, MAX_MESSAGE_BYTES),
         disruption: None,
+        failure: match status {
+            ConditionStatus::False => report.failure,
+            ConditionStatus::True | ConditionStatus::Unknown => None,
+        },
     }
 }
 
@@ -623,6 +661,7 @@ mod tests {
             source: Some(src("u1")),
             local_kind: "init",
             error: None,
+            failure: None,
             assigned: Some(src("u1")),
             last_known_good: None,
             disruption: None,
@@ -645,6 +684,13 @@ mod tests {
         assert_eq!(
             event_message(&c),
             "using previous, on trial (UID: u1, ResourceVersion: 7): failed to validate config: port (70000) must be between 1 and 65535, inclusive"
+        );
+        // Without its kind the Event says rolled back, as before; a refusal says so.
+        assert_eq!(c.event_reason(), None);
+        r.failure = Some(Failure::Refused);
+        assert_eq!(
+            condition(&r, None).event_reason(),
+            Some("KubeletConfigRefused")
         );
         r.origin = Origin::LastKnownGood;
         r.source = Some(src("u0"));
@@ -682,6 +728,7 @@ mod tests {
             source: None,
             local_kind: "init",
             error: None,
+            failure: None,
             assigned: None,
             last_known_good: None,
             disruption: None,
@@ -723,6 +770,7 @@ mod tests {
             reason: "passing all checks".into(),
             message: "m".into(),
             disruption: None,
+            failure: None,
         };
         let p = status_patch(Some(&n), &same, &Value::Null, "2026-01-01T00:00:00Z");
         assert_eq!(

@@ -317,6 +317,7 @@ mod tests {
             source: Some(source("cfg-a", "u1")),
             local_kind: "default",
             error: Some(words.into()),
+            failure: Some(node_config::Failure::Refused),
             assigned: Some(source("cfg-b", "u2")),
             last_known_good: None,
             disruption: None,

@@ -565,6 +565,7 @@ mod tests {
             source: Some(src),
             local_kind: "init",
             error: None,
+            failure: None,
             assigned: None,
             last_known_good: None,
             disruption: None,

@@ -123,9 +123,10 @@ impl Syncer {
         let (type_, reason) = match (cond.status, cond.event_reason()) {
             (_, Some(reason)) => (EventType::Warning, reason),
             (node_config::ConditionStatus::True, None) => (EventType::Normal, "KubeletConfigOK"),
-            (node_config::ConditionStatus::False, None) => {
-                (EventType::Warning, "KubeletConfigRolledBack")
-            }
+            (node_config::ConditionStatus::False, None) => (
+                EventType::Warning,
+                node_config::Failure::RolledBack.event_reason(),
+            ),
             (node_config::ConditionStatus::Unknown, None) => {
                 (EventType::Warning, "KubeletConfigSyncFailed")
             }

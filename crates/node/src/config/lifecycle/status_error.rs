@@ -8,6 +8,7 @@
 use std::fmt;
 
 use crate::config::config_dir::DropInProblem;
+use kp_contract::node_config::Failure;
 use kp_kubelet_config::ConfigError;
 
 /// Prefixes of the reasons recorded in bad-configs (older builds wrote the
@@ -92,6 +93,22 @@ impl BadCause {
 }
 
 impl ConfigStatusError {
+    /// The kind of failure, for the Event's reason: a config that did not
+    /// load or validate never ran (refused); one that crash-looped was
+    /// rolled back.
+    pub fn failure(&self) -> Failure {
+        match self {
+            ConfigStatusError::LoadFailed(_)
+            | ConfigStatusError::ValidateFailed(_)
+            | ConfigStatusError::KnownBad(BadCause::Load(_) | BadCause::Validate(_))
+            | ConfigStatusError::DropInLoadFailed(_)
+            | ConfigStatusError::DropInValidateFailed(_) => Failure::Refused,
+            ConfigStatusError::KnownBad(BadCause::Other(_))
+            | ConfigStatusError::DropInKnownBad(_) => Failure::RolledBack,
+            ConfigStatusError::Internal(_) => Failure::Internal,
+        }
+    }
+
     /// The stable prefix (what tools matching the v1.11 texts look for)
     /// and the reason.
     fn parts(&self) -> (&'static str, &str) {

@@ -182,6 +182,10 @@ impl Driver {
                 "default"
             },
             error: r.error.as_ref().map(|e| e.to_string()),
+            failure: r
+                .error
+                .as_ref()
+                .map(crate::config::lifecycle::ConfigStatusError::failure),
             assigned: r.assigned.clone(),
             last_known_good: r.last_known_good.clone(),
             disruption: self.disruption.report(),
