@@ -42,7 +42,7 @@ pub(super) fn report_owners(
         );
     } else {
         let msg = format!(
-            "waiting for rollout {} (older, not finished) on {} nodes: {}; annotate this rollout {}=true to take them now",
+            "waiting for rollout {} (older, not finished) on {} node(s) of the batches so far (later batches not checked yet): {}; annotate this rollout {}=true to take them now",
             by(blocked),
             blocked.len(),
             some_names(blocked.iter().map(|(n, _)| *n)),
