@@ -306,6 +306,13 @@ fn the_lifecycle_conditions_follow_the_drain_and_are_cleared_after() {
         Value::Null,
         "uncordoned"
     );
+    // The server records a request once it has answered it: wait for the last one's record.
+    wait_until(DEADLINE, "the server's record of the Ended patch", || {
+        n.lifecycle_patches()
+            .last()
+            .is_some_and(|r| r == "KubeletPivotDrainEnded")
+            .then_some(())
+    });
     assert_eq!(
         n.lifecycle_patches(),
         [

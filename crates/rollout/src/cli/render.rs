@@ -158,7 +158,8 @@ pub fn status_text(r: &KubeletConfigRollout) -> String {
     {
         let _ = writeln!(out, "INVALID  {}", printable(&c.message));
     }
-    if let Some(h) = super::super::plan::revision::current(&st) {
+    // The no-fallback gate holds a rollout going forward; an undo has none.
+    if let Some(h) = super::super::plan::revision::current(&st).filter(|_| !undoing(st.phase)) {
         let _ = writeln!(out, "GATE     no fallback for {}", no_fallback_text(h));
     }
     if let Some(until) = st.soak_until.as_ref().filter(|_| !undoing(st.phase)) {
@@ -344,6 +345,22 @@ mod tests {
         r
     }
 
+    /// `r` at revision 1, started with a no-fallback gate.
+    fn at_revision_one(mut r: KubeletConfigRollout) -> KubeletConfigRollout {
+        let started = serde_json::from_value(serde_json::json!({
+            "revision": 1,
+            "config": {"namespace": "kubelet-config", "name": "nope", "key": "kubelet"},
+            "started": "2026-01-01T00:00:00Z",
+            "noFallbackFor": "10m",
+        }))
+        .expect("a revision record");
+        if let Some(st) = r.status.as_mut() {
+            st.revision = 1;
+            st.history = vec![started];
+        }
+        r
+    }
+
     fn healthy() -> Vec<RolloutCondition> {
         vec![
             cond("Valid", "True", "SpecValid", "the spec can be followed"),
@@ -408,18 +425,20 @@ mod tests {
         let mut conditions = healthy();
         conditions[4] = cond("Paused", "True", "CanaryFailed", "node-a2 fell back");
         conditions[5] = cond("Complete", "False", "Undo", "the revision is being undone");
-        let paused = rollout(Phase::Paused, conditions.clone());
+        let paused = at_revision_one(rollout(Phase::Paused, conditions.clone()));
         let text = status_text(&paused);
         assert!(
             text.contains("Paused: CanaryFailed (node-a2 fell back)"),
             "{text}"
         );
         assert!(text.contains("SOAK     until"), "{text}");
+        assert!(text.contains("GATE     no fallback for 10m"), "{text}");
         for phase in [Phase::Undoing, Phase::Undone] {
-            let r = rollout(phase, conditions.clone());
+            let r = at_revision_one(rollout(phase, conditions.clone()));
             let text = status_text(&r);
             assert!(!text.contains("CanaryFailed"), "{text}");
             assert!(!text.contains("SOAK"), "{text}");
+            assert!(!text.contains("GATE"), "{text}");
             let line = status_line(&r);
             assert!(
                 !line.contains("CanaryFailed") && !line.contains("soak"),
