@@ -9,7 +9,16 @@ use std::net::IpAddr;
 use serde_json::{Map, Value};
 
 mod eviction;
+mod go_url;
+mod images;
+mod logging;
+mod metrics;
+mod raw;
+mod reserved_memory;
 mod resources;
+mod system_log;
+mod taints;
+mod tracing_config;
 
 use eviction::validate_eviction;
 #[cfg(test)]
@@ -48,6 +57,13 @@ pub(super) fn check_config(
     validate_eviction(&views, &mut checker);
     validate_reserved(&views, &mut checker);
     validate_logs(&views, &mut checker);
+    taints::validate_taints(effective, &mut checker);
+    reserved_memory::validate_reserved_memory(effective, &mut checker);
+    logging::validate_logging(effective, &mut checker);
+    tracing_config::validate_tracing(effective, &mut checker);
+    images::validate_image_allowlist(&views, &mut checker);
+    metrics::validate_show_hidden_metrics(&views, &mut checker, None);
+    system_log::validate_system_log_query(&views, &mut checker);
     validate_pivot_fields(given, &mut checker);
     checker.finish()
 }
