@@ -48,13 +48,8 @@ pub(super) fn validate_logging(effective: &Map<String, Value>, c: &mut Checker) 
         for (index, item) in items.iter().enumerate() {
             let path = format!("{vmodule_path}[{index}]");
             let empty = Map::new();
-            let entry = if item.is_null() {
-                &empty
-            } else {
-                match raw::object(Some(item), &path, c) {
-                    Some(entry) => entry,
-                    None => continue,
-                }
+            let Some(entry) = raw::item(item, &path, &empty, c) else {
+                continue;
             };
             let pattern = raw::string(entry, "filePattern", &path, c).unwrap_or("");
             let pattern_path = child(&path, "filePattern");

@@ -38,6 +38,21 @@ pub(super) fn object<'a>(
     }
 }
 
+/// A list item that decodes into a struct: a null item is a struct with
+/// every field unset (`empty`); `None` when of the wrong type (refused).
+pub(super) fn item<'a>(
+    value: &'a Value,
+    path: &str,
+    empty: &'a Map<String, Value>,
+    c: &mut Checker,
+) -> Option<&'a Map<String, Value>> {
+    if value.is_null() {
+        Some(empty)
+    } else {
+        object(Some(value), path, c)
+    }
+}
+
 /// The list at `path`; `None` when unset or of the wrong type (refused).
 pub(super) fn list<'a>(
     value: Option<&'a Value>,

@@ -20,14 +20,8 @@ pub(super) fn validate_taints(effective: &Map<String, Value>, c: &mut Checker) {
     let empty = Map::new();
     for (index, item) in items.iter().enumerate() {
         let path = format!("{FIELD}[{index}]");
-        // A null item decodes as a taint with every field empty.
-        let taint = if item.is_null() {
-            &empty
-        } else {
-            match raw::object(Some(item), &path, c) {
-                Some(taint) => taint,
-                None => continue,
-            }
+        let Some(taint) = raw::item(item, &path, &empty, c) else {
+            continue;
         };
         let key = raw::string(taint, "key", &path, c).unwrap_or("");
         if let Err(why) = check_qualified_name(key) {
