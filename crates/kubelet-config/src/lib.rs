@@ -40,8 +40,10 @@
 //! - `fields`: type checks against the schema and the typed [`FieldValue`]s
 //!   of the modelled fields;
 //! - `defaults`: v1beta1 defaulting of the effective config;
-//! - `validate`: the kubelet's range checks; `eviction`: eviction signals,
-//!   thresholds and their rules;
+//! - `validate`: the kubelet's range checks, one small module per section
+//!   (taints, reserved memory, logging, tracing, the image allowlist, ...;
+//!   docs/validation-rules.md lists every rule); `eviction`: eviction
+//!   signals, thresholds and their rules;
 //! - `duration`: Go durations; `quantity`: Kubernetes quantities;
 //! - `hash`: canonical JSON and the versioned hashes; `error`: why a
 //!   document was refused;
