@@ -516,6 +516,77 @@ rules! {
         breaks: [("podLogsDir: /var/log/pöds", "podLogsDir")],
         holds: ["podLogsDir: /var/log/pods-~_.1"],
     }
+    startup_address_is_ip {
+        breaks: [
+            ("address: kubelet.local", "address"),
+            ("healthzBindAddress: localhost", "healthzBindAddress"),
+        ],
+        holds: ["address: \"::\"", "healthzBindAddress: 127.0.0.1"],
+    }
+    startup_cgroup_driver {
+        breaks: [("cgroupDriver: upstart", "cgroupDriver")],
+        holds: ["cgroupDriver: systemd", "cgroupDriver: cgroupfs"],
+    }
+    startup_cpu_manager_policy {
+        breaks: [("cpuManagerPolicy: dynamic", "cpuManagerPolicy")],
+        holds: ["cpuManagerPolicy: static"],
+    }
+    startup_memory_manager_policy {
+        breaks: [("memoryManagerPolicy: static", "memoryManagerPolicy")],
+        holds: ["memoryManagerPolicy: Static"],
+    }
+    startup_change_detection_strategy {
+        breaks: [("configMapAndSecretChangeDetectionStrategy: Poll", "configMapAndSecretChangeDetectionStrategy")],
+        holds: ["configMapAndSecretChangeDetectionStrategy: Get"],
+    }
+    startup_authorization_mode {
+        breaks: [("authorization:\n  mode: RBAC", "authorization.mode")],
+        holds: ["authorization:\n  mode: AlwaysAllow"],
+    }
+    startup_user_namespaces_ids_per_pod {
+        breaks: [
+            ("userNamespaces:\n  idsPerPod: 65537", "userNamespaces.idsPerPod"),
+            ("userNamespaces:\n  idsPerPod: 0", "userNamespaces.idsPerPod"),
+        ],
+        holds: ["userNamespaces:\n  idsPerPod: 65536"],
+    }
+    startup_container_log_max_size {
+        breaks: [("containerLogMaxSize: ten", "containerLogMaxSize")],
+        holds: ["containerLogMaxSize: 1Ki"],
+    }
+    startup_eviction_signal {
+        breaks: [("evictionHard:\n  memory.free: 1Gi", "evictionHard.memory.free")],
+        holds: ["evictionHard:\n  pid.available: 10%"],
+    }
+    startup_eviction_threshold {
+        breaks: [
+            ("evictionHard:\n  memory.available: 101%", "evictionHard.memory.available"),
+            ("evictionHard:\n  memory.available: \"-1Mi\"", "evictionHard.memory.available"),
+        ],
+        holds: ["evictionHard:\n  memory.available: 100%", "evictionHard:\n  memory.available: 0%"],
+    }
+    startup_eviction_soft_grace_period {
+        breaks: [("evictionSoft:\n  memory.available: 1Gi", "evictionSoftGracePeriod.memory.available")],
+        holds: ["evictionSoft:\n  memory.available: 1Gi\nevictionSoftGracePeriod:\n  memory.available: 0s"],
+    }
+    startup_eviction_minimum_reclaim {
+        breaks: [("evictionMinimumReclaim:\n  memory.available: -1Mi", "evictionMinimumReclaim.memory.available")],
+        holds: ["evictionMinimumReclaim:\n  memory.available: \"0\""],
+    }
+    startup_reserved_resources {
+        breaks: [
+            ("kubeReserved:\n  nvidia.com/gpu: \"1\"", "kubeReserved.nvidia.com/gpu"),
+            ("systemReserved:\n  memory: -1Gi", "systemReserved.memory"),
+        ],
+        holds: ["kubeReserved:\n  cpu: \"0\"\n  pid: \"100\"\nsystemReserved:\n  ephemeral-storage: 1Gi"],
+    }
+    startup_qos_reserved {
+        breaks: [
+            ("qosReserved:\n  cpu: 10%", "qosReserved.cpu"),
+            ("qosReserved:\n  memory: 101%", "qosReserved.memory"),
+        ],
+        holds: ["qosReserved:\n  memory: 100%", "qosReserved:\n  memory: 0%"],
+    }
 }
 
 fn workspace_root() -> PathBuf {
