@@ -48,12 +48,15 @@ pub struct YamlWarning {
 }
 
 impl fmt::Display for YamlWarning {
+    /// One line; control characters of the path (a quoted key may hold any)
+    /// are escaped.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path: String = self.path.chars().flat_map(char::escape_debug).collect();
         write!(
             f,
             "{}: the unquoted {} is read as {}, as the kubelet reads it; write {} \
              (YAML 1.1 reads {} as {}; YAML 1.2 as the string {:?})",
-            self.path,
+            path,
             self.written,
             self.read_as,
             self.read_as,
@@ -433,6 +436,14 @@ mod tests {
             "serializeImagePulls: the unquoted no is read as false, as the kubelet reads it; \
              write false (YAML 1.1 reads no as false; YAML 1.2 as the string \"no\")"
         );
+        let hostile = YamlWarning {
+            path: "featureGates.\u{1b}[31mX".into(),
+            written: "on".into(),
+            read_as: "true".into(),
+        };
+        assert!(hostile
+            .to_string()
+            .starts_with("featureGates.\\u{1b}[31mX: "));
         let long = "1".repeat(100);
         let reading = Yaml11Reading::new("x".into(), &long, json!(1));
         assert_eq!(reading.written.chars().count(), SHOWN_CHARS + 1);

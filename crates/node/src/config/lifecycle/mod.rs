@@ -11,7 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use tracing::{debug, error};
+use tracing::{debug, error, warn};
 
 use crate::config::config_dir::{self, AppliedDropIns, DropInError, DropInOrigin};
 use crate::config::store::{ConfigSource, DropInRecord, Store};
@@ -81,6 +81,9 @@ impl LocalConfig {
                 path: path.to_path_buf(),
                 source: e,
             })?;
+        for warning in config.warnings() {
+            warn!(path = %path.display(), "{warning}");
+        }
         Ok(LocalConfig {
             path: Some(path.to_path_buf()),
             config,
