@@ -163,13 +163,15 @@ impl DecodeCtx<'_> {
         borrowed: bool,
     ) -> Result<Value, E> {
         self.charge(1 + text.len())?;
-        if self.format == Format::Yaml && borrowed && self.is_plain(text) {
-            if let Some(value) = yaml11::kubelet_reading(text) {
-                self.readings.borrow_mut().push(Yaml11Reading::new(
-                    path.to_string(),
-                    text,
-                    value.clone(),
-                ));
+        if self.format == Format::Yaml && borrowed {
+            if let Some(value) = yaml11::kubelet_reading(text).filter(|_| self.is_plain(text)) {
+                // Each reading keeps its path: it weighs as much (aliases
+                // of a long-named anchor must not multiply it unbounded).
+                let path = path.to_string();
+                self.charge(path.len())?;
+                self.readings
+                    .borrow_mut()
+                    .push(Yaml11Reading::new(path, text, value.clone()));
                 return Ok(value);
             }
         }
@@ -675,6 +677,23 @@ mod tests {
                 other => panic!("{body:?}: unexpected {other:?}"),
             }
         }
+    }
+
+    /// A YAML 1.1 reading keeps its path: aliases under a long key weigh
+    /// that much each, so they cannot make a megabyte of paths.
+    #[test]
+    fn yaml_1_1_readings_under_aliases_are_bounded() {
+        let key = "k".repeat(100_000);
+        let aliases = vec!["*a"; 100_000].join(", ");
+        let body = format!("logging:\n  a: &a no\n  ? {key}\n  : [{aliases}]");
+        let started = std::time::Instant::now();
+        match parse_error(&body) {
+            ConfigError::Parse { message, .. } => {
+                assert!(message.contains("YAML aliases"), "{message}")
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        eprintln!("refused in {:?}", started.elapsed());
     }
 
     #[test]

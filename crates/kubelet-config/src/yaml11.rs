@@ -240,11 +240,19 @@ fn json_number(float: f64) -> Option<Value> {
     Number::from_f64(float).map(Value::Number)
 }
 
+/// How far back [`is_tagged`] looks for a tag: bounded, so that an alias
+/// expanded many times costs little each time. A longer tag and anchor
+/// before a scalar is not seen (the scalar is then read as plain).
+const TAG_LOOKBACK: usize = 256;
+
 /// Whether the plain scalar starting at `offset` of `source` carries an
 /// explicit tag (`!!str yes`, `!custom on`): go-yaml then does not resolve
-/// it. Looks back over blanks and anchors to the previous token.
+/// it. Looks back over blanks and anchors to the previous token, at most
+/// [`TAG_LOOKBACK`] bytes.
 pub(crate) fn is_tagged(source: &[u8], offset: usize) -> bool {
-    let mut end = offset.min(source.len());
+    let offset = offset.min(source.len());
+    let source = &source[offset.saturating_sub(TAG_LOOKBACK)..offset];
+    let mut end = source.len();
     loop {
         while end > 0 && source[end - 1].is_ascii_whitespace() {
             end -= 1;
@@ -426,6 +434,9 @@ mod tests {
         assert!(!tagged("a: &x yes", "yes"));
         assert!(!tagged("yes", "yes"));
         assert!(!tagged("- [a, on]", "on"));
+        // The look-back is bounded.
+        let far = format!("a: !!str {}yes", " ".repeat(TAG_LOOKBACK));
+        assert!(!tagged(&far, "yes"));
     }
 
     #[test]

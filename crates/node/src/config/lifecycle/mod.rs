@@ -81,8 +81,19 @@ impl LocalConfig {
                 path: path.to_path_buf(),
                 source: e,
             })?;
-        for warning in config.warnings() {
+        // A few lines in the journal, not one per feature gate of a
+        // generated file.
+        const SHOWN: usize = 10;
+        for warning in config.warnings().iter().take(SHOWN) {
             warn!(path = %path.display(), "{warning}");
+        }
+        if let Some(more) = config
+            .warnings()
+            .len()
+            .checked_sub(SHOWN)
+            .filter(|n| *n > 0)
+        {
+            warn!(path = %path.display(), "{more} more YAML 1.1 readings like these (kubelet-pivot config check shows them all)");
         }
         Ok(LocalConfig {
             path: Some(path.to_path_buf()),
