@@ -45,3 +45,4 @@ mod skew;
 mod stand_in_state;
 mod systemd_unit;
 mod timers;
+mod yaml_decoding;

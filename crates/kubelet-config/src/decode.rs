@@ -1,7 +1,8 @@
 //! Decoding a config document (JSON or YAML) into a JSON value, strictly:
 //! size limit, nesting limit (checked by a byte pre-scan before any parser
 //! runs, see `nesting`), duplicate keys, bounded alias expansion, exact JSON
-//! floats, and no YAML 1.1 ambiguities.
+//! floats, and plain YAML scalars read as the kubelet reads them (YAML 1.1,
+//! see `yaml11`).
 
 use std::cell::{Cell, RefCell};
 use std::fmt;
@@ -12,6 +13,7 @@ use serde_json::{Map, Number, Value};
 use super::error::{ConfigError, Format};
 use super::fields::describe;
 use super::nesting::{check_nesting, MAX_NESTING_DEPTH};
+use super::yaml11::{self, Yaml11Reading};
 use super::MAX_CONFIG_BYTES;
 
 /// How much a document may weigh once decoded (one unit per value plus one
@@ -22,9 +24,9 @@ const MAX_DOCUMENT_WEIGHT: usize = 4 * MAX_CONFIG_BYTES;
 /// Decodes a JSON (first non-whitespace byte `{`) or YAML document of at
 /// most [`MAX_CONFIG_BYTES`], nested at most [`MAX_NESTING_DEPTH`] levels,
 /// whose top level is a mapping.
-pub(super) fn decode_document(bytes: &[u8]) -> Result<Map<String, Value>, ConfigError> {
+pub(super) fn decode_document(bytes: &[u8]) -> Result<Decoded, ConfigError> {
     check_bounds(bytes)?;
-    let (format, value) = decode(bytes)?;
+    let (format, value, readings) = decode(bytes)?;
     let document = match value {
         Value::Object(document) => document,
         other => {
@@ -39,7 +41,14 @@ pub(super) fn decode_document(bytes: &[u8]) -> Result<Map<String, Value>, Config
             })
         }
     };
-    Ok(document)
+    Ok(Decoded { document, readings })
+}
+
+/// A decoded document and the plain scalars in it read with the kubelet's
+/// YAML 1.1 meaning (to be judged once the schema has typed the document).
+pub(super) struct Decoded {
+    pub(super) document: Map<String, Value>,
+    pub(super) readings: Vec<Yaml11Reading>,
 }
 
 /// The format a document is read as: JSON when its first non-whitespace
@@ -96,6 +105,10 @@ struct DecodeCtx<'a> {
     budget: Cell<usize>,
     /// Path of a duplicate key, when that is what failed.
     duplicate: RefCell<Option<String>>,
+    /// The document, to see where a scalar the parser lends sits in it.
+    source: &'a [u8],
+    /// Plain scalars read with the kubelet's YAML 1.1 meaning.
+    readings: RefCell<Vec<Yaml11Reading>>,
 }
 
 impl DecodeCtx<'_> {
@@ -134,60 +147,48 @@ impl DecodeCtx<'_> {
         Ok(())
     }
 
-    fn string<E: de::Error>(&self, path: &Path<'_>, text: &str) -> Result<(), E> {
+    /// A string the parser found. A plain (unquoted, untagged) YAML scalar
+    /// that the kubelet's YAML 1.1 reads as something else than a string
+    /// becomes the kubelet's value, and is recorded (see [`yaml11`]).
+    ///
+    /// serde_yaml_ng hands a scalar over as a slice of the document
+    /// (`visit_borrowed_str`) exactly when its value is its text: a
+    /// single-line plain scalar, or a quoted one without escapes, whose
+    /// quotes sit just outside the slice. Anything else (escapes, folded
+    /// lines, block scalars) is never read as a YAML 1.1 boolean or number.
+    fn string<E: de::Error>(
+        &self,
+        path: &Path<'_>,
+        text: &str,
+        borrowed: bool,
+    ) -> Result<Value, E> {
         self.charge(1 + text.len())?;
-        if self.format == Format::Yaml {
-            if let Some(reading) = yaml11_reading(text) {
-                return Err(E::custom(format!(
-                    "the value {text:?} of {path} is ambiguous: the kubelet reads YAML 1.1, \
-                     where it is {reading}, kubelet-pivot reads YAML 1.2, where it is a string; \
-                     write it unambiguously (true/false, a decimal number) or use JSON"
-                )));
+        if self.format == Format::Yaml && borrowed {
+            if let Some(value) = yaml11::kubelet_reading(text).filter(|_| self.is_plain(text)) {
+                // Each reading keeps its path: it weighs as much (aliases
+                // of a long-named anchor must not multiply it unbounded).
+                let path = path.to_string();
+                self.charge(path.len())?;
+                self.readings
+                    .borrow_mut()
+                    .push(Yaml11Reading::new(path, text, value.clone()));
+                return Ok(value);
             }
         }
-        Ok(())
+        Ok(Value::String(text.to_owned()))
     }
-}
 
-/// What a plain YAML 1.1 scalar (the kubelet's sigs.k8s.io/yaml) means when
-/// YAML 1.2 (serde_yaml_ng) reads it as a string; quoting is not visible
-/// through serde, so quoted strings are caught too.
-pub(super) fn yaml11_reading(text: &str) -> Option<&'static str> {
-    const BOOLEANS: &[&str] = &[
-        "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off",
-        "OFF",
-    ];
-    if BOOLEANS.contains(&text) {
-        return Some("a boolean");
-    }
-    let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
-    let is_decimal_head = |s: &str| {
-        s.as_bytes().split_first().is_some_and(|(first, rest)| {
-            (b'1'..=b'9').contains(first) && rest.iter().all(|c| c.is_ascii_digit() || *c == b'_')
-        })
-    };
-    if let Some((b'0', rest)) = unsigned.as_bytes().split_first() {
-        if !rest.is_empty() && rest.iter().all(|c| matches!(c, b'0'..=b'7' | b'_')) {
-            return Some("an octal integer");
+    /// Whether `text`, a slice of the document, is a plain untagged scalar.
+    fn is_plain(&self, text: &str) -> bool {
+        let start = (text.as_ptr() as usize).wrapping_sub(self.source.as_ptr() as usize);
+        let end = start.wrapping_add(text.len());
+        if start > self.source.len() || end > self.source.len() || end < start {
+            return false;
         }
+        let before = start.checked_sub(1).and_then(|i| self.source.get(i));
+        let quoted = matches!(before, Some(q @ (b'"' | b'\'')) if self.source.get(end) == Some(q));
+        !quoted && !yaml11::is_tagged(self.source, start)
     }
-    if unsigned.contains('_') && is_decimal_head(unsigned) {
-        return Some("an integer");
-    }
-    if let Some((head, tail)) = unsigned.split_once(':') {
-        let sexagesimal_part = |part: &str| {
-            let b = part.as_bytes();
-            match b {
-                [d] => d.is_ascii_digit(),
-                [t, d] => (b'0'..=b'5').contains(t) && d.is_ascii_digit(),
-                _ => false,
-            }
-        };
-        if is_decimal_head(head) && tail.split(':').all(sexagesimal_part) {
-            return Some("a base-60 integer");
-        }
-    }
-    None
 }
 
 struct ValueSeed<'c, 'p> {
@@ -256,14 +257,12 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
             .ok_or_else(|| E::custom(format!("{v} at {} is not a finite number", self.path)))
     }
 
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-        self.ctx.string(&self.path, v)?;
-        Ok(Value::String(v.to_owned()))
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Value, E> {
+        self.ctx.string(&self.path, v, true)
     }
 
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
-        self.ctx.string(&self.path, &v)?;
-        Ok(Value::String(v))
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        self.ctx.string(&self.path, v, false)
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
@@ -357,7 +356,7 @@ fn json_number_literals(bytes: &[u8]) -> Vec<&[u8]> {
     literals
 }
 
-fn decode(bytes: &[u8]) -> Result<(Format, Value), ConfigError> {
+fn decode(bytes: &[u8]) -> Result<(Format, Value, Vec<Yaml11Reading>), ConfigError> {
     let format = format_of(bytes);
     let ctx = DecodeCtx {
         json_numbers: match format {
@@ -368,6 +367,8 @@ fn decode(bytes: &[u8]) -> Result<(Format, Value), ConfigError> {
         format,
         budget: Cell::new(MAX_DOCUMENT_WEIGHT),
         duplicate: RefCell::new(None),
+        source: bytes,
+        readings: RefCell::new(Vec::new()),
     };
     let seed = || ValueSeed {
         ctx: &ctx,
@@ -396,7 +397,7 @@ fn decode(bytes: &[u8]) -> Result<(Format, Value), ConfigError> {
             }),
     };
     match result {
-        Ok(value) => Ok((format, value)),
+        Ok(value) => Ok((format, value, ctx.readings.into_inner())),
         Err((message, line, column)) => Err(match ctx.duplicate.into_inner() {
             // serde_yaml_ng places errors raised while visiting a mapping at
             // the start of that mapping, not at the repeated key: say nothing
@@ -572,33 +573,127 @@ mod tests {
         valid("logging:\n  a: &v 1\n  b: *v");
     }
 
+    fn warnings_of(body: &str) -> Vec<String> {
+        valid(body)
+            .warnings()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
     #[test]
-    fn yaml_1_1_ambiguities_are_rejected() {
-        for (body, reading) in [
-            ("failSwapOn: yes", "a boolean"),
-            ("cgroupsPerQOS: off", "a boolean"),
-            ("staticPodPath: \"0755\"", "an octal integer"),
-            ("logging:\n  verbosity: 1_000", "an integer"),
-            ("clusterDomain: 1:30", "a base-60 integer"),
+    fn quoted_scalars_are_strings() {
+        for body in [
+            "staticPodPath: \"0755\"",
+            "staticPodPath: '0755'",
+            "clusterDomain: \"yes\"",
+            "clusterDomain: 'on'",
+            "clusterDomain: \"y\"",
+            "clusterDNS: [\"on\", 'off', \"1_000\"]",
+            "clusterDomain: \"y\\u0065s\"",
+            "clusterDomain: !!str yes",
+            "clusterDomain: |\n  yes",
+            "clusterDomain: 1:30",
+        ] {
+            let config = valid(body);
+            assert!(config.warnings().is_empty(), "{body:?}");
+        }
+        let config = valid("clusterDomain: \"yes\"\nclusterDNS: ['on', \"n\"]");
+        assert_eq!(
+            config.field("clusterDomain"),
+            Some(&FieldValue::Str("yes".into()))
+        );
+        assert_eq!(
+            config.field("clusterDNS"),
+            Some(&FieldValue::StrList(vec!["on".into(), "n".into()]))
+        );
+    }
+
+    #[test]
+    fn plain_yaml_1_1_scalars_take_the_kubelets_meaning_in_typed_fields() {
+        let config = valid(
+            "serializeImagePulls: no\nfailSwapOn: Off\nmaxPods: 0110\nfeatureGates: {SomeGate: Y}",
+        );
+        assert_eq!(
+            config.field("serializeImagePulls"),
+            Some(&FieldValue::Bool(false))
+        );
+        assert_eq!(config.field("failSwapOn"), Some(&FieldValue::Bool(false)));
+        assert_eq!(config.field("maxPods"), Some(&FieldValue::Int(72)));
+        let warnings = warnings_of("serializeImagePulls: no");
+        assert_eq!(
+            warnings,
+            [
+                "serializeImagePulls: the unquoted no is read as false, as the kubelet reads it; \
+              write false (YAML 1.1 reads no as false; YAML 1.2 as the string \"no\")"
+            ]
+        );
+        assert_eq!(warnings_of("maxPods: 1_10\nfailSwapOn: yes").len(), 2);
+        // The same document as JSON has no such reading.
+        let json = br#"{"apiVersion":"kubelet.config.k8s.io/v1beta1","kind":"KubeletConfiguration","clusterDomain":"yes"}"#;
+        let config = KubeletConfig::parse_and_validate(json).expect("JSON strings are strings");
+        assert!(config.warnings().is_empty());
+    }
+
+    #[test]
+    fn plain_yaml_1_1_scalars_elsewhere_are_refused_with_what_to_write() {
+        for (body, path, says) in [
+            ("staticPodPath: yes", "staticPodPath", "quote it: \"yes\""),
+            ("clusterDNS: [on]", "clusterDNS", "quote it: \"on\""),
+            (
+                "evictionHard:\n  memory.available: 0755",
+                "evictionHard.memory.available",
+                "quote it: \"0755\"",
+            ),
+            ("maxPods: yes", "maxPods", "the boolean true"),
+        ] {
+            match parse_error(body) {
+                err @ ConfigError::WrongType { .. } => {
+                    let message = err.to_string();
+                    assert!(
+                        message.contains(path) && message.contains(says),
+                        "{message}"
+                    );
+                }
+                other => panic!("{body:?}: unexpected {other:?}"),
+            }
+        }
+        for (body, says) in [
+            (
+                "registerWithTaints:\n- key: a\n  value: on\n  effect: NoSchedule",
+                "registerWithTaints[0].value: the unquoted on is the boolean true to the kubelet",
+            ),
+            (
+                "logging:\n  verbosity: 1_000",
+                "write what you mean: 1000 for the number, or \"1_000\" quoted",
+            ),
         ] {
             match parse_error(body) {
                 ConfigError::Parse {
                     format: Format::Yaml,
                     message,
                     ..
-                } => {
-                    assert!(
-                        message.contains("ambiguous") && message.contains(reading),
-                        "{message}"
-                    )
-                }
+                } => assert!(message.contains(says), "{message}"),
                 other => panic!("{body:?}: unexpected {other:?}"),
             }
         }
-        // The same strings are plain strings in JSON.
-        let json = br#"{"apiVersion":"kubelet.config.k8s.io/v1beta1","kind":"KubeletConfiguration","clusterDomain":"yes"}"#;
-        KubeletConfig::parse_and_validate(json).expect("JSON has no such ambiguity");
-        valid("clusterDomain: cluster.local\nfailSwapOn: true\nreservedSystemCPUs: \"0\"");
+    }
+
+    /// A YAML 1.1 reading keeps its path: aliases under a long key weigh
+    /// that much each, so they cannot make a megabyte of paths.
+    #[test]
+    fn yaml_1_1_readings_under_aliases_are_bounded() {
+        let key = "k".repeat(100_000);
+        let aliases = vec!["*a"; 100_000].join(", ");
+        let body = format!("logging:\n  a: &a no\n  ? {key}\n  : [{aliases}]");
+        let started = std::time::Instant::now();
+        match parse_error(&body) {
+            ConfigError::Parse { message, .. } => {
+                assert!(message.contains("YAML aliases"), "{message}")
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        eprintln!("refused in {:?}", started.elapsed());
     }
 
     #[test]

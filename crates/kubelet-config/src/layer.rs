@@ -179,7 +179,9 @@ impl KubeletConfig {
         let mut document = self.document().clone();
         apply_defaults(&mut document, TOP_FIELDS, self.document());
         overlay(&mut document, layer.as_map(), TOP_FIELDS);
-        KubeletConfig::from_document(document)
+        let mut merged = KubeletConfig::from_document(document)?;
+        merged.warnings.clone_from(&self.warnings);
+        Ok(merged)
     }
 }
 

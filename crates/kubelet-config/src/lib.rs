@@ -70,6 +70,7 @@ mod schema;
 #[cfg(test)]
 mod test_support;
 mod validate;
+mod yaml11;
 
 pub use duration::{DurationError, GoDuration};
 pub use error::{ConfigError, FieldError, Format};
@@ -87,6 +88,7 @@ pub fn check_document_bounds(bytes: &[u8]) -> Result<(), ConfigError> {
 pub use nesting::MAX_NESTING_DEPTH;
 pub use quantity::{Quantity, QuantityError, QuantitySuffix};
 pub use schema::is_known_field;
+pub use yaml11::YamlWarning;
 
 use crate::disruption::Class;
 use fields::{check_object, check_type_meta, Views};
@@ -115,6 +117,8 @@ pub const CONFIG_TRIAL_DURATION_FIELD: &str = "configTrialDuration";
 pub struct KubeletConfig {
     document: Map<String, Value>,
     views: Views,
+    /// Plain YAML scalars kept with the kubelet's YAML 1.1 meaning.
+    warnings: Vec<YamlWarning>,
 }
 
 impl KubeletConfig {
@@ -122,8 +126,25 @@ impl KubeletConfig {
     /// strictly: duplicate keys, unknown fields (with their path), values of
     /// the wrong type, and a missing or wrong `kind`/`apiVersion` are errors.
     /// Does not run the range checks: see [`KubeletConfig::validate`].
+    ///
+    /// Plain YAML scalars are read as the kubelet reads them (YAML 1.1: an
+    /// unquoted `no` is false, `0755` is 493); where YAML 1.2 would read a
+    /// string, the value is kept with a [warning](KubeletConfig::warnings)
+    /// when the field is a modelled boolean or number, and refused anywhere
+    /// else, with what to write instead.
     pub fn parse(bytes: &[u8]) -> Result<KubeletConfig, ConfigError> {
-        KubeletConfig::from_document(decode::decode_document(bytes)?)
+        let decoded = decode::decode_document(bytes)?;
+        let mut config = KubeletConfig::from_document(decoded.document)
+            .map_err(|e| yaml11::explain(e, &decoded.readings))?;
+        config.warnings = yaml11::judge(&decoded.readings, &config.views)?;
+        Ok(config)
+    }
+
+    /// The plain YAML scalars of the document that were read with the
+    /// kubelet's YAML 1.1 meaning, which YAML 1.2 tools read as strings
+    /// (`serializeImagePulls: no`): say them to whoever wrote the config.
+    pub fn warnings(&self) -> &[YamlWarning] {
+        &self.warnings
     }
 
     /// A decoded document, checked as [`parse`](KubeletConfig::parse)
@@ -132,7 +153,11 @@ impl KubeletConfig {
         check_type_meta(&document)?;
         let mut views = Views::default();
         check_object(&document, TOP_FIELDS, "", &mut views)?;
-        Ok(KubeletConfig { document, views })
+        Ok(KubeletConfig {
+            document,
+            views,
+            warnings: Vec::new(),
+        })
     }
 
     /// The checks [`parse`](KubeletConfig::parse) runs before any parser
@@ -153,6 +178,7 @@ impl KubeletConfig {
         KubeletConfig {
             document,
             views: Views::default(),
+            warnings: Vec::new(),
         }
     }
 

@@ -410,7 +410,6 @@ fn validate_shutdown(views: &Views, c: &mut Checker) {
 
 #[cfg(test)]
 mod tests {
-    use crate::decode::yaml11_reading;
     use crate::test_support::{parse_yaml, valid};
 
     use super::*;
@@ -687,11 +686,5 @@ mod tests {
         for list in ["", "0-", "-1", "1,,2", "a", "3-1"] {
             assert!(check_cpu_list(list).is_err(), "{list:?}");
         }
-        assert_eq!(yaml11_reading("On"), Some("a boolean"));
-        assert_eq!(yaml11_reading("0"), None);
-        assert_eq!(yaml11_reading("10"), None);
-        assert_eq!(yaml11_reading("09"), None);
-        assert_eq!(yaml11_reading("1:75"), None);
-        assert_eq!(yaml11_reading("190:20:30"), Some("a base-60 integer"));
     }
 }

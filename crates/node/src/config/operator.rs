@@ -231,7 +231,11 @@ pub fn run(
                     keys: files.keys().cloned().collect::<Vec<_>>().join(", "),
                 });
             };
-            if let Err(e) = KubeletConfig::parse_and_validate(body) {
+            let checked = KubeletConfig::parse_and_validate(body);
+            for warning in checked.iter().flat_map(KubeletConfig::warnings) {
+                writeln!(out, "warning: {warning}")?;
+            }
+            if let Err(e) = checked {
                 if !force {
                     return Err(OperatorError::Invalid {
                         path: path.display().to_string(),

@@ -125,6 +125,10 @@ pub struct Report {
     pub file: String,
     pub valid: bool,
     pub problems: Vec<Problem>,
+    /// Plain YAML scalars read with the kubelet's YAML 1.1 meaning
+    /// (`serializeImagePulls: no` is false), each with what to write instead.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Problem>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub against: Option<Against>,
     pub exit: u8,
@@ -148,6 +152,18 @@ pub fn change_of(
 pub fn report(file: &str, new: &[u8], against: Option<(&str, &[u8])>, policy: &Policy) -> Report {
     let checked = KubeletConfig::parse_and_validate(new);
     let problems = checked.as_ref().err().map(problems).unwrap_or_default();
+    let warnings = checked
+        .as_ref()
+        .map(|c| {
+            c.warnings()
+                .iter()
+                .map(|w| Problem {
+                    field: Some(w.path.clone()),
+                    message: w.to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let mut exit = if checked.is_ok() {
         EXIT_OK
     } else {
@@ -206,6 +222,7 @@ pub fn report(file: &str, new: &[u8], against: Option<(&str, &[u8])>, policy: &P
         file: file.to_string(),
         valid: checked.is_ok(),
         problems,
+        warnings,
         against,
         exit,
     }
@@ -229,6 +246,9 @@ pub fn text(r: &Report, policy: &Policy) -> String {
         if r.valid { "valid" } else { "invalid" }
     );
     problem_lines(&mut out, &r.problems);
+    for w in &r.warnings {
+        out.push_str(&format!("  warning: {}\n", printable(&w.message)));
+    }
     let Some(a) = &r.against else {
         return out;
     };

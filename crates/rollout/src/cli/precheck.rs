@@ -96,6 +96,27 @@ pub fn parsed(cm: &ConfigMap, key: &str) -> Result<KubeletConfig, PayloadError> 
     KubeletConfig::parse(body).map_err(PayloadError::Invalid)
 }
 
+/// The payload's plain YAML scalars read with the kubelet's YAML 1.1 meaning
+/// (`serializeImagePulls: no`), at most 10, then how many more.
+fn yaml_warnings(config: &KubeletConfig, key: &ConfigMapKey) -> Vec<String> {
+    const SHOWN: usize = 10;
+    let all = config.warnings();
+    let mut out: Vec<String> = all
+        .iter()
+        .take(SHOWN)
+        .map(|w| format!("configmap {}/{}: {w}", key.namespace, key.name))
+        .collect();
+    if all.len() > SHOWN {
+        out.push(format!(
+            "configmap {}/{}: {} more YAML 1.1 readings (kubelet-pivot config check shows them all)",
+            key.namespace,
+            key.name,
+            all.len() - SHOWN
+        ));
+    }
+    out
+}
+
 /// At most 10 keys, quoted, then how many more.
 fn names<'a>(keys: impl Iterator<Item = &'a str>) -> String {
     const SHOWN: usize = 10;
@@ -169,7 +190,10 @@ pub async fn check(
         Some(cm) => {
             warnings.extend(mutable_warning(cm, key));
             match validated(cm, &key.key) {
-                Ok(config) => Some(config),
+                Ok(config) => {
+                    warnings.extend(yaml_warnings(&config, key));
+                    Some(config)
+                }
                 Err(err) if force => {
                     warnings.push(format!(
                         "configmap {}/{}: {err}; rolled out anyway (--force): nodes will refuse it",
@@ -241,6 +265,31 @@ mod tests {
     }
 
     const HEAD: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+
+    #[test]
+    fn yaml_1_1_readings_of_the_payload_are_warned_about_at_most_ten() {
+        let key = ConfigMapKey {
+            namespace: "kc".into(),
+            name: "v2".into(),
+            key: "kubelet".into(),
+        };
+        let one = format!("{HEAD}serializeImagePulls: no\n");
+        let config = validated(&cm(&[("kubelet", &one)], None), "kubelet").expect("valid");
+        assert_eq!(
+            yaml_warnings(&config, &key),
+            ["configmap kc/v2: serializeImagePulls: the unquoted no is read as false, as the \
+              kubelet reads it; write false (YAML 1.1 reads no as false; YAML 1.2 as the string \"no\")"]
+        );
+        let gates: String = (0..12).map(|i| format!("  Gate{i}: on\n")).collect();
+        let many = format!("{HEAD}featureGates:\n{gates}");
+        let config = KubeletConfig::parse(many.as_bytes()).expect("parses");
+        let warnings = yaml_warnings(&config, &key);
+        assert_eq!(warnings.len(), 11, "{warnings:?}");
+        assert!(
+            warnings[10].contains("2 more YAML 1.1 readings"),
+            "{warnings:?}"
+        );
+    }
 
     #[test]
     fn the_payload_is_validated_as_the_node_does_it() {

@@ -11,7 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use tracing::{debug, error};
+use tracing::{debug, error, warn};
 
 use crate::config::config_dir::{self, AppliedDropIns, DropInError, DropInOrigin};
 use crate::config::store::{ConfigSource, DropInRecord, Store};
@@ -81,6 +81,20 @@ impl LocalConfig {
                 path: path.to_path_buf(),
                 source: e,
             })?;
+        // A few lines in the journal, not one per feature gate of a
+        // generated file.
+        const SHOWN: usize = 10;
+        for warning in config.warnings().iter().take(SHOWN) {
+            warn!(path = %path.display(), "{warning}");
+        }
+        if let Some(more) = config
+            .warnings()
+            .len()
+            .checked_sub(SHOWN)
+            .filter(|n| *n > 0)
+        {
+            warn!(path = %path.display(), "{more} more YAML 1.1 readings like these (kubelet-pivot config check shows them all)");
+        }
         Ok(LocalConfig {
             path: Some(path.to_path_buf()),
             config,
