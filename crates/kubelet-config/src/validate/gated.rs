@@ -307,3 +307,7 @@ fn validate_host(views: &Views, target: &ValidationTarget, c: &mut Checker) {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "gated_tests.rs"]
+mod tests;
