@@ -225,12 +225,20 @@ pub struct CommonArgs {
         default_value = "/var/lib/kubelet"
     )]
     pub kubelet_root_dir: PathBuf,
+    /// The kubelet's version (v1.35.2, 1.35): picks the feature-gate model every config is validated for. Default: the kubelet binary's own answer to --version (run once, with a timeout, and cached by the binary's identity in the state directory). A version not modelled (1.33 to 1.36) is validated against the nearest model, with a warning; so is a kubelet that does not answer.
+    #[arg(long, env = "KUBELET_PIVOT_KUBELET_VERSION", value_name = "VERSION", value_parser = kubelet_version)]
+    pub kubelet_version: Option<kp_kubelet_config::gates::KubeletVersion>,
     /// The kubelet command and its arguments. A --config is replaced by the effective config, whose --config-dir drop-ins kubelet-pivot merges in (the kubelet gets no --config-dir); flags that set a KubeletConfiguration field (--max-pods, --kube-reserved, ...) are refused, except -v and --vmodule.
     #[arg(last = true, required = true, value_name = "KUBELET [ARGS]")]
     pub kubelet: Vec<OsString>,
 }
 
 /// `--state-dir`, or its default inside the checkpoint directory.
+/// `--kubelet-version`: v1.35.2 or 1.35.
+pub fn kubelet_version(s: &str) -> Result<kp_kubelet_config::gates::KubeletVersion, String> {
+    kp_node::kubelet::version::parse_flag(s)
+}
+
 /// `--drain-retry`: a duration of at least [`MIN_DRAIN_RETRY`].
 fn drain_retry(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
