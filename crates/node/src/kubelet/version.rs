@@ -6,7 +6,14 @@
 //! Blocking: called before the async runtime starts (or from a blocking
 //! thread), never in an async task. An unknown, unparsable or undetectable
 //! version is a warning and the nearest modelled gate set, never a refusal:
-//! a stand-in kubelet that does not answer `--version` keeps working.
+//! a stand-in kubelet that does not answer `--version` keeps working. A
+//! binary that did not answer is cached as such too, so that only its first
+//! start waits for the timeout.
+//!
+//! `--version` runs with an empty environment but `PATH`: a binary that
+//! takes `--version` for something else (a stand-in that ignores unknown
+//! flags and starts) then sees none of the settings meant for the kubelet
+//! child, and stdin, stderr are closed.
 
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
@@ -20,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::safefs::fsutil::{self, Owner, ReadPolicy};
 
 /// How long `KUBELET --version` may take.
-pub const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
+pub const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
 /// The cache's file name in the state directory.
 pub const CACHE_FILE: &str = "kubelet-version.json";
 /// Largest cache file read.
@@ -55,12 +62,24 @@ impl BinaryIdentity {
     }
 }
 
-/// The cache file: the version a binary answered.
+/// The cache file: the version a binary answered, or why it answered none.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CacheRecord {
     binary: BinaryIdentity,
-    version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    failure: Option<String>,
+}
+
+/// Longest failure kept in the cache (it is shown in a warning).
+const MAX_FAILURE: usize = 300;
+
+/// What the cache says about a binary.
+enum Cached {
+    Version(KubeletVersion),
+    Failed(String),
 }
 
 /// Where the version came from.
@@ -148,30 +167,40 @@ pub fn detect(
     let cache = state_dir.map(|dir| dir.join(CACHE_FILE));
     if let (Some(identity), Some(cache)) = (identity, &cache) {
         match read_cache(cache, identity) {
-            Ok(Some(version)) => {
+            Ok(Some(Cached::Version(version))) => {
                 return Detected {
                     version: Some(version),
                     source: VersionSource::Cache,
                     warnings,
                 }
             }
+            Ok(Some(Cached::Failed(why))) => {
+                warnings.push(format!(
+                    "{why} (cached for this binary in {}; asked again once the binary changes)",
+                    cache.display()
+                ));
+                return Detected {
+                    version: None,
+                    source: VersionSource::Unknown,
+                    warnings,
+                };
+            }
             Ok(None) => {}
             Err(err) => warnings.push(format!("ignoring the kubelet version cache: {err}")),
         }
     }
-    match run_version(kubelet, timeout) {
-        Ok(version) => {
-            if let (Some(identity), Some(cache)) = (identity, &cache) {
-                if let Err(err) = write_cache(cache, identity, version) {
-                    warnings.push(format!("cannot cache the kubelet version: {err}"));
-                }
-            }
-            Detected {
-                version: Some(version),
-                source: VersionSource::Binary,
-                warnings,
-            }
+    let answer = run_version(kubelet, timeout);
+    if let (Some(identity), Some(cache)) = (identity, &cache) {
+        if let Err(err) = write_cache(cache, identity, &answer) {
+            warnings.push(format!("cannot cache the kubelet version: {err}"));
         }
+    }
+    match answer {
+        Ok(version) => Detected {
+            version: Some(version),
+            source: VersionSource::Binary,
+            warnings,
+        },
         Err(err) => {
             warnings.push(err);
             Detected {
@@ -185,7 +214,7 @@ pub fn detect(
 
 /// The cached version, if the cache is for this binary; the cache is
 /// hostile input: a regular file of ours, not a symlink, bounded.
-fn read_cache(path: &Path, identity: BinaryIdentity) -> Result<Option<KubeletVersion>, String> {
+fn read_cache(path: &Path, identity: BinaryIdentity) -> Result<Option<Cached>, String> {
     let policy = ReadPolicy {
         what: "kubelet version cache",
         max_len: MAX_CACHE,
@@ -200,15 +229,34 @@ fn read_cache(path: &Path, identity: BinaryIdentity) -> Result<Option<KubeletVer
     if record.binary != identity {
         return Ok(None);
     }
-    KubeletVersion::parse(&record.version)
-        .map(Some)
-        .ok_or_else(|| format!("{}: {:?} is not a version", path.display(), record.version))
+    match (record.version, record.failure) {
+        (Some(version), None) => KubeletVersion::parse(&version)
+            .map(|v| Some(Cached::Version(v)))
+            .ok_or_else(|| format!("{}: {version:?} is not a version", path.display())),
+        (None, Some(failure)) => Ok(Some(Cached::Failed(
+            kp_contract::text::printable(kp_contract::text::prefix(&failure, MAX_FAILURE))
+                .into_owned(),
+        ))),
+        _ => Err(format!("{}: needs a version or a failure", path.display())),
+    }
 }
 
-fn write_cache(path: &Path, binary: BinaryIdentity, version: KubeletVersion) -> Result<(), String> {
-    let record = CacheRecord {
-        binary,
-        version: version.to_string(),
+fn write_cache(
+    path: &Path,
+    binary: BinaryIdentity,
+    answer: &Result<KubeletVersion, String>,
+) -> Result<(), String> {
+    let record = match answer {
+        Ok(version) => CacheRecord {
+            binary,
+            version: Some(version.to_string()),
+            failure: None,
+        },
+        Err(why) => CacheRecord {
+            binary,
+            version: None,
+            failure: Some(kp_contract::text::prefix(why, MAX_FAILURE).to_owned()),
+        },
     };
     let data = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
     fsutil::write_atomic(path, &data, 0o600).map_err(|e| e.to_string())
@@ -219,7 +267,12 @@ fn write_cache(path: &Path, binary: BinaryIdentity, version: KubeletVersion) -> 
 /// after `timeout`.
 pub fn run_version(kubelet: &Path, timeout: Duration) -> Result<KubeletVersion, String> {
     let shown = kubelet.display();
-    let mut child = Command::new(kubelet)
+    let mut command = Command::new(kubelet);
+    command.env_clear();
+    if let Some(path) = std::env::var_os("PATH") {
+        command.env("PATH", path);
+    }
+    let mut child = command
         .arg("--version")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -318,7 +371,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let kubelet = script(d.path(), "kubelet", "echo 'Kubernetes v1.34.1'");
         let identity = BinaryIdentity::of(&kubelet).unwrap();
-        write_cache(&d.path().join(CACHE_FILE), identity, v(36, 0)).unwrap();
+        write_cache(&d.path().join(CACHE_FILE), identity, &Ok(v(36, 0))).unwrap();
         let got = detect(None, &kubelet, Some(d.path()), SHORT);
         assert_eq!(
             (got.version, got.source),
@@ -340,7 +393,12 @@ mod tests {
         let cache = d.path().join(CACHE_FILE);
         // A symlink is not followed.
         let target = d.path().join("elsewhere");
-        write_cache(&target, BinaryIdentity::of(&kubelet).unwrap(), v(36, 0)).unwrap();
+        write_cache(
+            &target,
+            BinaryIdentity::of(&kubelet).unwrap(),
+            &Ok(v(36, 0)),
+        )
+        .unwrap();
         std::os::unix::fs::symlink(&target, &cache).unwrap();
         let got = detect(None, &kubelet, Some(d.path()), SHORT);
         assert_eq!(got.version, Some(v(34, 0)));
@@ -361,6 +419,17 @@ mod tests {
                 .iter()
                 .any(|w| w.contains("ignoring the kubelet version cache")));
         }
+    }
+
+    #[test]
+    fn the_kubelet_gets_an_empty_environment_but_path() {
+        let d = tempfile::tempdir().unwrap();
+        let kubelet = script(
+            d.path(),
+            "kubelet",
+            "test -z \"$HOME$STANDIN_LOG\" && test -n \"$PATH\" && echo v1.34.2",
+        );
+        assert_eq!(run_version(&kubelet, SHORT), Ok(v(34, 2)));
     }
 
     #[test]
@@ -413,6 +482,28 @@ mod tests {
                 .iter()
                 .any(|w| w.contains("pass --kubelet-version")));
         }
+        // A failure is cached for the binary: asked once.
+        let marker = d.path().join("asked");
+        let kubelet = script(
+            d.path(),
+            "once",
+            &format!("echo asked >> {}; exit 2", marker.display()),
+        );
+        for _ in 0..2 {
+            let got = detect(None, &kubelet, Some(d.path()), SHORT);
+            assert_eq!(got.version, None);
+            assert!(
+                got.warnings.iter().any(|w| w.contains("failed")),
+                "{:?}",
+                got.warnings
+            );
+        }
+        let got = detect(None, &kubelet, Some(d.path()), SHORT);
+        assert!(got
+            .warnings
+            .iter()
+            .any(|w| w.contains("cached for this binary")));
+        assert_eq!(std::fs::read_to_string(&marker).unwrap(), "asked\n");
         let got = detect(
             None,
             Path::new("/nonexistent/kubelet"),
