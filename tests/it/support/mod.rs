@@ -490,7 +490,7 @@ impl Scene {
                 cmd
             }
         };
-        self.node_command(cmd, args, kubelet_args, extra_env)
+        self.node_command(cmd, args, &stand_in_bin(), kubelet_args, extra_env)
     }
 
     /// [`Scene::pivot`] with another kubelet-pivot binary (an earlier build: tests/it/skew.rs).
@@ -501,21 +501,38 @@ impl Scene {
         kubelet_args: &[&str],
         extra_env: &[(&str, &str)],
     ) -> Command {
-        self.node_command(Command::new(bin), args, kubelet_args, extra_env)
+        self.node_command(
+            Command::new(bin),
+            args,
+            &stand_in_bin(),
+            kubelet_args,
+            extra_env,
+        )
     }
 
     /// `cmd` (a kubelet-pivot, maybe through a wrapper) completed as [`Scene::pivot`] says.
+    /// [`Scene::pivot`] running `kubelet` (a wrapper of the stand-in) in place of the stand-in.
+    pub fn pivot_running(
+        &self,
+        kubelet: &Path,
+        args: &[&str],
+        extra_env: &[(&str, &str)],
+    ) -> Command {
+        self.node_command(Command::new(pivot_bin()), args, kubelet, &[], extra_env)
+    }
+
     fn node_command(
         &self,
         mut cmd: Command,
         args: &[&str],
+        kubelet: &Path,
         kubelet_args: &[&str],
         extra_env: &[(&str, &str)],
     ) -> Command {
         cmd.args(args);
         node_paths(&mut cmd, &self.lock(), &self.config_dir())
             .arg("--")
-            .arg(stand_in_bin())
+            .arg(kubelet)
             .args(kubelet_args);
         cmd.env_remove("NOTIFY_SOCKET");
         cmd.envs(self.stand_in_env());

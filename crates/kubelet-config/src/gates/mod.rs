@@ -220,7 +220,13 @@ impl GateModel {
                 (name, value)
             })
             .collect();
-        (GatesInForce { enabled }, errors)
+        (
+            GatesInForce {
+                minor: self.minor,
+                enabled,
+            },
+            errors,
+        )
     }
 }
 
@@ -237,10 +243,16 @@ pub struct GateRefusal {
 /// are applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatesInForce {
+    minor: u32,
     enabled: BTreeMap<&'static str, bool>,
 }
 
 impl GatesInForce {
+    /// The kubelet minor (1.x) whose defaults these are.
+    pub fn minor(&self) -> u32 {
+        self.minor
+    }
+
     /// Whether `gate` is on; a gate the model does not know is off.
     pub fn enabled(&self, gate: &str) -> bool {
         self.enabled.get(gate).copied().unwrap_or(false)

@@ -54,17 +54,31 @@ pub(super) fn validate_gated(
     validate_host(views, target, c);
 }
 
-fn requires(c: &mut Checker, path: &str, value: impl std::fmt::Display, gate: &str) {
+/// `path (value) requires feature gate GATE, which is disabled (kubelet 1.N)`.
+fn requires(
+    c: &mut Checker,
+    gates: &GatesInForce,
+    path: &str,
+    value: impl std::fmt::Display,
+    gate: &str,
+) {
     c.push(
         path,
-        format_args!("({value}) requires feature gate {gate}, which is disabled"),
+        format_args!(
+            "({value}) requires feature gate {gate}, which is disabled (kubelet 1.{})",
+            gates.minor()
+        ),
     );
 }
 
-fn must_not_be_set(c: &mut Checker, path: &str, gate: &str) {
+/// `path must not be set when feature gate GATE is disabled (kubelet 1.N)`.
+fn must_not_be_set(c: &mut Checker, gates: &GatesInForce, path: &str, gate: &str) {
     c.push(
         path,
-        format_args!("must not be set when feature gate {gate} is disabled"),
+        format_args!(
+            "must not be set when feature gate {gate} is disabled (kubelet 1.{})",
+            gates.minor()
+        ),
     );
 }
 
@@ -75,7 +89,7 @@ fn validate_cfs_quota(views: &Views, gates: &GatesInForce, c: &mut Checker) {
     };
     if !gates.enabled(GATE) {
         if period.as_nanos() != DEFAULT_CFS_QUOTA_PERIOD {
-            requires(c, "cpuCFSQuotaPeriod", period, GATE);
+            requires(c, gates, "cpuCFSQuotaPeriod", period, GATE);
         }
     } else if !(MILLISECOND..=SECOND).contains(&period.as_nanos()) {
         c.push(
@@ -88,7 +102,7 @@ fn validate_cfs_quota(views: &Views, gates: &GatesInForce, c: &mut Checker) {
 fn validate_gc_and_certificates(views: &Views, gates: &GatesInForce, c: &mut Checker) {
     if let Some(age) = views.duration("imageMaximumGCAge") {
         if age != GoDuration::ZERO && !gates.enabled("ImageMaximumGCAge") {
-            requires(c, "imageMaximumGCAge", age, "ImageMaximumGCAge");
+            requires(c, gates, "imageMaximumGCAge", age, "ImageMaximumGCAge");
         }
     }
     if views.boolean("serverTLSBootstrap") == Some(true)
@@ -96,13 +110,14 @@ fn validate_gc_and_certificates(views: &Views, gates: &GatesInForce, c: &mut Che
     {
         requires(
             c,
+            gates,
             "serverTLSBootstrap",
             true,
             "RotateKubeletServerCertificate",
         );
     }
     if views.boolean("enableSystemLogQuery") == Some(true) && !gates.enabled("NodeLogQuery") {
-        requires(c, "enableSystemLogQuery", true, "NodeLogQuery");
+        requires(c, gates, "enableSystemLogQuery", true, "NodeLogQuery");
     }
 }
 
@@ -134,7 +149,7 @@ fn validate_shutdown(views: &Views, gates: &GatesInForce, c: &mut Checker) {
     } else {
         for (path, period) in periods {
             if period > GoDuration::ZERO {
-                requires(c, path, period, "GracefulNodeShutdown");
+                requires(c, gates, path, period, "GracefulNodeShutdown");
             }
         }
     }
@@ -145,6 +160,7 @@ fn validate_shutdown(views: &Views, gates: &GatesInForce, c: &mut Checker) {
     if !gates.enabled("GracefulNodeShutdownBasedOnPodPriority") {
         requires(
             c,
+            gates,
             "shutdownGracePeriodByPodPriority",
             format_args!("{by_priority} items"),
             "GracefulNodeShutdownBasedOnPodPriority",
@@ -167,13 +183,14 @@ fn validate_swap_and_memory(views: &Views, gates: &GatesInForce, c: &mut Checker
             &["", "NoSwap", "LimitedSwap"],
         );
     } else if !behavior.is_empty() {
-        must_not_be_set(c, "memorySwap.swapBehavior", "NodeSwap");
+        must_not_be_set(c, gates, "memorySwap.swapBehavior", "NodeSwap");
     }
     if views.string("memoryReservationPolicy") == Some("TieredReservation")
         && !gates.enabled("MemoryQoS")
     {
         requires(
             c,
+            gates,
             "memoryReservationPolicy",
             "\"TieredReservation\"",
             "MemoryQoS",
@@ -187,7 +204,7 @@ fn validate_crash_loop_back_off(views: &Views, gates: &GatesInForce, c: &mut Che
         return;
     };
     if !gates.enabled("KubeletCrashLoopBackOffMax") {
-        must_not_be_set(c, PATH, "KubeletCrashLoopBackOffMax");
+        must_not_be_set(c, gates, PATH, "KubeletCrashLoopBackOffMax");
     } else if !(SECOND..=300 * SECOND).contains(&period.as_nanos()) {
         c.push(
             PATH,
@@ -204,10 +221,10 @@ fn validate_image_credentials(views: &Views, gates: &GatesInForce, c: &mut Check
     let allowlist = views.list(ALLOWLIST);
     if !gates.enabled(GATE) {
         if !policy.is_empty() {
-            must_not_be_set(c, POLICY, GATE);
+            must_not_be_set(c, gates, POLICY, GATE);
         }
         if !allowlist.is_empty() {
-            must_not_be_set(c, ALLOWLIST, GATE);
+            must_not_be_set(c, gates, ALLOWLIST, GATE);
         }
         return;
     }
@@ -240,7 +257,7 @@ fn validate_logging(effective: &Map<String, Value>, gates: &GatesInForce, c: &mu
     if logging.get("format").and_then(Value::as_str) == Some("json")
         && !gates.enabled("LoggingBetaOptions")
     {
-        requires(c, "logging.format", "\"json\"", "LoggingBetaOptions");
+        requires(c, gates, "logging.format", "\"json\"", "LoggingBetaOptions");
     }
     if gates.enabled("LoggingAlphaOptions") {
         return;
@@ -253,6 +270,7 @@ fn validate_logging(effective: &Map<String, Value>, gates: &GatesInForce, c: &mu
         if options.get("splitStream").and_then(Value::as_bool) == Some(true) {
             requires(
                 c,
+                gates,
                 &format!("logging.options.{format}.splitStream"),
                 true,
                 "LoggingAlphaOptions",
@@ -262,6 +280,7 @@ fn validate_logging(effective: &Map<String, Value>, gates: &GatesInForce, c: &mu
             if !is_zero_quantity(size) {
                 requires(
                     c,
+                    gates,
                     &format!("logging.options.{format}.infoBufferSize"),
                     size,
                     "LoggingAlphaOptions",
