@@ -81,17 +81,7 @@ fn an_unknown_gate_is_refused_before_any_restart() {
         "gates.yaml",
         "maxPods: 42\nfeatureGates:\n  NoSuchGate: true\n",
     );
-    let out = std::process::Command::new(support::pivot_bin())
-        .args(["checkpoint", "assign", file.to_str().unwrap(), "--force"])
-        .arg("--dynamic-config-dir")
-        .arg(scene.config_dir())
-        .output()
-        .expect("run kubelet-pivot checkpoint assign");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    scene.checkpoint_assign(&file, &["--force"]);
     let st = wait_until(Duration::from_secs(10), "the refusal in the status", || {
         let st = status_json(&scene);
         (!st["config"]["error"].is_null()).then_some(st)

@@ -511,6 +511,25 @@ impl Scene {
     }
 
     /// `cmd` (a kubelet-pivot, maybe through a wrapper) completed as [`Scene::pivot`] says.
+    /// `kubelet-pivot checkpoint assign FILE EXTRA.. --dynamic-config-dir <config_dir>`, which
+    /// must succeed; its stdout.
+    pub fn checkpoint_assign(&self, file: &Path, extra: &[&str]) -> String {
+        let out = Command::new(pivot_bin())
+            .args(["checkpoint", "assign"])
+            .arg(file)
+            .args(extra)
+            .arg("--dynamic-config-dir")
+            .arg(self.config_dir())
+            .output()
+            .expect("run kubelet-pivot checkpoint assign");
+        assert!(
+            out.status.success(),
+            "assign failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// [`Scene::pivot`] running `kubelet` (a wrapper of the stand-in) in place of the stand-in.
     pub fn pivot_running(
         &self,
