@@ -95,6 +95,9 @@ pub enum CheckpointAction {
         /// Assign even if the payload does not validate (to exercise the rollback).
         #[arg(long)]
         force: bool,
+        /// The node's kubelet version (v1.35.2, 1.35), whose feature gates the payload is validated for (default: the newest modelled, 1.36). The host's cgroup version is read from /sys/fs/cgroup.
+        #[arg(long, value_name = "VERSION", value_parser = kubelet_version)]
+        kubelet_version: Option<kp_kubelet_config::gates::KubeletVersion>,
     },
     /// Go back to the local config (init file or defaults): clears the assignment.
     Reset,
@@ -119,6 +122,7 @@ impl From<CheckpointAction> for kp_node::config::operator::CheckpointCommand {
                 uid,
                 resource_version,
                 force,
+                kubelet_version,
             } => Op::Assign(LocalAssign {
                 path,
                 key,
@@ -127,6 +131,7 @@ impl From<CheckpointAction> for kp_node::config::operator::CheckpointCommand {
                 uid,
                 resource_version,
                 force,
+                target: assign_target(kubelet_version),
             }),
             CheckpointAction::Reset => Op::Reset,
             CheckpointAction::ForgetBad { uid } => Op::ForgetBad { uid },
@@ -234,6 +239,28 @@ pub struct CommonArgs {
 }
 
 /// `--state-dir`, or its default inside the checkpoint directory.
+/// What `checkpoint assign` validates for: the `--kubelet-version` model
+/// (the nearest, with a warning on stderr, when not modelled; the newest
+/// without the flag) and this host's cgroup facts.
+fn assign_target(
+    version: Option<kp_kubelet_config::gates::KubeletVersion>,
+) -> kp_kubelet_config::ValidationTarget {
+    use kp_kubelet_config::gates::GateModel;
+    use kp_node::kubelet::host;
+    let model = match version {
+        Some(version) => {
+            let (model, warning) = GateModel::for_version(version);
+            if let Some(warning) = warning {
+                eprintln!("kubelet-pivot: warning: {warning}");
+            }
+            model
+        }
+        None => GateModel::newest(),
+    };
+    let facts = host::probe(std::path::Path::new(host::CGROUP_ROOT));
+    kp_kubelet_config::ValidationTarget::new(model, facts)
+}
+
 /// `--kubelet-version`: v1.35.2 or 1.35.
 pub fn kubelet_version(s: &str) -> Result<kp_kubelet_config::gates::KubeletVersion, String> {
     kp_node::kubelet::version::parse_flag(s)

@@ -174,3 +174,42 @@ fn a_kubelet_that_does_not_answer_version_runs_with_a_warning() {
     p.signal(Signal::SIGTERM);
     assert!(p.wait_exit(Duration::from_secs(10)).success());
 }
+
+#[test]
+fn checkpoint_assign_checks_the_kubelet_version_and_the_host() {
+    let scene = Scene::new();
+    let file = scene.kubelet_config_file(
+        "crash.yaml",
+        "crashLoopBackOff:\n  maxContainerRestartPeriod: 30s\n",
+    );
+    let out = scene.try_checkpoint_assign(&file, &["--kubelet-version", "v1.34.0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("KubeletCrashLoopBackOffMax is disabled (kubelet 1.34)"),
+        "{stderr}"
+    );
+    let out = scene.try_checkpoint_assign(&file, &["--kubelet-version", "1.35"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The host check follows this host's cgroup version.
+    let file = scene.kubelet_config_file("v1.yaml", "failCgroupV1: true\n");
+    let out = scene.try_checkpoint_assign(&file, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let cgroup = nix::sys::statfs::statfs("/sys/fs/cgroup").map(|fs| fs.filesystem_type());
+    if cgroup.is_ok_and(|kind| kind == nix::sys::statfs::TMPFS_MAGIC) {
+        assert!(!out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains(
+                "failCgroupV1 (true): this host runs cgroup v1 (/sys/fs/cgroup is tmpfs)"
+            ),
+            "{stderr}"
+        );
+    } else {
+        assert!(out.status.success(), "{stderr}");
+    }
+}

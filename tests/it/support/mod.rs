@@ -511,17 +511,22 @@ impl Scene {
     }
 
     /// `cmd` (a kubelet-pivot, maybe through a wrapper) completed as [`Scene::pivot`] says.
-    /// `kubelet-pivot checkpoint assign FILE EXTRA.. --dynamic-config-dir <config_dir>`, which
-    /// must succeed; its stdout.
-    pub fn checkpoint_assign(&self, file: &Path, extra: &[&str]) -> String {
-        let out = Command::new(pivot_bin())
+    /// `kubelet-pivot checkpoint assign FILE EXTRA.. --dynamic-config-dir <config_dir>`, run
+    /// to its end; its output, whatever its status.
+    pub fn try_checkpoint_assign(&self, file: &Path, extra: &[&str]) -> std::process::Output {
+        Command::new(pivot_bin())
             .args(["checkpoint", "assign"])
             .arg(file)
             .args(extra)
             .arg("--dynamic-config-dir")
             .arg(self.config_dir())
             .output()
-            .expect("run kubelet-pivot checkpoint assign");
+            .expect("run kubelet-pivot checkpoint assign")
+    }
+
+    /// [`Scene::try_checkpoint_assign`], which must succeed; its stdout.
+    pub fn checkpoint_assign(&self, file: &Path, extra: &[&str]) -> String {
+        let out = self.try_checkpoint_assign(file, extra);
         assert!(
             out.status.success(),
             "assign failed: {}",
