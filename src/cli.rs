@@ -247,16 +247,10 @@ fn assign_target(
 ) -> kp_kubelet_config::ValidationTarget {
     use kp_kubelet_config::gates::GateModel;
     use kp_node::kubelet::host;
-    let model = match version {
-        Some(version) => {
-            let (model, warning) = GateModel::for_version(version);
-            if let Some(warning) = warning {
-                eprintln!("kubelet-pivot: warning: {warning}");
-            }
-            model
-        }
-        None => GateModel::newest(),
-    };
+    let (model, warning) = GateModel::for_flag(version);
+    if let Some(warning) = warning {
+        eprintln!("kubelet-pivot: warning: {warning}");
+    }
     let facts = host::probe(std::path::Path::new(host::CGROUP_ROOT));
     kp_kubelet_config::ValidationTarget::new(model, facts)
 }

@@ -150,6 +150,15 @@ impl GateModel {
         (GateModel::build(minor), Some(warning))
     }
 
+    /// [`for_version`](GateModel::for_version) for an optional version (a
+    /// flag): without one, the newest model and no warning.
+    pub fn for_flag(version: Option<KubeletVersion>) -> (GateModel, Option<String>) {
+        match version {
+            Some(version) => GateModel::for_version(version),
+            None => (GateModel::newest(), None),
+        }
+    }
+
     /// The minor (1.x) modelled.
     pub fn minor(&self) -> u32 {
         self.minor
@@ -335,6 +344,9 @@ mod tests {
             patch: 0,
         });
         assert_eq!(model.minor(), 36);
+        let (model, warning) = GateModel::for_flag(None);
+        assert_eq!((model.minor(), warning), (36, None));
+        assert_eq!(GateModel::for_flag(Some(version(34))).0.minor(), 34);
     }
 
     #[test]

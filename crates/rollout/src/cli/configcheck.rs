@@ -299,16 +299,10 @@ pub fn run(a: &CheckArgs, out: &mut impl Write) -> Result<u8, CheckError> {
     let policy = Policy::defaults().with(&a.disruption_action);
     let old_name = a.against.as_ref().map(|p| p.display().to_string());
     let against = old_name.as_deref().zip(old.as_deref());
-    let model = match a.kubelet_version {
-        Some(version) => {
-            let (model, warning) = GateModel::for_version(version);
-            if let Some(warning) = warning {
-                eprintln!("warning: {warning}");
-            }
-            model
-        }
-        None => GateModel::newest(),
-    };
+    let (model, warning) = GateModel::for_flag(a.kubelet_version);
+    if let Some(warning) = warning {
+        eprintln!("warning: {warning}");
+    }
     let target = ValidationTarget::new(model, HostFacts::unknown());
     let r = report_for(
         &a.file.display().to_string(),
