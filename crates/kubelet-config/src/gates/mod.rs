@@ -373,10 +373,11 @@ mod tests {
             "LoggingAlphaOptions",
             "LoggingBetaOptions",
             "ContextualLogging",
-            "ComponentSLIs",
         ] {
             assert!(at(36, gate).is_some(), "{gate}");
         }
+        assert!(at(35, "ComponentSLIs").is_some_and(|s| s.locked));
+        assert!(at(36, "ComponentSLIs").is_none());
     }
 
     #[test]
