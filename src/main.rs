@@ -119,7 +119,9 @@ fn validation_target(
     state_dir: &std::path::Path,
 ) -> (kp_kubelet_config::ValidationTarget, TargetNotes) {
     use kp_node::kubelet::{host, version};
-    let cache_dir = kp_node::safefs::trust::ensure_dir(state_dir, "state directory")
+    // The cache only where the supervisor made the state directory before
+    // (nothing is created for a start that may still be refused).
+    let cache_dir = kp_node::safefs::trust::verify_dir(state_dir, "state directory")
         .ok()
         .map(|_| state_dir);
     let detected = version::detect(flag, kubelet, cache_dir, version::VERSION_TIMEOUT);
