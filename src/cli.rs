@@ -95,6 +95,9 @@ pub enum CheckpointAction {
         /// Assign even if the payload does not validate (to exercise the rollback).
         #[arg(long)]
         force: bool,
+        /// The node's kubelet version (v1.35.2, 1.35), whose feature gates the payload is validated for (default: the newest modelled, 1.36). The host's cgroup version is read from /sys/fs/cgroup.
+        #[arg(long, value_name = "VERSION", value_parser = kubelet_version)]
+        kubelet_version: Option<kp_kubelet_config::gates::KubeletVersion>,
     },
     /// Go back to the local config (init file or defaults): clears the assignment.
     Reset,
@@ -119,6 +122,7 @@ impl From<CheckpointAction> for kp_node::config::operator::CheckpointCommand {
                 uid,
                 resource_version,
                 force,
+                kubelet_version,
             } => Op::Assign(LocalAssign {
                 path,
                 key,
@@ -127,6 +131,7 @@ impl From<CheckpointAction> for kp_node::config::operator::CheckpointCommand {
                 uid,
                 resource_version,
                 force,
+                target: assign_target(kubelet_version),
             }),
             CheckpointAction::Reset => Op::Reset,
             CheckpointAction::ForgetBad { uid } => Op::ForgetBad { uid },
@@ -225,12 +230,36 @@ pub struct CommonArgs {
         default_value = "/var/lib/kubelet"
     )]
     pub kubelet_root_dir: PathBuf,
+    /// The kubelet's version (v1.35.2, 1.35): picks the feature-gate model every config is validated for. Default: the kubelet binary's own answer to --version (run once, with a timeout, and cached by the binary's identity in the state directory). A version not modelled (1.33 to 1.36) is validated against the nearest model, with a warning; so is a kubelet that does not answer.
+    #[arg(long, env = "KUBELET_PIVOT_KUBELET_VERSION", value_name = "VERSION", value_parser = kubelet_version)]
+    pub kubelet_version: Option<kp_kubelet_config::gates::KubeletVersion>,
     /// The kubelet command and its arguments. A --config is replaced by the effective config, whose --config-dir drop-ins kubelet-pivot merges in (the kubelet gets no --config-dir); flags that set a KubeletConfiguration field (--max-pods, --kube-reserved, ...) are refused, except -v and --vmodule.
     #[arg(last = true, required = true, value_name = "KUBELET [ARGS]")]
     pub kubelet: Vec<OsString>,
 }
 
 /// `--state-dir`, or its default inside the checkpoint directory.
+/// What `checkpoint assign` validates for: the `--kubelet-version` model
+/// (the nearest, with a warning on stderr, when not modelled; the newest
+/// without the flag) and this host's cgroup facts.
+fn assign_target(
+    version: Option<kp_kubelet_config::gates::KubeletVersion>,
+) -> kp_kubelet_config::ValidationTarget {
+    use kp_kubelet_config::gates::GateModel;
+    use kp_node::kubelet::host;
+    let (model, warning) = GateModel::for_flag(version);
+    if let Some(warning) = warning {
+        eprintln!("kubelet-pivot: warning: {warning}");
+    }
+    let facts = host::probe(std::path::Path::new(host::CGROUP_ROOT));
+    kp_kubelet_config::ValidationTarget::new(model, facts)
+}
+
+/// `--kubelet-version`: v1.35.2 or 1.35.
+pub fn kubelet_version(s: &str) -> Result<kp_kubelet_config::gates::KubeletVersion, String> {
+    kp_node::kubelet::version::parse_flag(s)
+}
+
 /// `--drain-retry`: a duration of at least [`MIN_DRAIN_RETRY`].
 fn drain_retry(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;

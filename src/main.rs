@@ -49,48 +49,105 @@ enum UsageError {
 }
 
 /// Validates everything that can be checked before start, so a typo gives
-/// one clear line and nothing is left behind.
+/// one clear line and nothing is left behind. Also returns what to warn
+/// about once logging is set up (the kubelet version not told or not
+/// modelled).
 fn options(
     rank: Rank,
     common: CommonArgs,
     terminate: TerminateFlag,
-) -> Result<Options, UsageError> {
+) -> Result<(Options, TargetNotes), UsageError> {
     let mut kubelet = common.kubelet.into_iter();
     let program = PathBuf::from(kubelet.next().ok_or(UsageError::NoKubelet)?);
     let kubelet: Vec<_> = kubelet.collect();
     let kubelet_flags = flags::check(&kubelet)?;
     let kubelet = KubeletCommand::resolve(&program, kubelet)?;
     lock::check_path(&common.paths.lock_file)?;
-    let local = LocalConfig::load(common.init_config.as_deref()).and_then(|local| {
+    let state_dir = common.paths.state_dir();
+    let (target, notes) = validation_target(common.kubelet_version, &kubelet.program, &state_dir);
+    let local = LocalConfig::load_for(common.init_config.as_deref(), target).and_then(|local| {
         local.with_config_dir(
             kubelet_flags.config_dir.as_deref(),
             &common.paths.dynamic_config_dir,
         )
     })?;
-    let state_dir = common.paths.state_dir();
-    Ok(Options {
-        state_dir,
-        kubeconfig: common.kubeconfig,
-        node_name: kp_node::cluster::api::node_name(common.node_name),
-        store_dir: common.paths.dynamic_config_dir,
-        local,
-        rank,
-        lock_path: common.paths.lock_file,
-        stop_timeout: common.stop_timeout,
-        exit_on_yield: common.exit_on_yield,
-        yield_on_any_open: common.yield_on_any_open,
-        force_poll: common.watch_mode == WatchModeArg::Poll,
-        kubelet,
-        metrics_address: common.metrics_address,
-        disruption: kp_node::supervisor::DisruptionOptions {
-            policy: kp_kubelet_config::disruption::Policy::defaults()
-                .with(&common.disruption_action),
-            drain_timeout: common.drain_timeout,
-            drain_retry: common.drain_retry,
-            kubelet_root_dir: common.kubelet_root_dir,
+    Ok((
+        Options {
+            state_dir,
+            kubeconfig: common.kubeconfig,
+            node_name: kp_node::cluster::api::node_name(common.node_name),
+            store_dir: common.paths.dynamic_config_dir,
+            local,
+            rank,
+            lock_path: common.paths.lock_file,
+            stop_timeout: common.stop_timeout,
+            exit_on_yield: common.exit_on_yield,
+            yield_on_any_open: common.yield_on_any_open,
+            force_poll: common.watch_mode == WatchModeArg::Poll,
+            kubelet,
+            metrics_address: common.metrics_address,
+            disruption: kp_node::supervisor::DisruptionOptions {
+                policy: kp_kubelet_config::disruption::Policy::defaults()
+                    .with(&common.disruption_action),
+                drain_timeout: common.drain_timeout,
+                drain_retry: common.drain_retry,
+                kubelet_root_dir: common.kubelet_root_dir,
+            },
+            terminate,
         },
-        terminate,
-    })
+        notes,
+    ))
+}
+
+/// What to log about the kubelet configs are validated for, once logging is
+/// set up.
+struct TargetNotes {
+    /// Which version and model, from where; the host facts.
+    chosen: String,
+    /// The version not told or not modelled, a cache not usable.
+    warnings: Vec<String>,
+}
+
+/// The kubelet every config is validated for: its version's feature-gate
+/// model (`--kubelet-version`, or the binary's own answer, cached in the
+/// state directory when that can be trusted) and the host's cgroup facts.
+/// Blocking: runs before the async runtime. Returns the lines to log: what
+/// was chosen, and the warnings.
+fn validation_target(
+    flag: Option<kp_kubelet_config::gates::KubeletVersion>,
+    kubelet: &std::path::Path,
+    state_dir: &std::path::Path,
+) -> (kp_kubelet_config::ValidationTarget, TargetNotes) {
+    use kp_node::kubelet::{host, version};
+    // The cache only where the supervisor made the state directory before
+    // (nothing is created for a start that may still be refused).
+    let cache_dir = kp_node::safefs::trust::verify_dir(state_dir, "state directory")
+        .ok()
+        .map(|_| state_dir);
+    let detected = version::detect(flag, kubelet, cache_dir, version::VERSION_TIMEOUT);
+    let (model, warnings) = detected.model();
+    let host = host::probe(std::path::Path::new(host::CGROUP_ROOT));
+    let told = match (detected.version, detected.source) {
+        (Some(v), version::VersionSource::Flag) => format!("kubelet {v} (--kubelet-version)"),
+        (Some(v), version::VersionSource::Cache) => {
+            format!("kubelet {v} (cached answer of {})", kubelet.display())
+        }
+        (Some(v), _) => format!("kubelet {v} ({} --version)", kubelet.display()),
+        (None, _) => "a kubelet of unknown version".to_string(),
+    };
+    let cgroup = match &host.cgroup {
+        Some((_, how)) => how.clone(),
+        None => "cgroup version unknown".to_string(),
+    };
+    let chosen = format!(
+        "validating configs for {told}: the 1.{} feature-gate model ({} gates); {cgroup}",
+        model.minor(),
+        model.len()
+    );
+    (
+        kp_kubelet_config::ValidationTarget::new(model, host),
+        TargetNotes { chosen, warnings },
+    )
 }
 
 fn supervise(rank: Rank, common: CommonArgs, early: Option<TerminateFlag>) -> ExitCode {
@@ -106,11 +163,15 @@ fn supervise(rank: Rank, common: CommonArgs, early: Option<TerminateFlag>) -> Ex
             )
         }
     };
-    let opts = match options(rank, common, terminate) {
+    let (opts, notes) = match options(rank, common, terminate) {
         Ok(o) => o,
         Err(msg) => return fail(EXIT_USAGE, msg),
     };
     kp_runtime::logging::init(log_format);
+    tracing::info!("{}", notes.chosen);
+    for warning in notes.warnings {
+        tracing::warn!("{warning}");
+    }
     // Before the runtime starts a thread: they all inherit it.
     match kp_node::latency::request_short_slices() {
         Ok(slices) => tracing::debug!(?slices, "scheduler slices"),

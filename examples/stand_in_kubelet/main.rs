@@ -10,6 +10,11 @@
 //! - `--lock-file FILE`: like the real kubelet: open `O_RDWR|O_CREAT|O_CLOEXEC` mode 0600 and
 //!   `flock(LOCK_EX)` blocking before the process counts as started; the fd is held for life.
 //! - `--exit-on-lock-contention`: accepted and ignored.
+//! - `--version`: print `STANDIN_VERSION` (default `Kubernetes v1.35.0`, the real kubelet's
+//!   form) and exit 0 before anything else (no log, no lock); with `STANDIN_VERSION=none`
+//!   behave as a binary without the flag: `unknown flag: --version` on stderr, exit 2.
+//!   kubelet-pivot runs `--version` with an empty environment but `PATH`, so a test sets
+//!   `STANDIN_VERSION` in a wrapper script that execs the stand-in.
 //! - `--root-dir DIR`: the kubelet's state directory (default `/var/lib/kubelet`, the real
 //!   kubelet's default). Giving it explicitly turns on the checkpoint handling below.
 //!
@@ -165,6 +170,9 @@ const HEALTHZ_READ_TIMEOUT: Duration = Duration::from_secs(2);
 const HEALTHZ_MAX_REQUEST: usize = 8 * 1024;
 
 const ENV_LOG: &str = "STANDIN_LOG";
+const ENV_VERSION: &str = "STANDIN_VERSION";
+/// The `--version` answer without `STANDIN_VERSION`.
+const DEFAULT_VERSION: &str = "Kubernetes v1.35.0";
 const ENV_PROBE: &str = "STANDIN_OVERLAP_PROBE";
 const ENV_TERM_DELAY: &str = "STANDIN_TERM_DELAY_MS";
 const ENV_IGNORE_TERM: &str = "STANDIN_IGNORE_TERM";
@@ -207,6 +215,12 @@ fn main() {
     // First thing: the exec time, reported as `t` of the `start` event.
     let exec_ns = now_ns();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args
+        .iter()
+        .any(|a| a == "--version" || a.starts_with("--version="))
+    {
+        exit(answer_version());
+    }
     let mut events = Events::default();
     let code = match run(exec_ns, &args, &mut events) {
         Ok(never) => match never {},
@@ -228,6 +242,18 @@ fn main() {
         }
     };
     exit(code);
+}
+
+/// `--version`, as the kubelet answers it (or, with `STANDIN_VERSION=none`, as a binary that
+/// does not know the flag); returns the exit code.
+fn answer_version() -> i32 {
+    let version = std::env::var(ENV_VERSION).unwrap_or_else(|_| DEFAULT_VERSION.to_owned());
+    if version == "none" {
+        eprintln!("unknown flag: --version");
+        return EXIT_ERROR;
+    }
+    println!("{version}");
+    0
 }
 
 /// Runs the stand-in; exits the process itself so the lock file and probe are held until the end.

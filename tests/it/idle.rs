@@ -194,18 +194,7 @@ fn a_config_change_lost_in_an_inotify_overflow_is_found_by_one_rescan() {
     assert!(holder.signal(Signal::SIGSTOP));
     overflow_inotify(scene.lock().parent().expect("lock dir"));
     let config = scene.kubelet_config_file("assigned.yaml", "maxPods: 77\n");
-    let out = Command::new(support::pivot_bin())
-        .args(["checkpoint", "assign"])
-        .arg(&config)
-        .arg("--dynamic-config-dir")
-        .arg(scene.config_dir())
-        .output()
-        .expect("run kubelet-pivot checkpoint assign");
-    assert!(
-        out.status.success(),
-        "assign failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    scene.checkpoint_assign(&config, &[]);
     assert!(holder.signal(Signal::SIGCONT));
     restarted_with(&scene, first, "\"maxPods\":77");
     assert!(

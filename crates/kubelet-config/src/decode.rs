@@ -612,7 +612,7 @@ mod tests {
     #[test]
     fn plain_yaml_1_1_scalars_take_the_kubelets_meaning_in_typed_fields() {
         let config = valid(
-            "serializeImagePulls: no\nfailSwapOn: Off\nmaxPods: 0110\nfeatureGates: {SomeGate: Y}",
+            "serializeImagePulls: no\nfailSwapOn: Off\nmaxPods: 0110\nfeatureGates: {CPUManagerPolicyAlphaOptions: Y}",
         );
         assert_eq!(
             config.field("serializeImagePulls"),

@@ -42,8 +42,12 @@
 //! - `defaults`: v1beta1 defaulting of the effective config;
 //! - `validate`: the kubelet's range checks, one small module per section
 //!   (taints, reserved memory, logging, tracing, the image allowlist, ...;
-//!   docs/validation-rules.md lists every rule); `eviction`: eviction
-//!   signals, thresholds and their rules;
+//!   docs/validation-rules.md lists every rule), `gated` the rules that follow
+//!   the gates and the host checks; `eviction`: eviction signals, thresholds
+//!   and their rules;
+//! - [`gates`]: the kubelet's feature gates per minor version, and the
+//!   [`ValidationTarget`] (gate model and host facts) a config is validated
+//!   for;
 //! - `duration`: Go durations; `quantity`: Kubernetes quantities;
 //! - `hash`: canonical JSON and the versioned hashes; `error`: why a
 //!   document was refused;
@@ -62,6 +66,7 @@ mod duration;
 mod error;
 mod eviction;
 mod fields;
+pub mod gates;
 mod hash;
 mod layer;
 mod nesting;
@@ -76,6 +81,7 @@ pub use duration::{DurationError, GoDuration};
 pub use error::{ConfigError, FieldError, Format};
 pub use eviction::{EvictionThreshold, EVICTION_SIGNALS};
 pub use fields::FieldValue;
+pub use gates::ValidationTarget;
 pub use hash::{sha256_hex, HashAlgorithm, HASH_ALGORITHM};
 pub use layer::DropInLayer;
 
@@ -185,8 +191,18 @@ impl KubeletConfig {
     /// Runs the kubelet's validation on the effective config (defaults
     /// applied, as the kubelet validates after defaulting) and kubelet-pivot's
     /// checks of its own fields; [`ConfigError::Invalid`] lists every failure.
+    ///
+    /// Validates for the default [`ValidationTarget`] (the newest kubelet
+    /// modelled, host unknown); see [`validate_for`](KubeletConfig::validate_for).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        validate::check_config(&self.effective_map(), &self.views)
+        self.validate_for(&ValidationTarget::default())
+    }
+
+    /// [`validate`](KubeletConfig::validate) for a given kubelet: its
+    /// feature-gate model (the rules that follow the gates in force, and the
+    /// `featureGates` themselves) and the host facts it starts on.
+    pub fn validate_for(&self, target: &ValidationTarget) -> Result<(), ConfigError> {
+        validate::check_config(&self.effective_map(), &self.views, target)
     }
 
     /// [`parse`](KubeletConfig::parse), then

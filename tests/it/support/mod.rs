@@ -490,7 +490,7 @@ impl Scene {
                 cmd
             }
         };
-        self.node_command(cmd, args, kubelet_args, extra_env)
+        self.node_command(cmd, args, &stand_in_bin(), kubelet_args, extra_env)
     }
 
     /// [`Scene::pivot`] with another kubelet-pivot binary (an earlier build: tests/it/skew.rs).
@@ -501,21 +501,62 @@ impl Scene {
         kubelet_args: &[&str],
         extra_env: &[(&str, &str)],
     ) -> Command {
-        self.node_command(Command::new(bin), args, kubelet_args, extra_env)
+        self.node_command(
+            Command::new(bin),
+            args,
+            &stand_in_bin(),
+            kubelet_args,
+            extra_env,
+        )
     }
 
     /// `cmd` (a kubelet-pivot, maybe through a wrapper) completed as [`Scene::pivot`] says.
+    /// `kubelet-pivot checkpoint assign FILE EXTRA.. --dynamic-config-dir <config_dir>`, run
+    /// to its end; its output, whatever its status.
+    pub fn try_checkpoint_assign(&self, file: &Path, extra: &[&str]) -> std::process::Output {
+        Command::new(pivot_bin())
+            .args(["checkpoint", "assign"])
+            .arg(file)
+            .args(extra)
+            .arg("--dynamic-config-dir")
+            .arg(self.config_dir())
+            .output()
+            .expect("run kubelet-pivot checkpoint assign")
+    }
+
+    /// [`Scene::try_checkpoint_assign`], which must succeed; its stdout.
+    pub fn checkpoint_assign(&self, file: &Path, extra: &[&str]) -> String {
+        let out = self.try_checkpoint_assign(file, extra);
+        assert!(
+            out.status.success(),
+            "assign failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// [`Scene::pivot`] running `kubelet` (a wrapper of the stand-in) in place of the stand-in.
+    pub fn pivot_running(
+        &self,
+        kubelet: &Path,
+        args: &[&str],
+        extra_env: &[(&str, &str)],
+    ) -> Command {
+        self.node_command(Command::new(pivot_bin()), args, kubelet, &[], extra_env)
+    }
+
     fn node_command(
         &self,
         mut cmd: Command,
         args: &[&str],
+        kubelet: &Path,
         kubelet_args: &[&str],
         extra_env: &[(&str, &str)],
     ) -> Command {
         cmd.args(args);
         node_paths(&mut cmd, &self.lock(), &self.config_dir())
             .arg("--")
-            .arg(stand_in_bin())
+            .arg(kubelet)
             .args(kubelet_args);
         cmd.env_remove("NOTIFY_SOCKET");
         cmd.envs(self.stand_in_env());

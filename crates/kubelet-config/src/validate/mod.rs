@@ -9,6 +9,7 @@ use std::net::IpAddr;
 use serde_json::{Map, Value};
 
 mod eviction;
+mod gated;
 mod go_url;
 mod images;
 mod logging;
@@ -29,6 +30,7 @@ pub(crate) use resources::RESERVABLE_RESOURCES;
 use super::duration::GoDuration;
 use super::error::{ConfigError, FieldError};
 use super::fields::{check_object, Views};
+use super::gates::ValidationTarget;
 use super::quantity::Quantity;
 use super::schema::TOP_FIELDS;
 use super::{CONFIG_TRIAL_DURATION_FIELD, CRASH_LOOP_THRESHOLD_FIELD, MAX_CRASH_LOOP_THRESHOLD};
@@ -43,6 +45,7 @@ use resources::{
 pub(super) fn check_config(
     effective: &Map<String, Value>,
     given: &Views,
+    target: &ValidationTarget,
 ) -> Result<(), ConfigError> {
     let mut views = Views::default();
     check_object(effective, TOP_FIELDS, "", &mut views)?;
@@ -52,7 +55,7 @@ pub(super) fn check_config(
     validate_image_gc(&views, &mut checker);
     validate_policies(&views, &mut checker);
     validate_durations(&views, &mut checker);
-    validate_shutdown(&views, &mut checker);
+    gated::validate_gated(effective, &views, target, &mut checker);
     validate_node_allocatable(&views, &mut checker);
     validate_eviction(&views, &mut checker);
     validate_reserved(&views, &mut checker);
@@ -281,23 +284,8 @@ fn validate_policies(views: &Views, c: &mut Checker) {
     );
     c.one_of(
         views,
-        "memorySwap.swapBehavior",
-        &["", "NoSwap", "LimitedSwap"],
-    );
-    c.one_of(
-        views,
         "memoryReservationPolicy",
         &["None", "TieredReservation"],
-    );
-    c.one_of(
-        views,
-        "imagePullCredentialsVerificationPolicy",
-        &[
-            "NeverVerify",
-            "NeverVerifyPreloadedImages",
-            "NeverVerifyAllowlistedImages",
-            "AlwaysVerify",
-        ],
     );
     if let Some(system_cgroups) = views.string("systemCgroups") {
         if !system_cgroups.is_empty() && views.string("cgroupRoot").unwrap_or("").is_empty() {
@@ -345,16 +333,6 @@ fn check_cpu_list(list: &str) -> Result<(), String> {
 }
 
 fn validate_durations(views: &Views, c: &mut Checker) {
-    const MILLISECOND: i64 = 1_000_000;
-    const SECOND: i64 = 1_000_000_000;
-    if let Some(period) = views.duration("cpuCFSQuotaPeriod") {
-        if !(MILLISECOND..=SECOND).contains(&period.as_nanos()) {
-            c.push(
-                "cpuCFSQuotaPeriod",
-                format_args!("({period}) must be between 1ms and 1s, inclusive"),
-            );
-        }
-    }
     // Zero is defaulted (to 1m) by the kubelets that know this field.
     if let Some(period) = views.duration("draManagerReconcilePeriod") {
         if period.is_negative() {
@@ -363,48 +341,6 @@ fn validate_durations(views: &Views, c: &mut Checker) {
                 format_args!("({period}) must be greater than zero"),
             );
         }
-    }
-    if let Some(period) = views.duration("crashLoopBackOff.maxContainerRestartPeriod") {
-        if !(SECOND..=300 * SECOND).contains(&period.as_nanos()) {
-            c.push(
-                "crashLoopBackOff.maxContainerRestartPeriod",
-                format_args!("({period}) must be between 1s and 300s, inclusive"),
-            );
-        }
-    }
-}
-
-fn validate_shutdown(views: &Views, c: &mut Checker) {
-    let second = GoDuration::from_nanos(1_000_000_000);
-    let total = views.duration("shutdownGracePeriod").unwrap_or_default();
-    let critical = views
-        .duration("shutdownGracePeriodCriticalPods")
-        .unwrap_or_default();
-    if critical > total {
-        c.push(
-            "shutdownGracePeriodCriticalPods",
-            format_args!("({critical}) must be <= shutdownGracePeriod ({total})"),
-        );
-    }
-    for (path, period) in [
-        ("shutdownGracePeriod", total),
-        ("shutdownGracePeriodCriticalPods", critical),
-    ] {
-        if period.is_negative() || (period > GoDuration::ZERO && period < second) {
-            c.push(
-                path,
-                format_args!("({period}) must be either zero or otherwise >= 1 sec"),
-            );
-        }
-    }
-    if views.items("shutdownGracePeriodByPodPriority") > 0
-        && (total > GoDuration::ZERO || critical > GoDuration::ZERO)
-    {
-        c.push(
-            "shutdownGracePeriodByPodPriority",
-            "cannot be specified together with shutdownGracePeriod or \
-             shutdownGracePeriodCriticalPods",
-        );
     }
 }
 
@@ -498,8 +434,16 @@ mod tests {
         ),
         ("reservedSystemCPUs: 3-1", "reservedSystemCPUs", "runs backwards"),
         ("reservedSystemCPUs: a,b", "reservedSystemCPUs", "is not a CPU list"),
-        ("cpuCFSQuotaPeriod: 2s", "cpuCFSQuotaPeriod", "(2s) must be between 1ms and 1s"),
-        ("cpuCFSQuotaPeriod: 500us", "cpuCFSQuotaPeriod", "(500µs) must be between 1ms and 1s"),
+        (
+            "featureGates: {CustomCPUCFSQuotaPeriod: true}\ncpuCFSQuotaPeriod: 2s",
+            "cpuCFSQuotaPeriod",
+            "(2s) must be between 1ms and 1s",
+        ),
+        (
+            "featureGates: {CustomCPUCFSQuotaPeriod: true}\ncpuCFSQuotaPeriod: 500us",
+            "cpuCFSQuotaPeriod",
+            "(500µs) must be between 1ms and 1s",
+        ),
         ("draManagerReconcilePeriod: -1s", "draManagerReconcilePeriod", "greater than zero"),
         (
             "crashLoopBackOff:\n  maxContainerRestartPeriod: 301s",
@@ -643,8 +587,8 @@ mod tests {
             "oomScoreAdj: -1000",
             "nodeStatusMaxImages: -1",
             "imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 0",
-            "cpuCFSQuotaPeriod: 1ms",
-            "cpuCFSQuotaPeriod: 1s",
+            "featureGates: {CustomCPUCFSQuotaPeriod: true}\ncpuCFSQuotaPeriod: 1ms",
+            "featureGates: {CustomCPUCFSQuotaPeriod: true}\ncpuCFSQuotaPeriod: 1s",
             "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s",
             "shutdownGracePeriodByPodPriority:\n- priority: 100000\n  shutdownGracePeriodSeconds: 10\n- priority: 0\n  shutdownGracePeriodSeconds: 30",
             "enforceNodeAllocatable: []\ncgroupsPerQOS: false",

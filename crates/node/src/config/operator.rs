@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::store::{ConfigSource, Store, StoreError, MAX_PAYLOAD};
 use crate::safefs::fsutil::{self, Owner, ReadError, ReadPolicy};
-use kp_kubelet_config::KubeletConfig;
+use kp_kubelet_config::{KubeletConfig, ValidationTarget};
 
 /// Most files a directory payload may hold (a ConfigMap holds a few keys).
 const MAX_PAYLOAD_FILES: usize = 256;
@@ -142,6 +142,8 @@ pub struct LocalAssign {
     pub resource_version: String,
     /// Assign even if the payload does not validate.
     pub force: bool,
+    /// The kubelet the payload is validated for.
+    pub target: ValidationTarget,
 }
 
 /// Runs a checkpoint subcommand, printing to `out`.
@@ -219,6 +221,7 @@ pub fn run(
             uid,
             resource_version,
             force,
+            target,
         }) => {
             let files = read_payload(&path, &key)?;
             let size: usize = files.values().map(Vec::len).sum();
@@ -231,7 +234,8 @@ pub fn run(
                     keys: files.keys().cloned().collect::<Vec<_>>().join(", "),
                 });
             };
-            let checked = KubeletConfig::parse_and_validate(body);
+            let checked =
+                KubeletConfig::parse(body).and_then(|c| c.validate_for(&target).map(|()| c));
             for warning in checked.iter().flat_map(KubeletConfig::warnings) {
                 writeln!(out, "warning: {warning}")?;
             }

@@ -51,7 +51,7 @@ impl Prepared {
         if resolved.error.is_some() {
             return None;
         }
-        match running::choose_start(store, &resolved, policy, api, false) {
+        match running::choose_start(store, &resolved, policy, api, false, &local.target) {
             StartChoice::Target { state_files, .. } if state_files.is_empty() => {}
             _ => return None,
         }

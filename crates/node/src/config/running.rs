@@ -14,7 +14,7 @@ use crate::config::config_dir::{AppliedDropIns, DropInOrigin, DropInSet};
 use crate::config::lifecycle::{Origin, Resolved};
 use crate::config::store::{EffectiveRecord, Store};
 use kp_kubelet_config::disruption::{self, Action, Change, Policy, StateFile};
-use kp_kubelet_config::{sha256_hex, KubeletConfig, HASH_ALGORITHM};
+use kp_kubelet_config::{sha256_hex, KubeletConfig, ValidationTarget, HASH_ALGORITHM};
 
 /// The config of the last kubelet start, decoded by this build.
 #[derive(Debug, Clone)]
@@ -90,6 +90,7 @@ fn target_anyway(
     running: &Running,
     drained: bool,
     crashing: bool,
+    kubelet: &ValidationTarget,
 ) -> Option<&'static str> {
     if drained {
         return Some("the node is drained for it");
@@ -104,7 +105,7 @@ fn target_anyway(
             return Some("the config that ran is known bad (a rollback)");
         }
     }
-    if running.config.validate().is_err() {
+    if running.config.validate_for(kubelet).is_err() {
         return Some("the config that ran does not validate under this build");
     }
     None
@@ -130,6 +131,7 @@ pub fn choose_start(
     policy: &Policy,
     api: bool,
     crashing: bool,
+    kubelet: &ValidationTarget,
 ) -> StartChoice {
     let Some(running) = last_running(store) else {
         return StartChoice::target(Change::default());
@@ -146,7 +148,7 @@ pub fn choose_start(
         .ok()
         .flatten()
         .is_some_and(|r| r.phase.drained());
-    if let Some(why) = target_anyway(store, &running, drained, crashing) {
+    if let Some(why) = target_anyway(store, &running, drained, crashing, kubelet) {
         info!(class = %class, fields = %change.summary(512), why, "starting the new config directly");
         return StartChoice::target(change);
     }

@@ -12,7 +12,8 @@ use serde::Serialize;
 use super::args::Output;
 use super::render::printable;
 use kp_kubelet_config::disruption::{self, Action, Change, Class, Overrides, Policy};
-use kp_kubelet_config::{ConfigError, KubeletConfig};
+use kp_kubelet_config::gates::{GateModel, HostFacts, KubeletVersion};
+use kp_kubelet_config::{ConfigError, KubeletConfig, ValidationTarget};
 
 /// FILE is valid; against the other config, the change restarts the kubelet in place
 /// (or changes nothing).
@@ -50,6 +51,18 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
     pub output: Output,
+    /// The nodes' kubelet version (v1.35.2, 1.35): FILE's feature gates and the rules that
+    /// follow them are checked against its model (default: the newest modelled, 1.36; a
+    /// version not modelled gets the nearest, with a warning on stderr). Host checks (cgroup
+    /// v1) are made by the node only.
+    #[arg(long, value_name = "VERSION", value_parser = kubelet_version)]
+    pub kubelet_version: Option<KubeletVersion>,
+}
+
+/// `--kubelet-version`.
+fn kubelet_version(s: &str) -> Result<KubeletVersion, String> {
+    KubeletVersion::parse(s)
+        .ok_or_else(|| format!("{s:?} is not a Kubernetes version such as v1.35.2"))
 }
 
 /// A file could not be read.
@@ -150,7 +163,18 @@ pub fn change_of(
 
 /// The report for `new` (the bytes of FILE) and optionally `old` (of the --against FILE).
 pub fn report(file: &str, new: &[u8], against: Option<(&str, &[u8])>, policy: &Policy) -> Report {
-    let checked = KubeletConfig::parse_and_validate(new);
+    report_for(file, new, against, policy, &ValidationTarget::default())
+}
+
+/// [`report`], FILE validated for the kubelet `target`.
+pub fn report_for(
+    file: &str,
+    new: &[u8],
+    against: Option<(&str, &[u8])>,
+    policy: &Policy,
+    target: &ValidationTarget,
+) -> Report {
+    let checked = KubeletConfig::parse(new).and_then(|c| c.validate_for(target).map(|()| c));
     let problems = checked.as_ref().err().map(problems).unwrap_or_default();
     let warnings = checked
         .as_ref()
@@ -295,7 +319,18 @@ pub fn run(a: &CheckArgs, out: &mut impl Write) -> Result<u8, CheckError> {
     let policy = Policy::defaults().with(&a.disruption_action);
     let old_name = a.against.as_ref().map(|p| p.display().to_string());
     let against = old_name.as_deref().zip(old.as_deref());
-    let r = report(&a.file.display().to_string(), &new, against, &policy);
+    let (model, warning) = GateModel::for_flag(a.kubelet_version);
+    if let Some(warning) = warning {
+        eprintln!("warning: {warning}");
+    }
+    let target = ValidationTarget::new(model, HostFacts::unknown());
+    let r = report_for(
+        &a.file.display().to_string(),
+        &new,
+        against,
+        &policy,
+        &target,
+    );
     let printed = match a.output {
         Output::Json => serde_json::to_string_pretty(&r)
             .map_err(std::io::Error::other)
@@ -356,6 +391,25 @@ mod tests {
         assert_eq!(r.problems[0].field.as_deref(), Some("kind"));
         let r = report("x", b"{not json", None, &Policy::defaults());
         assert_eq!(r.problems[0].field, None);
+    }
+
+    #[test]
+    fn the_kubelet_version_picks_the_gate_model() {
+        let body = doc("crashLoopBackOff:\n  maxContainerRestartPeriod: 30s\n");
+        let at = |minor| {
+            let target =
+                ValidationTarget::new(GateModel::for_minor(minor).unwrap(), HostFacts::unknown());
+            report_for("new.yaml", &body, None, &Policy::defaults(), &target)
+        };
+        assert_eq!(at(35).exit, EXIT_OK);
+        let r = at(34);
+        assert_eq!(r.exit, EXIT_INVALID);
+        assert_eq!(
+            r.problems[0].field.as_deref(),
+            Some("crashLoopBackOff.maxContainerRestartPeriod")
+        );
+        assert_eq!(kubelet_version("v1.34.2").unwrap().minor, 34);
+        assert!(kubelet_version("latest").is_err());
     }
 
     #[test]

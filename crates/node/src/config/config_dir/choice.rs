@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::{DropInError, DropInSet};
 use crate::config::store::{DropInRecord, DropInSnapshot};
-use kp_kubelet_config::{ConfigError, DropInLayer, KubeletConfig};
+use kp_kubelet_config::{ConfigError, DropInLayer, KubeletConfig, ValidationTarget};
 
 /// Which drop-in set runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -133,6 +133,7 @@ pub fn merge(
     base: &KubeletConfig,
     current: Result<DropInSet, DropInError>,
     record: &DropInRecord,
+    target: &ValidationTarget,
 ) -> Merged {
     let try_set = |set: &DropInSet| -> Result<KubeletConfig, DropInProblem> {
         if let Some(bad) = record.bad.get(&set.snapshot.id) {
@@ -144,7 +145,7 @@ pub fn merge(
             .with_drop_ins(&layer)
             .map_err(|e| DropInProblem::Validate(e.reasons()))?;
         merged
-            .validate()
+            .validate_for(target)
             .map_err(|e| DropInProblem::Validate(blame(&e, &set.snapshot)))?;
         Ok(merged)
     };

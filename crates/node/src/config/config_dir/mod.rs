@@ -274,6 +274,7 @@ pub fn unchanged(stamps: &[(PathBuf, Option<FileStamp>)]) -> bool {
 mod tests {
     use super::*;
     use crate::config::store::DropInRecord;
+    use kp_kubelet_config::ValidationTarget;
     use std::os::unix::fs::PermissionsExt;
 
     const HEADER: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
@@ -313,7 +314,12 @@ mod tests {
         );
         let set = load(d.path()).unwrap();
         assert_eq!(names(&set), ["10-a.conf", "15-sub/x.conf", "20-b.conf"]);
-        let merged = merge(&base(), Ok(set), &DropInRecord::default());
+        let merged = merge(
+            &base(),
+            Ok(set),
+            &DropInRecord::default(),
+            &ValidationTarget::default(),
+        );
         assert!(merged.problem.is_none());
         let effective = merged.config.effective();
         assert_eq!(effective["maxPods"], 20);
@@ -448,7 +454,12 @@ mod tests {
             ..Default::default()
         };
         let invalid = DropInSet::from_snapshot(snapshot("port: 70000"));
-        let m = merge(&base(), Ok(invalid.clone()), &record);
+        let m = merge(
+            &base(),
+            Ok(invalid.clone()),
+            &record,
+            &ValidationTarget::default(),
+        );
         assert!(
             matches!(m.problem, Some(DropInProblem::Validate(ref d)) if d.contains("port") && d.contains("(set by 10-a.conf)")),
             "{:?}",
@@ -464,6 +475,7 @@ mod tests {
                 path: "/x/10-a.conf".into(),
             }),
             &record,
+            &ValidationTarget::default(),
         );
         assert!(
             matches!(m.problem, Some(DropInProblem::Load(ref d)) if d.contains("/x/10-a.conf"))
@@ -471,16 +483,31 @@ mod tests {
         assert_eq!(m.applied.unwrap().origin, DropInOrigin::Previous);
         // The set that ran crash-looped: last-known-good.
         record.mark_bad(&ran.id, "crash loop", "T");
-        let m = merge(&base(), Ok(DropInSet::from_snapshot(ran.clone())), &record);
+        let m = merge(
+            &base(),
+            Ok(DropInSet::from_snapshot(ran.clone())),
+            &record,
+            &ValidationTarget::default(),
+        );
         assert!(matches!(m.problem, Some(DropInProblem::KnownBad(_))));
         assert_eq!(m.applied.unwrap().origin, DropInOrigin::LastKnownGood);
         assert_eq!(m.config.effective()["maxPods"], 30);
         // Nothing usable: the base alone, with the problem.
-        let m = merge(&base(), Ok(invalid), &DropInRecord::default());
+        let m = merge(
+            &base(),
+            Ok(invalid),
+            &DropInRecord::default(),
+            &ValidationTarget::default(),
+        );
         assert!(m.applied.is_none() && m.problem.is_some());
         assert_eq!(m.config, base());
         // A good current set runs, whatever ran before.
-        let m = merge(&base(), Ok(DropInSet::from_snapshot(good)), &record);
+        let m = merge(
+            &base(),
+            Ok(DropInSet::from_snapshot(good)),
+            &record,
+            &ValidationTarget::default(),
+        );
         assert!(m.problem.is_none());
         assert_eq!(m.applied.unwrap().origin, DropInOrigin::Current);
     }

@@ -9,6 +9,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tracing::{debug, error, warn};
@@ -17,7 +18,7 @@ use crate::config::config_dir::{self, AppliedDropIns, DropInError, DropInOrigin}
 use crate::config::store::{ConfigSource, DropInRecord, Store};
 use crate::safefs::fsutil::{self, Owner, ReadError, ReadPolicy};
 use kp_contract::time::now_rfc3339;
-use kp_kubelet_config::{ConfigError, KubeletConfig, MAX_CONFIG_BYTES};
+use kp_kubelet_config::{ConfigError, KubeletConfig, ValidationTarget, MAX_CONFIG_BYTES};
 
 mod status_error;
 #[cfg(test)]
@@ -40,6 +41,10 @@ pub struct LocalConfig {
     pub config: KubeletConfig,
     /// The kubelet's `--config-dir` (taken from its arguments).
     pub config_dir: Option<PathBuf>,
+    /// The kubelet every config is validated for (its feature-gate model
+    /// and the host's facts): the init config, the drop-ins, each assigned
+    /// config.
+    pub target: Arc<ValidationTarget>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -66,18 +71,32 @@ pub enum LocalConfigError {
 }
 
 impl LocalConfig {
-    /// Loads and validates the init config (every start), or the defaults.
+    /// Loads and validates the init config (every start), or the defaults,
+    /// for the default [`ValidationTarget`] (the newest kubelet modelled,
+    /// host unknown).
     pub fn load(init: Option<&Path>) -> Result<LocalConfig, LocalConfigError> {
+        LocalConfig::load_for(init, ValidationTarget::default())
+    }
+
+    /// [`load`](LocalConfig::load) for the kubelet `target`, which every
+    /// later validation of this node's configs uses too.
+    pub fn load_for(
+        init: Option<&Path>,
+        target: ValidationTarget,
+    ) -> Result<LocalConfig, LocalConfigError> {
+        let target = Arc::new(target);
         let Some(path) = init else {
             return Ok(LocalConfig {
                 path: None,
                 config: KubeletConfig::defaults(),
                 config_dir: None,
+                target,
             });
         };
         let bytes = read_init_config(path)?;
-        let config =
-            KubeletConfig::parse_and_validate(&bytes).map_err(|e| LocalConfigError::Invalid {
+        let config = KubeletConfig::parse(&bytes)
+            .and_then(|config| config.validate_for(&target).map(|()| config))
+            .map_err(|e| LocalConfigError::Invalid {
                 path: path.to_path_buf(),
                 source: e,
             })?;
@@ -99,6 +118,7 @@ impl LocalConfig {
             path: Some(path.to_path_buf()),
             config,
             config_dir: None,
+            target,
         })
     }
 
@@ -125,7 +145,9 @@ impl LocalConfig {
                     .config
                     .with_drop_ins(&layer)
                     .map_err(LocalConfigError::DropInsInvalid)?;
-                merged.validate().map_err(LocalConfigError::DropInsInvalid)
+                merged
+                    .validate_for(&self.target)
+                    .map_err(LocalConfigError::DropInsInvalid)
             });
         if let Err(err) = checked {
             let record = Store::open_read_only(store_dir)
@@ -255,7 +277,11 @@ impl SourceError {
     }
 }
 
-fn load_source(store: &Store, src: &ConfigSource) -> Result<KubeletConfig, SourceError> {
+fn load_source(
+    store: &Store,
+    src: &ConfigSource,
+    target: &ValidationTarget,
+) -> Result<KubeletConfig, SourceError> {
     let files = store
         .load_checkpoint(src)
         .map_err(|e| SourceError::Load(Detail::new(&e.to_string())))?;
@@ -268,7 +294,7 @@ fn load_source(store: &Store, src: &ConfigSource) -> Result<KubeletConfig, Sourc
     };
     let config = KubeletConfig::parse(bytes).map_err(|e| SourceError::Load(Detail::of(&e)))?;
     config
-        .validate()
+        .validate_for(target)
         .map_err(|e| SourceError::Validate(Detail::of(&e)))?;
     Ok(config)
 }
@@ -280,7 +306,7 @@ fn load_source(store: &Store, src: &ConfigSource) -> Result<KubeletConfig, Sourc
 pub fn resolve(store: &Store, local: &LocalConfig, access: Access) -> Resolved {
     let base = resolve_base(store, local, access);
     match &local.config_dir {
-        Some(dir) => merge_drop_ins(store, dir, base),
+        Some(dir) => merge_drop_ins(store, dir, base, &local.target),
         None => base,
     }
 }
@@ -288,12 +314,17 @@ pub fn resolve(store: &Store, local: &LocalConfig, access: Access) -> Resolved {
 /// Merges the drop-in set that runs (see [`config_dir::merge`]) into the
 /// resolved base config. A drop-in problem is the status error unless the
 /// base has one of its own.
-fn merge_drop_ins(store: &Store, dir: &Path, mut base: Resolved) -> Resolved {
+fn merge_drop_ins(
+    store: &Store,
+    dir: &Path,
+    mut base: Resolved,
+    target: &ValidationTarget,
+) -> Resolved {
     let record = store.drop_in_record().unwrap_or_else(|err| {
         error!(%err, "cannot read the --config-dir drop-in record; no earlier drop-ins to fall back on");
         DropInRecord::default()
     });
-    let merged = config_dir::merge(&base.config, config_dir::load(dir), &record);
+    let merged = config_dir::merge(&base.config, config_dir::load(dir), &record, target);
     config_dir::report(&merged);
     if base.error.is_none() {
         base.error = merged.problem.as_ref().map(ConfigStatusError::from);
@@ -334,7 +365,7 @@ fn resolve_base(store: &Store, local: &LocalConfig, access: Access) -> Resolved 
             Ok(Some(entry)) => {
                 status_error = Some(ConfigStatusError::KnownBad(BadCause::of(&entry.reason)));
             }
-            Ok(None) => match load_source(store, src) {
+            Ok(None) => match load_source(store, src, &local.target) {
                 Ok(config) => {
                     return Resolved {
                         origin: Origin::Assigned,
@@ -364,7 +395,7 @@ fn resolve_base(store: &Store, local: &LocalConfig, access: Access) -> Resolved 
     // even a config still in its trial.
     if let Some((src, config)) = status_error
         .as_ref()
-        .and_then(|_| still_on_trial(store, assigned.as_ref(), lkg.as_ref()))
+        .and_then(|_| still_on_trial(store, assigned.as_ref(), lkg.as_ref(), &local.target))
     {
         return Resolved {
             origin: Origin::Assigned,
@@ -377,7 +408,7 @@ fn resolve_base(store: &Store, local: &LocalConfig, access: Access) -> Resolved 
         };
     }
     if let Some(l) = &lkg {
-        match load_source(store, l) {
+        match load_source(store, l, &local.target) {
             Ok(config) => {
                 return Resolved {
                     origin: Origin::LastKnownGood,
@@ -405,13 +436,14 @@ fn still_on_trial(
     store: &Store,
     refused: Option<&ConfigSource>,
     lkg: Option<&ConfigSource>,
+    target: &ValidationTarget,
 ) -> Option<(ConfigSource, KubeletConfig)> {
     let trial = store.trial().ok().flatten()?;
     let src = trial.source;
     if Some(&src) == refused || Some(&src) == lkg || !matches!(store.bad_entry(&src), Ok(None)) {
         return None;
     }
-    let config = load_source(store, &src).ok()?;
+    let config = load_source(store, &src, target).ok()?;
     debug!(source = %src, "the config on trial keeps running while the assignment is refused");
     Some((src, config))
 }

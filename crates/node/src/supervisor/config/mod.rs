@@ -394,21 +394,27 @@ impl Driver {
         let result = blocking_unless_terminated(&self.opts.terminate, move || {
             let resolved = lifecycle::resolve(&store, &local, Access::Holder);
             let policy = running::node_policy(&base, &store);
-            let (start, moved, waiting) =
-                match running::choose_start(&store, &resolved, &policy, api, crashing) {
-                    StartChoice::Target {
-                        state_files,
-                        change,
-                    } => {
-                        let moved = move_state_files(&store, &root_dir, &state_files, &change);
-                        (resolved, moved, None)
-                    }
-                    StartChoice::Previous {
-                        running,
-                        change,
-                        action,
-                    } => (*running, Vec::new(), Some((change, action))),
-                };
+            let (start, moved, waiting) = match running::choose_start(
+                &store,
+                &resolved,
+                &policy,
+                api,
+                crashing,
+                &local.target,
+            ) {
+                StartChoice::Target {
+                    state_files,
+                    change,
+                } => {
+                    let moved = move_state_files(&store, &root_dir, &state_files, &change);
+                    (resolved, moved, None)
+                }
+                StartChoice::Previous {
+                    running,
+                    change,
+                    action,
+                } => (*running, Vec::new(), Some((change, action))),
+            };
             lifecycle::on_applied(&store, &start)?;
             let path = store.write_effective_config(&start.config.effective_bytes())?;
             Ok::<_, StoreError>((start, path, moved, waiting))
