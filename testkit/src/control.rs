@@ -118,6 +118,12 @@ impl ApiServer {
             .unwrap_or(0)
     }
 
+    /// Holds the answer to each eviction for `delay` after the eviction is applied, so that a
+    /// watch of the pods shows the pod deleted before the client hears the eviction's answer.
+    pub fn set_eviction_answer_delay(&self, delay: Duration) {
+        self.lock().eviction_answer_delay = delay;
+    }
+
     /// Delays every response (including the start of watch streams) by `delay`.
     pub fn set_delay(&self, delay: Duration) {
         self.lock().delay = delay;

@@ -120,8 +120,14 @@ pub(crate) fn handle(
             state.evictions.leave();
         }
         record.answered = Instant::now();
-        routed
+        (routed, eviction.map(|_| state.eviction_answer_delay))
     };
+    let (routed, answer_delay) = routed;
+    if let Some(hold) = answer_delay.filter(|d| !d.is_zero()) {
+        // The eviction is applied (its watch events are out); only the answer waits.
+        shared.changed.notify_all();
+        thread::sleep(hold);
+    }
     match routed {
         Routed::Json {
             code,

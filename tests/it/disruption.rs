@@ -1190,6 +1190,38 @@ fn metrics_count_drains_evictions_and_held_changes() {
     assert_eq!(n.scene.running_kubelets(), vec![second]);
 }
 
+/// The watch shows the evicted pod gone before the eviction's answer comes (the server holds
+/// the answer 300 ms): the drain still counts that eviction, in the metric and the Event.
+#[test]
+fn an_eviction_answered_after_its_pod_left_is_counted() {
+    let n = Node::new();
+    let sock = scrape::free_addr();
+    let addr = sock.to_string();
+    let (_p, first) = n.running_on_a("maxPods: 100\n", &["--metrics-address", &addr]);
+    n.web_pod("web-1");
+    n.server
+        .set_eviction_answer_delay(Duration::from_millis(300));
+    n.configmap("cfg-b", "maxPods: 90\n");
+    n.assign("cfg-b");
+    n.wait_kubelet_with("\"maxPods\":90", Some(first));
+    let drained = wait_until(DEADLINE, "the Drained Event", || {
+        n.server
+            .events()
+            .into_iter()
+            .find(|e| e["reason"] == "Drained")
+    });
+    let message = drained["message"].as_str().unwrap_or_default().to_string();
+    assert!(
+        message.contains("1 pod(s) evicted in attempt 1"),
+        "{message}"
+    );
+    let x = scrape::scrape(sock).expect("scrape");
+    assert_eq!(
+        x.value("kubelet_pivot_evictions_total{result=\"evicted\"}"),
+        1.0
+    );
+}
+
 #[test]
 fn readme_embeds_the_class_table_from_the_code() {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/reference.md"))

@@ -77,6 +77,9 @@ pub(crate) struct State {
     /// While true, every request is recorded and its connection closed unanswered.
     pub(crate) outage: bool,
     pub(crate) delay: Duration,
+    /// Held after an eviction is applied, before its answer is written (the watch
+    /// already shows the pod gone).
+    pub(crate) eviction_answer_delay: Duration,
     pub(crate) requests: Vec<RequestRecord>,
     pub(crate) watches: BTreeMap<u64, RequestRecord>,
     pub(crate) next_watch: u64,
@@ -158,6 +161,7 @@ impl State {
             injected: 0,
             outage: false,
             delay: Duration::ZERO,
+            eviction_answer_delay: Duration::ZERO,
             requests: Vec::new(),
             watches: BTreeMap::new(),
             next_watch: 0,

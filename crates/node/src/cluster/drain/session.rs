@@ -44,6 +44,9 @@ const EXAMPLES: usize = 5;
 /// history) does not make the drain re-list all pods again and again. An
 /// eviction in flight counts (the server may have done it already).
 const MAX_UNOBSERVED: usize = 64;
+/// How long a drained node waits for the answers still in flight, so that
+/// they are counted.
+const SETTLE_IN_FLIGHT: Duration = Duration::from_secs(2);
 
 type PodEvents = BoxStream<'static, Result<Event<DrainPod>, watcher::Error>>;
 
@@ -129,6 +132,7 @@ impl Session {
         let report_at = Instant::now() + REPORT_EVERY;
         loop {
             if self.pods.drained() {
+                self.settle_in_flight().await;
                 return Round::Drained {
                     evicted: self.evicted,
                 };
@@ -168,6 +172,24 @@ impl Session {
                     }
                 }
                 () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// Every pod left: the answers still in flight are counted before the
+    /// drain reports (the watch often shows a pod gone before its eviction's
+    /// answer arrives, and the count of evictions must be true), for at
+    /// most [`SETTLE_IN_FLIGHT`]. A refusal now changes nothing: its pod is
+    /// gone. Cancel-safe, as [`step`](Self::step).
+    async fn settle_in_flight(&mut self) {
+        let until = Instant::now() + SETTLE_IN_FLIGHT;
+        while !self.in_flight.is_empty() {
+            tokio::select! {
+                Some(sent) = self.in_flight.next() => {
+                    // A fatal answer for a pod that left is moot.
+                    let _ = self.on_answer(sent);
+                }
+                () = tokio::time::sleep_until(until) => return,
             }
         }
     }
