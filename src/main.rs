@@ -6,6 +6,9 @@ use std::process::ExitCode;
 
 mod cli;
 mod manpage;
+mod stdout;
+
+use std::io::Write;
 
 use cli::{Cli, Command, CommonArgs, OutputFormat, WatchModeArg};
 use kp_node::config::lifecycle::LocalConfig;
@@ -28,7 +31,12 @@ const EXIT_FAILURE: u8 = 1;
 const EXIT_LOCK_MISMATCH: u8 = 4;
 const _: () = assert!(EXIT_LOCK_MISMATCH as i32 == supervisor::EXIT_LOCK_MISMATCH);
 
+/// One line on stderr and the exit code; nothing, and exit 0, once stdout's
+/// reader has gone (the error is then that closed pipe or what followed it).
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
+    if stdout::closed() {
+        return ExitCode::SUCCESS;
+    }
     eprintln!("kubelet-pivot: error: {msg}");
     ExitCode::from(code)
 }
@@ -231,7 +239,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Bootstrap(a) => supervise(Rank::BOOTSTRAP, a.common, early),
         Command::SelfHosted(a) => supervise(Rank::self_hosted(a.generation), a.common, early),
-        other => other_command(other),
+        other => stdout::finish(other_command(other)),
     }
 }
 
@@ -268,7 +276,7 @@ fn cluster_command(command: Command) -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match command {
-            Command::Rollout(a) => kp_rollout::cli::run(a, &mut std::io::stdout())
+            Command::Rollout(a) => kp_rollout::cli::run(a, &mut stdout::stdout())
                 .await
                 .map_err(|e| e.to_string()),
             Command::RolloutController(a) => {
@@ -325,7 +333,7 @@ fn other_command(command: Command) -> ExitCode {
             match operator::run(
                 &a.dynamic_config_dir,
                 a.action.into(),
-                &mut std::io::stdout(),
+                &mut stdout::stdout(),
             ) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => fail(EXIT_FAILURE, err),
@@ -333,22 +341,32 @@ fn other_command(command: Command) -> ExitCode {
         }
         Command::Config(cli::ConfigArgs {
             action: cli::ConfigAction::Check(a),
-        }) => match kp_rollout::cli::configcheck::run(&a, &mut std::io::stdout()) {
+        }) => match kp_rollout::cli::configcheck::run(&a, &mut stdout::stdout()) {
             Ok(code) => ExitCode::from(code),
             Err(err) => fail(kp_rollout::cli::configcheck::EXIT_USAGE, err),
         },
         Command::Completions { shell } => {
-            crate::manpage::completions(shell, &mut std::io::stdout());
-            ExitCode::SUCCESS
+            // Into a buffer first: clap_complete panics on a failed write.
+            let mut script = Vec::new();
+            crate::manpage::completions(shell, &mut script);
+            match stdout::stdout().write_all(&script) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => fail(EXIT_FAILURE, format!("cannot print the completions: {err}")),
+            }
         }
         Command::Man(a) => {
             let written = match a.out_dir {
-                Some(dir) => crate::manpage::write_all(&dir).map(|files| {
-                    for f in files {
-                        println!("{}", f.display());
-                    }
+                Some(dir) => crate::manpage::write_all(&dir).and_then(|files| {
+                    let mut out = stdout::stdout();
+                    files
+                        .iter()
+                        .try_for_each(|f| writeln!(out, "{}", f.display()))
                 }),
-                None => crate::manpage::render_main(&mut std::io::stdout()),
+                None => {
+                    let mut page = Vec::new();
+                    crate::manpage::render_main(&mut page)
+                        .and_then(|()| stdout::stdout().write_all(&page))
+                }
             };
             match written {
                 Ok(()) => ExitCode::SUCCESS,
@@ -361,8 +379,8 @@ fn other_command(command: Command) -> ExitCode {
             let printed = match a.output {
                 OutputFormat::Json => serde_json::to_string_pretty(&report)
                     .map_err(std::io::Error::other)
-                    .map(|s| println!("{s}")),
-                OutputFormat::Table => status::write_table(&report, &mut std::io::stdout()),
+                    .and_then(|s| writeln!(stdout::stdout(), "{s}")),
+                OutputFormat::Table => status::write_table(&report, &mut stdout::stdout()),
             };
             if let Err(err) = printed {
                 return fail(EXIT_FAILURE, format!("cannot print status: {err}"));

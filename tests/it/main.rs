@@ -35,6 +35,7 @@ mod manifests;
 mod metrics;
 mod namespaces;
 mod node_lifecycle;
+mod pipes;
 mod pivot_protocol;
 mod rollout;
 mod rollout_cli;
