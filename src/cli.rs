@@ -214,7 +214,8 @@ pub struct CommonArgs {
         long,
         env = "KUBELET_PIVOT_DISRUPTION_ACTION",
         value_name = "CLASS=ACTION,...",
-        default_value = ""
+        default_value = "",
+        hide_default_value = true
     )]
     pub disruption_action: kp_kubelet_config::disruption::Overrides,
     /// How long a drain waits for the pods bound to the node to leave (PodDisruptionBudgets may hold them) before it gives up, uncordons and tries again later. Nothing is ever forced.

@@ -19,6 +19,7 @@ mod bad_day;
 mod bad_input;
 mod bootstrap;
 mod chaos;
+mod cli_manners;
 mod config_dir;
 mod config_lifecycle;
 mod contention;

@@ -43,6 +43,7 @@ pub enum RolloutAction {
     Start(Box<StartArgs>),
     /// Show a rollout's progress. Exit 3 when it paused because nodes failed, completed with failed nodes, or its spec is invalid; 4 when --watch --timeout passed.
     Status {
+        /// The rollout's name (a KubeletConfigRollout; cluster-scoped).
         name: String,
         /// Follow it live until it completes, is undone or pauses.
         #[arg(short = 'w', long)]
@@ -52,15 +53,28 @@ pub enum RolloutAction {
         timeout: Option<std::time::Duration>,
     },
     /// Stop changing nodes (nodes already changed are still watched).
-    Pause { name: String },
+    Pause {
+        /// The rollout's name (a KubeletConfigRollout; cluster-scoped).
+        name: String,
+    },
     /// Go on after a pause; failures so far are acknowledged and no longer count toward maxFailures.
-    Resume { name: String },
+    Resume {
+        /// The rollout's name (a KubeletConfigRollout; cluster-scoped).
+        name: String,
+    },
     /// Point every node the current revision changed back at the config it had before.
-    Undo { name: String },
+    Undo {
+        /// The rollout's name (a KubeletConfigRollout; cluster-scoped).
+        name: String,
+    },
     /// List the rollout's revisions.
-    History { name: String },
+    History {
+        /// The rollout's name (a KubeletConfigRollout; cluster-scoped).
+        name: String,
+    },
     /// The global stop switch: `on` halts every rollout at once, `off` lets them go on.
     GlobalStop {
+        /// `on` or `off`; `status` prints whether it is on.
         #[arg(value_enum)]
         switch: Switch,
         /// The controller's namespace (where the switch ConfigMap lives).

@@ -46,7 +46,12 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE")]
     pub against: Option<PathBuf>,
     /// The nodes' actions per class, if not the defaults (as the supervisor's flag).
-    #[arg(long, value_name = "CLASS=ACTION,...", default_value = "")]
+    #[arg(
+        long,
+        value_name = "CLASS=ACTION,...",
+        default_value = "",
+        hide_default_value = true
+    )]
     pub disruption_action: Overrides,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]

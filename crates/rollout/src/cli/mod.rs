@@ -173,7 +173,7 @@ fn print_object(
         Output::Json => writeln!(
             out,
             "{}",
-            serde_json::to_string(r).map_err(std::io::Error::other)?
+            serde_json::to_string_pretty(r).map_err(std::io::Error::other)?
         ),
         Output::Table => write!(out, "{}", status_text(r)),
     }
@@ -191,7 +191,7 @@ fn print_invalid(
         Output::Json => writeln!(
             out,
             "{}",
-            serde_json::to_string(obj).map_err(std::io::Error::other)?
+            serde_json::to_string_pretty(obj).map_err(std::io::Error::other)?
         ),
         Output::Table => write!(out, "{}", invalid_text(obj, err)),
     }
@@ -220,7 +220,7 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
                     match output {
                         Output::Json => writeln!(
                             out,
-                            "{}",
+                            "{:#}",
                             json!({
                                 "rollout": a.name,
                                 "config": config.annotation(),
@@ -307,6 +307,7 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
             let r = patch_spec(&client, &name, patch).await?;
             let msg = match st.failures.len() {
                 0 => format!("rollout {name} resumed"),
+                1 => format!("rollout {name} resumed; its failed node is acknowledged and stays as it is"),
                 n => format!("rollout {name} resumed; its {n} failed nodes are acknowledged and stay as they are"),
             };
             report(out, &r, output, &msg)
@@ -322,7 +323,7 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
             match output {
                 Output::Json => {
                     let history = r.status.map(|s| s.history).unwrap_or_default();
-                    writeln!(out, "{}", serde_json::to_string(&history)?).map_err(io)?
+                    writeln!(out, "{}", serde_json::to_string_pretty(&history)?).map_err(io)?
                 }
                 Output::Table => write!(out, "{}", history_text(&r)).map_err(io)?,
             }
@@ -346,4 +347,25 @@ fn report(
     }
     .map_err(CliError::Output)?;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_output_is_indented_as_status_o_json_and_kubectl_print_it() {
+        let spec = serde_json::from_value(json!({
+            "config": {"namespace": "kubelet-config", "name": "c", "key": "kubelet"}
+        }))
+        .expect("a spec");
+        let r = KubeletConfigRollout::new("r1", spec);
+        let mut out = Vec::new();
+        print_object(&mut out, &r, Output::Json).expect("printed");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(text.starts_with("{\n  \""), "{text}");
+        assert!(text.ends_with("}\n"), "{text}");
+        let back: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(back["metadata"]["name"], "r1", "{text}");
+    }
 }

@@ -50,7 +50,10 @@ pub(super) async fn global_stop(
     };
     let text = match output {
         Output::Json => {
-            json!({"globalStop": on, "configMap": format!("{namespace}/{name}")}).to_string()
+            format!(
+                "{:#}",
+                json!({"globalStop": on, "configMap": format!("{namespace}/{name}")})
+            )
         }
         Output::Table if on => format!(
             "global stop is ON (configmap {namespace}/{name} exists): every rollout is halted"
