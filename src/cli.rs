@@ -192,7 +192,7 @@ pub struct CommonArgs {
     #[arg(long, env = "KUBELET_PIVOT_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// How long the kubelet gets to exit after SIGTERM before its process group is SIGKILLed.
-    #[arg(long, env = "KUBELET_PIVOT_STOP_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "KUBELET_PIVOT_STOP_TIMEOUT", default_value = "30s", value_parser = kp_rollout::cli::args::duration, value_name = "DURATION")]
     pub stop_timeout: Duration,
     /// Exit 0 after yielding the lock (the behaviour of the self-hosted kubelet proposal, for an init system that restarts us) instead of standing by on the same descriptor. Off by default.
     #[arg(long, env = "KUBELET_PIVOT_EXIT_ON_YIELD")]
@@ -219,10 +219,10 @@ pub struct CommonArgs {
     )]
     pub disruption_action: kp_kubelet_config::disruption::Overrides,
     /// How long a drain waits for the pods bound to the node to leave (PodDisruptionBudgets may hold them) before it gives up, uncordons and tries again later. Nothing is ever forced.
-    #[arg(long, env = "KUBELET_PIVOT_DRAIN_TIMEOUT", default_value = "10m", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "KUBELET_PIVOT_DRAIN_TIMEOUT", default_value = "10m", value_parser = kp_rollout::cli::args::duration, value_name = "DURATION")]
     pub drain_timeout: Duration,
     /// First wait after a drain timed out before the next try (doubles per failed try, up to 32 times this). At least 1s: a drain refused at once (a forbidden cordon, several budgets) would otherwise be tried again in a loop.
-    #[arg(long, env = "KUBELET_PIVOT_DRAIN_RETRY", default_value = "1m", value_parser = drain_retry)]
+    #[arg(long, env = "KUBELET_PIVOT_DRAIN_RETRY", default_value = "1m", value_parser = drain_retry, value_name = "DURATION")]
     pub drain_retry: Duration,
     /// The kubelet's root directory (its --root-dir), where cpu_manager_state and memory_manager_state live.
     #[arg(
@@ -263,7 +263,7 @@ pub fn kubelet_version(s: &str) -> Result<kp_kubelet_config::gates::KubeletVersi
 
 /// `--drain-retry`: a duration of at least [`MIN_DRAIN_RETRY`].
 fn drain_retry(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    let d = kp_rollout::cli::args::duration(s)?;
     if d < MIN_DRAIN_RETRY {
         return Err(format!(
             "{} is too short: a drain that gave up is tried again after at least {} (a drain refused at once would otherwise loop against the API server); the default is 1m",

@@ -49,7 +49,7 @@ pub enum RolloutAction {
         #[arg(short = 'w', long)]
         watch: bool,
         /// With --watch: give up after this long (e.g. 10m), exit 4.
-        #[arg(long, requires = "watch", value_parser = humantime::parse_duration, value_name = "DURATION")]
+        #[arg(long, requires = "watch", value_parser = duration, value_name = "DURATION")]
         timeout: Option<std::time::Duration>,
     },
     /// Stop changing nodes (nodes already changed are still watched).
@@ -115,20 +115,20 @@ pub struct StartArgs {
     #[arg(long)]
     pub topology_key: Option<String>,
     /// Wait after a healthy batch, e.g. `10m`.
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     pub soak: Option<String>,
     /// Failed nodes tolerated after the canary before the rollout pauses itself.
     #[arg(long, allow_negative_numbers = true, value_parser = count)]
     pub max_failures: Option<u32>,
-    /// Bound on the config turning active with KubeletConfigOK=True.
-    #[arg(long)]
+    /// Bound on the config turning active with KubeletConfigOK=True, e.g. `5m`.
+    #[arg(long, value_name = "DURATION")]
     pub config_active_timeout: Option<String>,
-    /// Bound on the Node turning Ready.
-    #[arg(long)]
+    /// Bound on the Node turning Ready, e.g. `5m`.
+    #[arg(long, value_name = "DURATION")]
     pub node_ready_timeout: Option<String>,
     /// How long a node must run the config without falling back before it counts as done
     /// [default: the config's own configTrialDuration, 10m when it sets none].
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     pub no_fallback_for: Option<String>,
     /// Do not wait for the node's pods to be Ready again.
     #[arg(long)]
@@ -168,19 +168,19 @@ pub struct ControllerArgs {
     #[arg(long, default_value = "kubelet-pivot-rollout-controller")]
     pub lease_name: String,
     /// How long a Lease not renewed keeps other replicas waiting.
-    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "15s", value_parser = duration, value_name = "DURATION")]
     pub lease_duration: Duration,
     /// The leader stops acting when it could not renew within this long.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = duration, value_name = "DURATION")]
     pub renew_deadline: Duration,
     /// How often the leader renews and candidates try.
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = duration, value_name = "DURATION")]
     pub retry_period: Duration,
     /// Name of the ConfigMap (in --namespace) whose existence halts every rollout.
     #[arg(long, default_value = super::super::controller_defaults::STOP_CONFIGMAP)]
     pub stop_configmap: String,
     /// Coalesce changes for this long before reconciling.
-    #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "200ms", value_parser = duration, value_name = "DURATION")]
     pub debounce: Duration,
     /// Serve Prometheus metrics at http://ADDRESS/metrics, and the probes /healthz and /readyz, on every replica (e.g. 0.0.0.0:9642). Off by default.
     #[arg(long, env = "KUBELET_PIVOT_METRICS_ADDRESS", value_name = "ADDRESS")]
@@ -188,6 +188,17 @@ pub struct ControllerArgs {
     /// Log format.
     #[arg(long, env = "KUBELET_PIVOT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     pub log_format: LogFormat,
+}
+
+/// A duration flag's value, written as the docs write them: `30s`, `10m`, `1m30s`,
+/// `500ms`. A bare number is refused with those examples (not humantime's `5sec`).
+pub fn duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|err| {
+        format!("{err}; write a duration with its unit, as 30s, 10m, 1m30s or 500ms").replace(
+            "time unit needed, for example 5sec or 5ms",
+            "a time unit is needed",
+        )
+    })
 }
 
 /// A count of nodes: a whole number from 0 to 4294967295. A negative number is taken as
@@ -200,4 +211,18 @@ fn count(text: &str) -> Result<u32, CountError> {
         text: text.to_string(),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_duration_without_its_unit_is_refused_with_the_docs_examples() {
+        assert_eq!(duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(duration("1m30s"), Ok(Duration::from_secs(90)));
+        let err = duration("5").expect_err("no unit");
+        assert!(err.contains("30s, 10m, 1m30s or 500ms"), "{err}");
+        assert!(!err.contains("5sec"), "{err}");
+    }
 }
