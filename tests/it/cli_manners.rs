@@ -1,5 +1,6 @@
 //! Issue 34 item 6: the help of every subcommand describes each positional argument
-//! and shows no empty default (`[default: ""]`).
+//! and shows no empty default (`[default: ""]`); `rollout crd` refuses the cluster flags it
+//! would ignore; a duration without its unit is refused with the docs' examples.
 
 use std::process::Command;
 
@@ -67,4 +68,47 @@ fn every_positional_argument_is_described_and_no_default_is_empty() {
             assert!(described, "{sub}: {line:?} has no description:\n{text}");
         }
     }
+}
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(pivot_bin())
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBELET_PIVOT_STOP_TIMEOUT")
+        .output()
+        .expect("kubelet-pivot")
+}
+
+#[test]
+fn rollout_crd_refuses_the_cluster_flags_it_would_ignore() {
+    for flags in [
+        &["--kubeconfig", "/nowhere"][..],
+        &["--context", "prod"],
+        &["-o", "json"],
+        &["-o", "table"],
+    ] {
+        let out = run(&[&["rollout", "crd"][..], flags].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "rollout crd {flags:?}: {out:?}");
+        assert!(
+            stderr.contains("rollout crd takes no") && out.stdout.is_empty(),
+            "rollout crd {flags:?}: {stderr}"
+        );
+    }
+    let out = run(&["rollout", "crd"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("apiVersion: apiextensions.k8s.io/v1"));
+}
+
+#[test]
+fn a_duration_without_a_unit_is_refused_with_the_docs_style() {
+    let out = run(&["bootstrap", "--stop-timeout", "5", "--", "/bin/true"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("'--stop-timeout <DURATION>'")
+            && stderr.contains("30s, 10m, 1m30s or 500ms"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("5sec"), "{stderr}");
 }

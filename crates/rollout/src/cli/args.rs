@@ -30,9 +30,9 @@ pub enum Output {
 pub struct RolloutArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Output format.
-    #[arg(short = 'o', long = "output", global = true, value_enum, default_value_t = Output::Table)]
-    pub output: Output,
+    /// Output format [default: table].
+    #[arg(short = 'o', long = "output", global = true, value_enum)]
+    pub output: Option<Output>,
     #[command(subcommand)]
     pub action: RolloutAction,
 }
@@ -81,7 +81,7 @@ pub enum RolloutAction {
         #[arg(long, default_value = super::super::controller_defaults::NAMESPACE)]
         namespace: String,
     },
-    /// Print the CustomResourceDefinition (YAML) generated from the types.
+    /// Print the CustomResourceDefinition (YAML) generated from the types (no cluster: it takes no --kubeconfig, --context or -o).
     Crd,
 }
 

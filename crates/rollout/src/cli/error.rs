@@ -46,6 +46,9 @@ pub enum FlagError {
     /// `--config` is not `NAMESPACE/NAME[:KEY]` (the parser says why).
     #[error("--config: {0}")]
     Config(String),
+    /// `rollout crd` prints what the types generate: no cluster, one format.
+    #[error("rollout crd takes no {0}: it prints the CRD (YAML) generated from the types, without a cluster")]
+    CrdTakesNo(&'static str),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
 }

@@ -200,6 +200,14 @@ fn print_invalid(
 /// Runs one `rollout` command; returns the exit status.
 pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError> {
     if let RolloutAction::Crd = args.action {
+        let given = [
+            (args.cluster.kubeconfig.is_some(), "--kubeconfig"),
+            (args.cluster.context.is_some(), "--context"),
+            (args.output.is_some(), "-o/--output"),
+        ];
+        if let Some((_, flag)) = given.into_iter().find(|(given, _)| *given) {
+            return Err(FlagError::CrdTakesNo(flag).into());
+        }
         let crd =
             serde_yaml_ng::to_string(&kp_contract::rollout::crd()?).map_err(CliError::RenderCrd)?;
         write!(out, "{crd}").map_err(CliError::PrintCrd)?;
@@ -209,7 +217,7 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
         start::check(a)?;
     }
     let client = client(&args.cluster, Component::Cli).await?;
-    let output = args.output;
+    let output = args.output.unwrap_or(Output::Table);
     let io = CliError::Output;
     match args.action {
         RolloutAction::Crd => Ok(0),
