@@ -444,3 +444,36 @@ fn status_shows_a_false_condition_and_watch_prints_one_line_per_change() {
         "{out}"
     );
 }
+
+/// Issue 34 item 6: `-o json` indented as `status -o json` is, `-o yaml` as kubectl
+/// prints it, for the object (`start`, `status`) and the history.
+#[test]
+fn json_and_yaml_output_print_as_kubectl_does() {
+    let c = Cluster::new();
+    c.node("node-a", None, &[]);
+    let later = format!("{NS}/later");
+    let out = c.cli(&["start", "r1", "--config", &later, "--force", "-o", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json = text(&out.stdout);
+    assert!(json.starts_with("{\n  \"apiVersion\": "), "{json}");
+    let started: Value = serde_json::from_str(&json).expect("start -o json is JSON");
+    assert_eq!(started["metadata"]["name"], "r1");
+
+    let out = c.cli(&["status", "r1", "-o", "yaml"]);
+    assert!(
+        out.status.success() || out.status.code() == Some(3),
+        "{out:?}"
+    );
+    let yaml = text(&out.stdout);
+    assert!(
+        yaml.starts_with("apiVersion: kubelet-pivot.io/v1alpha1\nkind: KubeletConfigRollout\n"),
+        "{yaml}"
+    );
+    let shown: Value = serde_yaml_ng::from_str(&yaml).expect("status -o yaml is YAML");
+    assert_eq!(shown["metadata"]["name"], "r1", "{yaml}");
+
+    let out = c.cli(&["history", "r1", "-o", "yaml"]);
+    assert!(out.status.success(), "{out:?}");
+    let history: Value = serde_yaml_ng::from_str(&text(&out.stdout)).expect("history -o yaml");
+    assert!(history.is_array(), "{history}");
+}

@@ -24,6 +24,29 @@ pub struct ClusterArgs {
 pub enum Output {
     Table,
     Json,
+    Yaml,
+}
+
+impl Output {
+    /// Writes `value` as kubectl's `-o json` (indented by two spaces) or `-o yaml`
+    /// prints it, ending with a newline. The table is each command's own: asked for
+    /// it, this writes JSON.
+    pub fn write_structured(
+        self,
+        out: &mut impl std::io::Write,
+        value: &impl serde::Serialize,
+    ) -> std::io::Result<()> {
+        match self {
+            Output::Yaml => {
+                let text = serde_yaml_ng::to_string(value).map_err(std::io::Error::other)?;
+                write!(out, "{text}")
+            }
+            Output::Json | Output::Table => {
+                let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+                writeln!(out, "{text}")
+            }
+        }
+    }
 }
 
 #[derive(Debug, Args)]

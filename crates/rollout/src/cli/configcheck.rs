@@ -337,9 +337,7 @@ pub fn run(a: &CheckArgs, out: &mut impl Write) -> Result<u8, CheckError> {
         &target,
     );
     let printed = match a.output {
-        Output::Json => serde_json::to_string_pretty(&r)
-            .map_err(std::io::Error::other)
-            .and_then(|s| writeln!(out, "{s}")),
+        Output::Json | Output::Yaml => a.output.write_structured(out, &r),
         Output::Table => write!(out, "{}", text(&r, &policy)),
     };
     printed.map_err(CheckError::Output)?;

@@ -170,11 +170,7 @@ fn print_object(
     output: Output,
 ) -> std::io::Result<()> {
     match output {
-        Output::Json => writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(r).map_err(std::io::Error::other)?
-        ),
+        Output::Json | Output::Yaml => output.write_structured(out, r),
         Output::Table => write!(out, "{}", status_text(r)),
     }
 }
@@ -188,11 +184,7 @@ fn print_invalid(
     output: Output,
 ) -> std::io::Result<()> {
     match output {
-        Output::Json => writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(obj).map_err(std::io::Error::other)?
-        ),
+        Output::Json | Output::Yaml => output.write_structured(out, obj),
         Output::Table => write!(out, "{}", invalid_text(obj, err)),
     }
 }
@@ -226,15 +218,14 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
                 start::Started::Rollout(r) => r,
                 start::Started::DryRun { config, plans } => {
                     match output {
-                        Output::Json => writeln!(
+                        Output::Json | Output::Yaml => output.write_structured(
                             out,
-                            "{:#}",
-                            json!({
+                            &json!({
                                 "rollout": a.name,
                                 "config": config.annotation(),
                                 "nodes": plans,
                                 "totals": dryrun::Totals::of(&plans),
-                            })
+                            }),
                         ),
                         Output::Table => write!(out, "{}", dryrun::text(&a.name, &config, &plans)),
                     }
@@ -243,7 +234,7 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
                 }
             };
             match output {
-                Output::Json => print_object(out, &r, output).map_err(io)?,
+                Output::Json | Output::Yaml => print_object(out, &r, output).map_err(io)?,
                 Output::Table => {
                     let st = r.status.clone().unwrap_or_default();
                     let msg = if super::plan::needs_new_revision(&r.spec, &st) {
@@ -329,9 +320,9 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
         RolloutAction::History { name } => {
             let r = get(&client, &name).await?;
             match output {
-                Output::Json => {
+                Output::Json | Output::Yaml => {
                     let history = r.status.map(|s| s.history).unwrap_or_default();
-                    writeln!(out, "{}", serde_json::to_string_pretty(&history)?).map_err(io)?
+                    output.write_structured(out, &history).map_err(io)?
                 }
                 Output::Table => write!(out, "{}", history_text(&r)).map_err(io)?,
             }
@@ -350,7 +341,7 @@ fn report(
     msg: &str,
 ) -> Result<u8, CliError> {
     match output {
-        Output::Json => print_object(out, r, output),
+        Output::Json | Output::Yaml => print_object(out, r, output),
         Output::Table => writeln!(out, "{msg}"),
     }
     .map_err(CliError::Output)?;
@@ -361,13 +352,17 @@ fn report(
 mod tests {
     use super::*;
 
-    #[test]
-    fn json_output_is_indented_as_status_o_json_and_kubectl_print_it() {
+    fn r1() -> KubeletConfigRollout {
         let spec = serde_json::from_value(json!({
             "config": {"namespace": "kubelet-config", "name": "c", "key": "kubelet"}
         }))
         .expect("a spec");
-        let r = KubeletConfigRollout::new("r1", spec);
+        KubeletConfigRollout::new("r1", spec)
+    }
+
+    #[test]
+    fn json_output_is_indented_as_status_o_json_and_kubectl_print_it() {
+        let r = r1();
         let mut out = Vec::new();
         print_object(&mut out, &r, Output::Json).expect("printed");
         let text = String::from_utf8(out).expect("utf-8");
@@ -375,5 +370,24 @@ mod tests {
         assert!(text.ends_with("}\n"), "{text}");
         let back: serde_json::Value = serde_json::from_str(&text).expect("JSON");
         assert_eq!(back["metadata"]["name"], "r1", "{text}");
+    }
+
+    #[test]
+    fn yaml_output_is_the_object_as_kubectl_prints_it() {
+        let r = r1();
+        let mut out = Vec::new();
+        print_object(&mut out, &r, Output::Yaml).expect("printed");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(
+            text.starts_with("apiVersion: kubelet-pivot.io/v1alpha1\nkind: KubeletConfigRollout\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nmetadata:\n") && text.contains("\n  name: r1\n"),
+            "{text}"
+        );
+        assert!(text.ends_with('\n') && !text.ends_with("\n\n"), "{text}");
+        let back: KubeletConfigRollout = serde_yaml_ng::from_str(&text).expect("YAML");
+        assert_eq!(back.spec.config.name, "c");
     }
 }

@@ -49,11 +49,12 @@ pub(super) async fn global_stop(
         args::Switch::Status => cms.get_opt(name).await.map_err(failed("read"))?.is_some(),
     };
     let text = match output {
-        Output::Json => {
-            format!(
-                "{:#}",
-                json!({"globalStop": on, "configMap": format!("{namespace}/{name}")})
-            )
+        Output::Json | Output::Yaml => {
+            let value = json!({"globalStop": on, "configMap": format!("{namespace}/{name}")});
+            output
+                .write_structured(out, &value)
+                .map_err(CliError::Output)?;
+            return Ok(0);
         }
         Output::Table if on => format!(
             "global stop is ON (configmap {namespace}/{name} exists): every rollout is halted"

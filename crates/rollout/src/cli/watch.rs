@@ -73,6 +73,13 @@ pub(super) async fn watch_status(
         }
         match output {
             Output::Json => print_object(out, &obj, output).map_err(io)?,
+            // One YAML document per change, as `kubectl get -w -o yaml` prints them.
+            Output::Yaml => {
+                if last.is_some() {
+                    writeln!(out, "---").map_err(io)?;
+                }
+                print_object(out, &obj, output).map_err(io)?
+            }
             Output::Table if tty => {
                 let text = status_text(&obj);
                 if last_lines > 0 {
