@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod cli;
+mod completion;
 mod manpage;
 
 use cli::{Cli, Command, CommonArgs, OutputFormat, WatchModeArg};
@@ -338,8 +339,18 @@ fn other_command(command: Command) -> ExitCode {
             Err(err) => fail(kp_rollout::cli::configcheck::EXIT_USAGE, err),
         },
         Command::Completions { shell } => {
-            crate::manpage::completions(shell, &mut std::io::stdout());
-            ExitCode::SUCCESS
+            let written = crate::completion::script(shell)
+                .map_err(|e| e.to_string())
+                .and_then(|s| {
+                    std::io::Write::write_all(&mut std::io::stdout(), &s).map_err(|e| e.to_string())
+                });
+            match written {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => fail(
+                    EXIT_FAILURE,
+                    format!("cannot write the completion script: {err}"),
+                ),
+            }
         }
         Command::Man(a) => {
             let written = match a.out_dir {
