@@ -189,4 +189,110 @@ printf '%s\n' "${{COMPREPLY[@]}}"
         let got = bash_complete(&["kubelet-pivot", "status", "-o", ""]);
         assert_eq!(got, ["table", "json"]);
     }
+
+    /// Writes the script for `shell` into a temp dir under `name`.
+    fn script_file(shell: clap_complete::Shell, name: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(name), script(shell).unwrap()).unwrap();
+        dir
+    }
+
+    /// The first column of each line of `out`, sorted.
+    fn words(out: std::process::Output, shell: &str) -> Vec<String> {
+        assert!(
+            out.status.success(),
+            "{shell}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut got: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split('\t').next())
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned)
+            .collect();
+        got.sort();
+        got.dedup();
+        got
+    }
+
+    /// What fish offers for `line` (`complete -C`, fish's own completion).
+    fn fish_complete(line: &str) -> Vec<String> {
+        let dir = script_file(clap_complete::Shell::Fish, "kubelet-pivot.fish");
+        let program = format!(
+            "source '{}'; complete -C '{line}'",
+            dir.path().join("kubelet-pivot.fish").display()
+        );
+        let out = Command::new("fish")
+            .args(["--no-config", "-c", &program])
+            .output()
+            .expect("run fish (Debian: fish; scripts/deps.sh installs it)");
+        words(out, "fish")
+    }
+
+    /// Types `$1` and TAB into an interactive zsh (in a zpty) whose fpath
+    /// has `$2`, with compinit and `compadd` wrapped to print each match.
+    const ZSH_CAPTURE: &str = r#"zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z 'PROMPT=; RPROMPT=; fpath=('$2' $fpath); autoload -U compinit; compinit -u -D'
+zpty -w z 'compadd() { if [[ ${@[1,(i)(-|--)]} == *-(O|A|D)\ * ]]; then builtin compadd "$@"; return $?; fi; local -a __hits; builtin compadd -A __hits "$@"; local w; for w in $__hits; do print -r -- "<<$w>>"; done }'
+zpty -w z "zstyle ':completion:*' list-prompt ''; zstyle ':completion:*' menu no; bindkey '^I' complete-word"
+zpty -w z 'print __READY''__'
+zpty -r z line '*__READY__*'
+zpty -n -w z "$1"$'\t'
+zpty -w z $'\C-u''print __DONE''__'
+zpty -r z out '*__DONE__*'
+print -r -- $out | grep -ao '<<[^>]*>>' | sed 's/^<<//; s/>>$//'
+zpty -d z
+"#;
+
+    /// What zsh offers for `line`, with the script installed as
+    /// `_kubelet-pivot` in its fpath (as install.sh installs it).
+    fn zsh_complete(line: &str) -> Vec<String> {
+        let dir = script_file(clap_complete::Shell::Zsh, "_kubelet-pivot");
+        let harness = dir.path().join("capture.zsh");
+        std::fs::write(&harness, ZSH_CAPTURE).unwrap();
+        let out = Command::new("timeout")
+            .arg("20")
+            .arg("zsh")
+            .arg("-f")
+            .arg(&harness)
+            .arg(line)
+            .arg(dir.path())
+            .output()
+            .expect("run zsh (Debian: zsh; scripts/deps.sh installs it)");
+        words(out, "zsh")
+    }
+
+    #[test]
+    fn fish_completes_top_level_subcommands_and_flags() {
+        assert_eq!(
+            fish_complete("kubelet-pivot ro"),
+            ["rollout", "rollout-controller"]
+        );
+        assert_eq!(
+            fish_complete("kubelet-pivot rollout st"),
+            ["start", "status"]
+        );
+        assert_eq!(
+            fish_complete("kubelet-pivot bootstrap --st"),
+            ["--state-dir", "--stop-timeout"]
+        );
+    }
+
+    #[test]
+    fn zsh_completes_top_level_subcommands_and_flags() {
+        assert_eq!(
+            zsh_complete("kubelet-pivot ro"),
+            ["rollout", "rollout-controller"]
+        );
+        assert_eq!(
+            zsh_complete("kubelet-pivot rollout st"),
+            ["start", "status"]
+        );
+        assert_eq!(
+            zsh_complete("kubelet-pivot bootstrap --st"),
+            ["--state-dir", "--stop-timeout"]
+        );
+    }
 }
