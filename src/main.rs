@@ -7,6 +7,7 @@ use std::process::ExitCode;
 mod cli;
 mod completion;
 mod manpage;
+mod plugin_complete;
 
 use cli::{Cli, Command, CommonArgs, OutputFormat, WatchModeArg};
 use kp_node::config::lifecycle::LocalConfig;
@@ -212,6 +213,19 @@ fn supervise(rank: Rank, common: CommonArgs, early: Option<TerminateFlag>) -> Ex
 }
 
 fn main() -> ExitCode {
+    // Linked as `kubectl_complete-pivot`: kubectl asks for `kubectl pivot <TAB>`.
+    if plugin_complete::invoked_as_completer(std::env::args_os().next().as_deref()) {
+        let args: Vec<String> = std::env::args_os()
+            .skip(1)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let answer = plugin_complete::answer(&args);
+        return match std::io::Write::write_all(&mut std::io::stdout(), answer.as_bytes()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+            Err(err) => fail(EXIT_FAILURE, format!("cannot write completions: {err}")),
+        };
+    }
     // First of all, for a supervisor: a SIGTERM from the first instant on is
     // remembered, so a supervisor asked to stop while it starts exits 0
     // without a kubelet. The other commands keep the default actions.
