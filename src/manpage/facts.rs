@@ -97,9 +97,9 @@ const MAIN: Facts = Facts {
     exits: &[
         Exit { code: 0, meaning: "Clean shutdown (SIGTERM/SIGINT), or yielded with \\-\\-exit\\-on\\-yield; for status: a live holder exists." },
         Exit { code: crate::EXIT_FAILURE, meaning: "Runtime failure (the lock file cannot be opened or re\\-created; the metrics address cannot be bound; an operator command failed)." },
-        Exit { code: crate::EXIT_USAGE, meaning: "Bad input found before start (see kubelet\\-pivot\\-bootstrap(1)), bad flags." },
+        Exit { code: crate::EXIT_USAGE, meaning: "Bad input found before start (see \\%kubelet\\-pivot\\-bootstrap(1)), bad flags." },
         Exit { code: NO_HOLDER, meaning: "status: no live holder. Other commands have codes of their own: see their pages." },
-        Exit { code: crate::EXIT_LOCK_MISMATCH, meaning: "A supervisor refused its lock file (see kubelet\\-pivot\\-bootstrap(1))." },
+        Exit { code: crate::EXIT_LOCK_MISMATCH, meaning: "A supervisor refused its lock file (see \\%kubelet\\-pivot\\-bootstrap(1))." },
     ],
     files: SUPERVISOR.files,
 };
