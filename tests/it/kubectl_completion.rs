@@ -73,3 +73,33 @@ fn fish_completes_kubectl_pivot_through_kubectl() {
         .expect("run fish (Debian: fish; scripts/deps.sh installs it)");
     assert_eq!(candidates(out, "fish"), ["start", "status"]);
 }
+
+/// bash-completion's loader, which kubectl's bash script needs.
+const BASH_COMPLETION: &str = "/usr/share/bash-completion/bash_completion";
+
+#[test]
+fn bash_completes_kubectl_pivot_through_kubectl() {
+    assert!(
+        Path::new(BASH_COMPLETION).is_file(),
+        "{BASH_COMPLETION} missing (Debian: bash-completion; scripts/deps.sh installs it)"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    // As bash does on TAB: the function registered for kubectl, with the words.
+    let program = format!(
+        r#"source {BASH_COMPLETION}
+source <(kubectl completion bash)
+COMP_LINE='kubectl pivot rollout st'
+COMP_POINT=${{#COMP_LINE}}
+COMP_WORDS=(kubectl pivot rollout st)
+COMP_CWORD=3
+fn=$(complete -p kubectl | sed -n 's/.*-F \([^ ]*\).*/\1/p')
+"$fn" kubectl st rollout
+printf '%s\n' "${{COMPREPLY[@]}}""#
+    );
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &program])
+        .env("PATH", plugin_path(dir.path()))
+        .output()
+        .expect("run bash");
+    assert_eq!(candidates(out, "bash"), ["start", "status"]);
+}
