@@ -230,21 +230,8 @@ printf '%s\n' "${{COMPREPLY[@]}}"
         words(out, "fish")
     }
 
-    /// Types `$1` and TAB into an interactive zsh (in a zpty) whose fpath
-    /// has `$2`, with compinit and `compadd` wrapped to print each match.
-    const ZSH_CAPTURE: &str = r#"zmodload zsh/zpty
-zpty z zsh -f -i
-zpty -w z 'PROMPT=; RPROMPT=; fpath=('$2' $fpath); autoload -U compinit; compinit -u -D'
-zpty -w z 'compadd() { if [[ ${@[1,(i)(-|--)]} == *-(O|A|D)\ * ]]; then builtin compadd "$@"; return $?; fi; local -a __hits; builtin compadd -A __hits "$@"; local w; for w in $__hits; do print -r -- "<<$w>>"; done }'
-zpty -w z "zstyle ':completion:*' list-prompt ''; zstyle ':completion:*' menu no; bindkey '^I' complete-word"
-zpty -w z 'print __READY''__'
-zpty -r z line '*__READY__*'
-zpty -n -w z "$1"$'\t'
-zpty -w z $'\C-u''print __DONE''__'
-zpty -r z out '*__DONE__*'
-print -r -- $out | grep -ao '<<[^>]*>>' | sed 's/^<<//; s/>>$//'
-zpty -d z
-"#;
+    /// The zsh harness: `zsh -f FILE LINE FPATH_DIR` prints the matches.
+    const ZSH_CAPTURE: &str = include_str!("../tests/shell/zsh_capture.zsh");
 
     /// What zsh offers for `line`, with the script installed as
     /// `_kubelet-pivot` in its fpath (as install.sh installs it).

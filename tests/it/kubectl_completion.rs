@@ -103,3 +103,26 @@ printf '%s\n' "${{COMPREPLY[@]}}""#
         .expect("run bash");
     assert_eq!(candidates(out, "bash"), ["start", "status"]);
 }
+
+#[test]
+fn zsh_completes_kubectl_pivot_through_kubectl() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = plugin_path(dir.path());
+    let fpath = dir.path().join("fpath");
+    std::fs::create_dir(&fpath).expect("fpath dir");
+    // kubectl's zsh script starts with `#compdef kubectl`: installed as _kubectl.
+    let script = Command::new("kubectl")
+        .args(["completion", "zsh"])
+        .output()
+        .expect("run kubectl completion zsh");
+    assert!(script.status.success());
+    std::fs::write(fpath.join("_kubectl"), &script.stdout).expect("write _kubectl");
+    let harness = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/shell/zsh_capture.zsh");
+    let out = Command::new("timeout")
+        .args(["20", "zsh", "-f", harness, "kubectl pivot rollout st"])
+        .arg(&fpath)
+        .env("PATH", path)
+        .output()
+        .expect("run zsh (Debian: zsh; scripts/deps.sh installs it)");
+    assert_eq!(candidates(out, "zsh"), ["start", "status"]);
+}
