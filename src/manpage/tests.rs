@@ -150,3 +150,39 @@ fn exit_codes_are_the_code_constants() {
         .iter()
         .any(|f| f.path.contains("kubelet\\-pivot")));
 }
+
+/// docs/reference.md's "Exit codes" table for kubelet-pivot has a row for
+/// each code of the main page's table, and none besides.
+#[test]
+fn reference_lists_the_main_exit_codes_of_the_table() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/reference.md")).unwrap();
+    let section = doc
+        .split("\n## Exit codes\n")
+        .nth(1)
+        .and_then(|s| s.split("`kubelet-pivot config check`").next())
+        .expect("the Exit codes section of docs/reference.md");
+    let rows: BTreeSet<u8> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| "))
+        .filter_map(|l| l.split(" |").next())
+        .filter_map(|c| c.trim().parse().ok())
+        .collect();
+    let table: BTreeSet<u8> = facts::for_command(&[])
+        .exits
+        .iter()
+        .map(|e| e.code)
+        .collect();
+    assert_eq!(rows, table, "docs/reference.md vs src/manpage/facts.rs");
+    let check = doc
+        .split("`kubelet-pivot config check`: ")
+        .nth(1)
+        .expect("config check's exit codes in docs/reference.md");
+    for exit in facts::for_command(&["config", "check"]).exits {
+        assert!(
+            check.contains(&format!("{} ", exit.code)),
+            "config check's exit {} not in docs/reference.md",
+            exit.code
+        );
+    }
+}
