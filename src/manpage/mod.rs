@@ -49,9 +49,16 @@ fn render(
     man.render_name_section(w)?;
     man.render_synopsis_section(w)?;
     man.render_description_section(w)?;
-    man.render_options_section(w)?;
-    man.render_subcommands_section(w)?;
-    man.render_extra_section(w)?;
+    // The sections clap_mangen's own render() writes, on the same conditions.
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        man.render_options_section(w)?;
+    }
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        man.render_subcommands_section(w)?;
+    }
+    if cmd.get_after_long_help().is_some() || cmd.get_after_help().is_some() {
+        man.render_extra_section(w)?;
+    }
     let facts = facts::for_command(path);
     write_exit_status(facts, w)?;
     if path.is_empty() {
@@ -62,7 +69,11 @@ fn render(
         writeln!(w, ".SH \"SEE ALSO\"\n\\fB{}\\fR(1)", roff_name(parent))?;
     }
     // clap_mangen unwraps the version: only the top command has one.
-    if cmd.get_version().is_some() {
+    if cmd
+        .get_version()
+        .or_else(|| cmd.get_long_version())
+        .is_some()
+    {
         man.render_version_section(w)?;
     }
     Ok(())

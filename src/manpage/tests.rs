@@ -68,6 +68,19 @@ fn every_subcommand_has_a_page_that_renders_with_exit_status_and_files() {
     }
     assert!(!names.iter().any(|n| n.contains("-help")), "{names:?}");
     for (name, text) in &pages {
+        // No empty section: a heading followed at once by another.
+        let headings: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with(|c: char| c.is_ascii_uppercase()))
+            .collect();
+        let lines: Vec<&str> = text.lines().collect();
+        for pair in lines.windows(2) {
+            assert!(
+                !(headings.contains(&pair[0]) && headings.contains(&pair[1])),
+                "{name}: empty section {:?}:\n{text}",
+                pair[0]
+            );
+        }
         assert!(text.contains("EXIT STATUS"), "{name}:\n{text}");
         assert!(text.contains("FILES"), "{name}:\n{text}");
     }
