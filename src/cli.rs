@@ -27,13 +27,13 @@ pub enum Command {
     Status(StatusArgs),
     /// Inspect and repair the dynamic-config checkpoint store (operator commands).
     Checkpoint(CheckpointArgs),
-    /// Print a shell completion script to stdout (e.g. `kubelet-pivot completions bash > /usr/share/bash-completion/completions/kubelet-pivot`).
+    /// Print a shell completion script to stdout (e.g. `kubelet-pivot completions bash > /usr/share/bash-completion/completions/kubelet-pivot`). For `kubectl pivot <TAB>`, link the binary as `kubectl_complete-pivot` on PATH.
     Completions {
         /// The shell to generate completions for.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff) to stdout (e.g. `kubelet-pivot man | man -l -`), or write all pages with --out-dir.
+    /// Print the man page (roff) to stdout (e.g. `kubelet-pivot man | man -l -`), or write a page per subcommand with --out-dir.
     Man(ManArgs),
     /// Check a KubeletConfiguration file as a node would, and what a change to it needs (for CI pipelines; no cluster).
     Config(ConfigArgs),
@@ -141,7 +141,7 @@ impl From<CheckpointAction> for kp_node::config::operator::CheckpointCommand {
 
 #[derive(Debug, Args)]
 pub struct ManArgs {
-    /// Write kubelet-pivot.1 and one page per subcommand (kubelet-pivot-bootstrap.1, ...) into this directory instead of printing the main page.
+    /// Write kubelet-pivot.1 and one page per subcommand, nested ones included (kubelet-pivot-bootstrap.1, kubelet-pivot-rollout-start.1, ...), into this directory (created if missing) instead of printing the main page.
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 }

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod cli;
+mod completion;
 mod manpage;
+mod plugin_complete;
 mod stdout;
 
 use std::io::Write;
@@ -219,6 +221,19 @@ fn supervise(rank: Rank, common: CommonArgs, early: Option<TerminateFlag>) -> Ex
 }
 
 fn main() -> ExitCode {
+    // Linked as `kubectl_complete-pivot`: kubectl asks for `kubectl pivot <TAB>`.
+    if plugin_complete::invoked_as_completer(std::env::args_os().next().as_deref()) {
+        let args: Vec<String> = std::env::args_os()
+            .skip(1)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let answer = plugin_complete::answer(&args);
+        return match std::io::Write::write_all(&mut std::io::stdout(), answer.as_bytes()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+            Err(err) => fail(EXIT_FAILURE, format!("cannot write completions: {err}")),
+        };
+    }
     // First of all, for a supervisor: a SIGTERM from the first instant on is
     // remembered, so a supervisor asked to stop while it starts exits 0
     // without a kubelet. The other commands keep the default actions.
@@ -346,12 +361,15 @@ fn other_command(command: Command) -> ExitCode {
             Err(err) => fail(kp_rollout::cli::configcheck::EXIT_USAGE, err),
         },
         Command::Completions { shell } => {
-            // Into a buffer first: clap_complete panics on a failed write.
-            let mut script = Vec::new();
-            crate::manpage::completions(shell, &mut script);
-            match stdout::stdout().write_all(&script) {
+            let written = crate::completion::script(shell)
+                .map_err(|e| e.to_string())
+                .and_then(|s| stdout::stdout().write_all(&s).map_err(|e| e.to_string()));
+            match written {
                 Ok(()) => ExitCode::SUCCESS,
-                Err(err) => fail(EXIT_FAILURE, format!("cannot print the completions: {err}")),
+                Err(err) => fail(
+                    EXIT_FAILURE,
+                    format!("cannot write the completion script: {err}"),
+                ),
             }
         }
         Command::Man(a) => {

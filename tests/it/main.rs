@@ -31,6 +31,7 @@ mod hostile_config;
 mod hostile_node;
 mod idle;
 mod install;
+mod kubectl_completion;
 mod kubelet_version;
 mod manifests;
 mod metrics;
