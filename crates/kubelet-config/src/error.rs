@@ -115,17 +115,6 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    /// The `Node.status.config.error` text of the Dynamic Kubelet
-    /// Configuration (v1.11) table for this error.
-    pub fn status_message(&self) -> &'static str {
-        match self {
-            ConfigError::Invalid(_) => "failed to validate config, see Kubelet log for details",
-            _ => "failed to load config, see Kubelet log for details",
-        }
-    }
-}
-
-impl ConfigError {
     /// The refusal in the validator's own words, for a status that puts its
     /// own heading before them: each broken rule without the `invalid
     /// configuration: ` of [`fmt::Display`] (`port (70000) must be between 1

@@ -280,10 +280,6 @@ mod tests {
             "{err:?}"
         );
         assert_eq!(err.to_string(), "unknown field \"fooBar\"");
-        assert_eq!(
-            err.status_message(),
-            "failed to load config, see Kubelet log for details"
-        );
     }
 
     #[test]

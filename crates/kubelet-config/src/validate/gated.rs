@@ -8,11 +8,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::Checker;
+use super::{logging, Checker};
 use crate::duration::GoDuration;
 use crate::fields::Views;
 use crate::gates::{CgroupVersion, GatesInForce, ValidationTarget};
-use crate::quantity::Quantity;
 
 const MILLISECOND: i64 = 1_000_000;
 const SECOND: i64 = 1_000_000_000;
@@ -249,55 +248,13 @@ fn validate_image_credentials(views: &Views, gates: &GatesInForce, c: &mut Check
 }
 
 /// `logsapi.Validate`'s gate checks: the json format is a beta option, the
-/// split stream and info buffer of either format alpha ones.
+/// split stream and info buffer of either format alpha ones
+/// ([`logging::gated_logging_settings`] lists them).
 fn validate_logging(effective: &Map<String, Value>, gates: &GatesInForce, c: &mut Checker) {
-    let Some(Value::Object(logging)) = effective.get("logging") else {
-        return;
-    };
-    if logging.get("format").and_then(Value::as_str) == Some("json")
-        && !gates.enabled("LoggingBetaOptions")
-    {
-        requires(c, gates, "logging.format", "\"json\"", "LoggingBetaOptions");
-    }
-    if gates.enabled("LoggingAlphaOptions") {
-        return;
-    }
-    for format in ["json", "text"] {
-        let Some(Value::Object(options)) = logging.get("options").and_then(|o| o.get(format))
-        else {
-            continue;
-        };
-        if options.get("splitStream").and_then(Value::as_bool) == Some(true) {
-            requires(
-                c,
-                gates,
-                &format!("logging.options.{format}.splitStream"),
-                true,
-                "LoggingAlphaOptions",
-            );
+    for setting in logging::gated_logging_settings(effective) {
+        if !gates.enabled(setting.gate) {
+            requires(c, gates, &setting.path, &setting.value, setting.gate);
         }
-        if let Some(size) = options.get("infoBufferSize") {
-            if !is_zero_quantity(size) {
-                requires(
-                    c,
-                    gates,
-                    &format!("logging.options.{format}.infoBufferSize"),
-                    size,
-                    "LoggingAlphaOptions",
-                );
-            }
-        }
-    }
-}
-
-/// A quantity that is zero (`0`, `"0"`, `"0Mi"`); anything else, unparsable
-/// included, counts as set (the sections' rules refuse what does not parse).
-fn is_zero_quantity(value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::String(s) => Quantity::parse(s).is_ok_and(|q| q.is_zero()),
-        _ => false,
     }
 }
 

@@ -131,27 +131,26 @@ pub(crate) struct GatedSetting {
     pub(crate) gate: &'static str,
     /// Path of the setting, e.g. `logging.options.json.splitStream`.
     pub(crate) path: String,
+    /// Its value, as the refusal quotes it.
+    pub(crate) value: Value,
 }
 
 /// The logging settings of `effective` that upstream refuses unless a gate
-/// is on: format `json` (LoggingBetaOptions), and `splitStream: true` or a
-/// non-zero `infoBufferSize` under `options.text` / `options.json`
-/// (LoggingAlphaOptions). For the feature-gate model to check against the
-/// gates in force; values of the wrong type are refused by
-/// [`validate_logging`] and skipped here.
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "for the feature-gate model (issue 33) to call")
-)]
+/// is on: format `json` (LoggingBetaOptions), and `splitStream: true` or an
+/// `infoBufferSize` that is not zero (unparsable counts as set; the
+/// section's own rule refuses it too) under `options.text` /
+/// `options.json` (LoggingAlphaOptions). The feature-gate rules check them
+/// against the gates in force.
 pub(crate) fn gated_logging_settings(effective: &Map<String, Value>) -> Vec<GatedSetting> {
     let mut out = Vec::new();
     let Some(logging) = effective.get(FIELD).and_then(Value::as_object) else {
         return out;
     };
-    if logging.get("format").and_then(Value::as_str) == Some("json") {
+    if let Some(format) = logging.get("format").filter(|f| f.as_str() == Some("json")) {
         out.push(GatedSetting {
             gate: "LoggingBetaOptions",
             path: child(FIELD, "format"),
+            value: format.clone(),
         });
     }
     let options = logging.get("options").and_then(Value::as_object);
@@ -167,16 +166,17 @@ pub(crate) fn gated_logging_settings(effective: &Map<String, Value>) -> Vec<Gate
             out.push(GatedSetting {
                 gate: "LoggingAlphaOptions",
                 path: child(&path, "splitStream"),
+                value: Value::Bool(true),
             });
         }
-        let buffered = routing
+        let buffer = routing
             .get("infoBufferSize")
-            .and_then(|v| raw::quantity(v).ok())
-            .is_some_and(|q| !q.is_zero());
-        if buffered {
+            .filter(|v| !raw::quantity(v).is_ok_and(|q| q.is_zero()));
+        if let Some(size) = buffer {
             out.push(GatedSetting {
                 gate: "LoggingAlphaOptions",
                 path: child(&path, "infoBufferSize"),
+                value: size.clone(),
             });
         }
     }
