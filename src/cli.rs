@@ -250,7 +250,7 @@ fn assign_target(
     use kp_node::kubelet::host;
     let (model, warning) = GateModel::for_flag(version);
     if let Some(warning) = warning {
-        eprintln!("kubelet-pivot: warning: {warning}");
+        eprintln!("{}: warning: {warning}", crate::program_name());
     }
     let facts = host::probe(std::path::Path::new(host::CGROUP_ROOT));
     kp_kubelet_config::ValidationTarget::new(model, facts)

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod cli;
 mod completion;
+mod env_error;
 mod manpage;
 mod plugin_complete;
 mod stdout;
@@ -39,7 +40,7 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     if stdout::closed() {
         return ExitCode::SUCCESS;
     }
-    eprintln!("kubelet-pivot: error: {msg}");
+    eprintln!("{}: error: {msg}", program_name());
     ExitCode::from(code)
 }
 
@@ -259,19 +260,41 @@ fn main() -> ExitCode {
 }
 
 /// Parses the command line; installed as `kubectl-pivot` (a kubectl plugin), the same
-/// commands answer to `kubectl pivot ...`.
+/// commands answer to `kubectl pivot ...`. A bad value from a `KUBELET_PIVOT_*` variable
+/// is reported under the variable's name ([`env_error`]); exit 2 as clap's own refusals.
 fn parse_cli() -> Cli {
     use clap::{CommandFactory, FromArgMatches};
-    let argv0 = std::env::args_os().next().unwrap_or_default();
-    let plugin = std::path::Path::new(&argv0)
-        .file_name()
-        .is_some_and(|n| n == "kubectl-pivot");
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let mut command = Cli::command();
-    if plugin {
+    if invoked_as_plugin() {
         command = command.bin_name("kubectl pivot").name("kubectl-pivot");
     }
-    let matches = command.get_matches();
+    let matches = match command.try_get_matches_from_mut(&args) {
+        Ok(m) => m,
+        Err(err) => match env_error::rename(&err, &command, &args) {
+            Some(msg) => clap::Error::raw(err.kind(), format!("{msg}\n"))
+                .with_cmd(&command)
+                .exit(),
+            None => err.exit(),
+        },
+    };
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// Whether this process runs as the kubectl plugin (argv\[0\]'s file name `kubectl-pivot`).
+fn invoked_as_plugin() -> bool {
+    std::env::args_os().next().is_some_and(|argv0| {
+        std::path::Path::new(&argv0).file_name() == Some("kubectl-pivot".as_ref())
+    })
+}
+
+/// How errors are prefixed: as the command was typed, `kubectl pivot` for the plugin.
+fn program_name() -> &'static str {
+    if invoked_as_plugin() {
+        "kubectl pivot"
+    } else {
+        "kubelet-pivot"
+    }
 }
 
 /// `rollout ...` and `rollout-controller` on a runtime of their own.

@@ -64,7 +64,10 @@ pub fn finish(code: ExitCode) -> ExitCode {
     match flushed {
         Ok(()) => code,
         Err(err) => {
-            eprintln!("kubelet-pivot: error: cannot write to stdout: {err}");
+            eprintln!(
+                "{}: error: cannot write to stdout: {err}",
+                crate::program_name()
+            );
             ExitCode::from(1)
         }
     }

@@ -107,7 +107,7 @@ fn a_duration_without_a_unit_is_refused_with_the_docs_style() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("'--stop-timeout <DURATION>'")
-            && stderr.contains("30s, 10m, 1m30s or 500ms"),
+            && stderr.contains("a duration needs a unit, like 5s"),
         "{stderr}"
     );
     assert!(!stderr.contains("5sec"), "{stderr}");

@@ -27,6 +27,7 @@ mod crash_consistency;
 mod credentials;
 mod disruption;
 mod drain_counts;
+mod error_texts;
 mod hostile_config;
 mod hostile_node;
 mod idle;

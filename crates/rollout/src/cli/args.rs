@@ -216,11 +216,11 @@ pub struct ControllerArgs {
 /// A duration flag's value, written as the docs write them: `30s`, `10m`, `1m30s`,
 /// `500ms`. A bare number is refused with those examples (not humantime's `5sec`).
 pub fn duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|err| {
-        format!("{err}; write a duration with its unit, as 30s, 10m, 1m30s or 500ms").replace(
-            "time unit needed, for example 5sec or 5ms",
-            "a time unit is needed",
-        )
+    humantime::parse_duration(text).map_err(|err| match err {
+        humantime::DurationError::UnknownUnit { unit, value, .. } if unit.is_empty() => {
+            format!("a duration needs a unit, like {value}s (30s, 10m, 1m30s, 500ms)")
+        }
+        err => format!("{err}; write a duration with its unit, as 30s, 10m, 1m30s or 500ms"),
     })
 }
 
@@ -245,7 +245,13 @@ mod tests {
         assert_eq!(duration("30s"), Ok(Duration::from_secs(30)));
         assert_eq!(duration("1m30s"), Ok(Duration::from_secs(90)));
         let err = duration("5").expect_err("no unit");
+        assert_eq!(
+            err,
+            "a duration needs a unit, like 5s (30s, 10m, 1m30s, 500ms)"
+        );
+        let err = duration("30").expect_err("no unit");
+        assert!(!err.contains("sec"), "{err}");
+        let err = duration("5nights").expect_err("unknown unit");
         assert!(err.contains("30s, 10m, 1m30s or 500ms"), "{err}");
-        assert!(!err.contains("5sec"), "{err}");
     }
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use kube::config::KubeconfigError;
 
+use super::apierror::{ApiError, Unreachable};
 use crate::plan::settings::SpecError;
 use kp_contract::rollout::{CrdError, DecodeError};
 
@@ -87,14 +88,20 @@ pub enum CliError {
     Output(#[source] std::io::Error),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
-    #[error("cannot read rollout {name}: {source}")]
+    #[error("cannot read rollout \"{name}\": {source}")]
     Read {
         name: String,
         #[source]
-        source: kube::Error,
+        source: ApiError,
     },
-    #[error("rollout {name} not found (kubectl get kubeletconfigrollouts lists them)")]
+    #[error("rollout \"{name}\" not found (kubectl get kubeletconfigrollouts lists them)")]
     NotFound { name: String },
+    /// No answer from the API server (kubectl's words, with its address).
+    #[error("{}", .failure.text(Some(server)))]
+    Unreachable {
+        server: String,
+        failure: Unreachable,
+    },
     #[error(
         "rollout {name} cannot be read ({source}); fix the field (kubectl edit kcr {name}) or \
          delete the rollout"
@@ -114,17 +121,17 @@ pub enum CliError {
         #[source]
         source: DecodeError,
     },
-    #[error("cannot create rollout {name}: {source}")]
+    #[error("cannot create rollout \"{name}\": {source}")]
     Create {
         name: String,
         #[source]
-        source: kube::Error,
+        source: ApiError,
     },
-    #[error("cannot update rollout {name}: {source}")]
+    #[error("cannot update rollout \"{name}\": {source}")]
     Update {
         name: String,
         #[source]
-        source: kube::Error,
+        source: ApiError,
     },
     /// The spec the flags make with the stored one cannot be decoded.
     #[error("invalid rollout: {0}")]
@@ -139,7 +146,7 @@ pub enum CliError {
         namespace: String,
         name: &'static str,
         #[source]
-        source: kube::Error,
+        source: ApiError,
     },
     #[error("rollout {name} was deleted")]
     Deleted { name: String },
@@ -180,7 +187,7 @@ mod tests {
         let missing = CliError::NotFound { name: "r1".into() };
         assert_eq!(
             missing.to_string(),
-            "rollout r1 not found (kubectl get kubeletconfigrollouts lists them)"
+            "rollout \"r1\" not found (kubectl get kubeletconfigrollouts lists them)"
         );
         let window = FlagError::Window("22:00".into());
         assert_eq!(

@@ -8,6 +8,7 @@
 //!   the global stop switch; `render`: the text the commands print; `error`: what can go
 //!   wrong, each with its context.
 
+mod apierror;
 pub mod args;
 pub mod configcheck;
 pub mod dryrun;
@@ -24,6 +25,7 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::Client;
 use serde_json::json;
 
+use apierror::Unreachable;
 pub use args::{ClusterArgs, ControllerArgs, Output, RolloutAction, RolloutArgs};
 pub use error::{CliError, ClientError, CountError, FlagError};
 pub use render::{
@@ -42,6 +44,20 @@ pub const EXIT_TIMEOUT: u8 = 4;
 /// Builds a client the way kubectl does: --kubeconfig, else $KUBECONFIG, else
 /// ~/.kube/config (with --context), else the in-cluster config.
 pub async fn client(args: &ClusterArgs, component: Component) -> Result<Client, ClientError> {
+    kp_runtime::client::build(config(args).await?, component).map_err(ClientError::Build)
+}
+
+/// The API server's address as kubectl names it in its errors: `HOST:PORT` (or `HOST`
+/// when the URL gives no port).
+fn server_address(config: &kube::Config) -> String {
+    config
+        .cluster_url
+        .authority()
+        .map_or_else(|| config.cluster_url.to_string(), |a| a.to_string())
+}
+
+/// The client configuration, found as [`client`] says.
+async fn config(args: &ClusterArgs) -> Result<kube::Config, ClientError> {
     let opts = kube::config::KubeConfigOptions {
         context: args.context.clone(),
         ..Default::default()
@@ -67,7 +83,7 @@ pub async fn client(args: &ClusterArgs, component: Component) -> Result<Client, 
             Err(err) => kube::Config::incluster().map_err(|_| ClientError::NoConfig(err))?,
         },
     };
-    kp_runtime::client::build(config, component).map_err(ClientError::Build)
+    Ok(config)
 }
 
 /// The rollouts, untyped: an object the types cannot read is still shown (see [`Read`]).
@@ -115,7 +131,7 @@ impl Read {
 fn read_error(name: &str) -> impl FnOnce(kube::Error) -> CliError + '_ {
     move |source| CliError::Read {
         name: name.to_string(),
-        source,
+        source: source.into(),
     }
 }
 
@@ -151,9 +167,15 @@ async fn patch_spec(
     let obj = api(client)
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|source| CliError::Update {
-            name: name.to_string(),
-            source,
+        .map_err(|source| match source {
+            // The name is all a merge patch needs: a 404 is the rollout missing.
+            kube::Error::Api(status) if status.code == 404 => CliError::NotFound {
+                name: name.to_string(),
+            },
+            source => CliError::Update {
+                name: name.to_string(),
+                source: source.into(),
+            },
         })?;
     match Read::of(obj) {
         Read::Valid(r) => Ok(*r),
@@ -208,7 +230,25 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
     if let RolloutAction::Start(a) = &args.action {
         start::check(a)?;
     }
-    let client = client(&args.cluster, Component::Cli).await?;
+    let config = config(&args.cluster).await?;
+    let server = server_address(&config);
+    let client = kp_runtime::client::build(config, Component::Cli).map_err(ClientError::Build)?;
+    run_with(client, &server, args, out).await.map_err(|err| {
+        // No answer at all: kubectl's words about the server, and nothing else.
+        match Unreachable::find(&err) {
+            Some(failure) => CliError::Unreachable { server, failure },
+            None => err,
+        }
+    })
+}
+
+/// [`run`] once the client is built.
+async fn run_with(
+    client: Client,
+    server: &str,
+    args: RolloutArgs,
+    out: &mut impl Write,
+) -> Result<u8, CliError> {
     let output = args.output.unwrap_or(Output::Table);
     let io = CliError::Output;
     match args.action {
@@ -262,11 +302,11 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
         } => {
             if watch {
                 let Some(limit) = timeout else {
-                    return watch::watch_status(&client, &name, output, out).await;
+                    return watch::watch_status(&client, server, &name, output, out).await;
                 };
                 return match tokio::time::timeout(
                     limit,
-                    watch::watch_status(&client, &name, output, out),
+                    watch::watch_status(&client, server, &name, output, out),
                 )
                 .await
                 {

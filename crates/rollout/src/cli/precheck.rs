@@ -36,7 +36,7 @@ pub enum PrecheckError {
         namespace: String,
         name: String,
         #[source]
-        source: kube::Error,
+        source: super::apierror::ApiError,
     },
     #[error(
         "configmap {namespace}/{name}: {source}; every node would refuse it (`kubelet-pivot \
@@ -51,7 +51,7 @@ pub enum PrecheckError {
     #[error("no node matches the selector {0}: nothing to roll (kubectl get nodes -l ... lists what a selector matches; --force starts a rollout that waits for nodes to match)")]
     NoNodes(String),
     #[error("cannot list the nodes: {0}")]
-    ListNodes(#[source] kube::Error),
+    ListNodes(#[source] super::apierror::ApiError),
 }
 
 /// What the checks found.
@@ -171,7 +171,7 @@ pub async fn check(
         .map_err(|source| PrecheckError::Read {
             namespace: key.namespace.clone(),
             name: key.name.clone(),
-            source,
+            source: source.into(),
         })?;
     let config = match &configmap {
         None if force => {
@@ -239,7 +239,10 @@ async fn matching_nodes(
     if !selector.is_empty() {
         params = params.labels(&selector_text(selector));
     }
-    let list = api.list(&params).await.map_err(PrecheckError::ListNodes)?;
+    let list = api
+        .list(&params)
+        .await
+        .map_err(|e| PrecheckError::ListNodes(e.into()))?;
     Ok(list
         .items
         .into_iter()

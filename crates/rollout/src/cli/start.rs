@@ -183,7 +183,7 @@ pub async fn start(client: &Client, a: &StartArgs) -> Result<Started, CliError> 
                 .await
                 .map_err(|source| CliError::Create {
                     name: a.name.clone(),
-                    source,
+                    source: source.into(),
                 })
         }
         Some(_) => {
@@ -192,7 +192,7 @@ pub async fn start(client: &Client, a: &StartArgs) -> Result<Started, CliError> 
                 .await
                 .map_err(|source| CliError::Update {
                     name: a.name.clone(),
-                    source,
+                    source: source.into(),
                 })
         }
     }?;

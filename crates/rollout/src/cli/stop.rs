@@ -21,11 +21,11 @@ pub(super) async fn global_stop(
 ) -> Result<u8, CliError> {
     let name = STOP_CONFIGMAP;
     let failed = |action: &'static str| {
-        move |source| CliError::StopSwitch {
+        move |source: kube::Error| CliError::StopSwitch {
             action,
             namespace: namespace.to_string(),
             name,
-            source,
+            source: source.into(),
         }
     };
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);

@@ -19,6 +19,7 @@ use kp_contract::rollout::KubeletConfigRollout;
 /// per line with -o json.
 pub(super) async fn watch_status(
     client: &Client,
+    server: &str,
     name: &str,
     output: Output,
     out: &mut impl Write,
@@ -51,7 +52,10 @@ pub(super) async fn watch_status(
                 continue;
             }
             Err(err) => {
-                eprintln!("watch interrupted ({err}); retrying");
+                eprintln!(
+                    "watch interrupted ({}); retrying",
+                    super::apierror::watch_text(&err, server)
+                );
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 continue;
             }
