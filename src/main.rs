@@ -185,7 +185,10 @@ fn supervise(rank: Rank, common: CommonArgs, early: Option<TerminateFlag>) -> Ex
     }
     // Before the runtime starts a thread: they all inherit it.
     match kp_node::latency::request_short_slices() {
-        Ok(slices) => tracing::debug!(?slices, "scheduler slices"),
+        Ok(kp_node::latency::Slices::Short) => tracing::debug!("scheduler slices: short"),
+        Ok(kp_node::latency::Slices::OtherPolicy) => {
+            tracing::debug!("scheduler slices: left alone (not SCHED_OTHER)")
+        }
         Err(err) => {
             tracing::info!(%err, "the kernel refused a short scheduler slice; the supervisor runs with the default one")
         }

@@ -25,6 +25,7 @@ mod config_lifecycle;
 mod contention;
 mod crash_consistency;
 mod credentials;
+mod debug_free_logs;
 mod disruption;
 mod drain_counts;
 mod error_texts;

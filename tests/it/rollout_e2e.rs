@@ -67,12 +67,7 @@ const NO_FALLBACK_FOR: &str = "3s";
 /// Deadline for the fleet to start and for each phase of the rollout.
 const DEADLINE: Duration = Duration::from_secs(40);
 /// Short lease timings and debounce for the controller.
-const TIMINGS: Timings = Timings {
-    lease_duration: "3s",
-    renew_deadline: "2s",
-    retry_period: "500ms",
-    debounce: "100ms",
-};
+const TIMINGS: Timings = rollout::SHORT;
 /// Rollout objects and stand-in logs are polled this often (20 supervisors share 2 cores).
 const POLL: Duration = Duration::from_millis(25);
 

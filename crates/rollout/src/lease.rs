@@ -151,7 +151,7 @@ impl Elector {
                     return Ok(true);
                 }
                 Err(err) => {
-                    warn!(%err, lease = %self.name, "renewing the leader lease was refused; reading it");
+                    warn!(err = %kp_runtime::api_error::shown(&err), lease = %self.name, "renewing the leader lease was refused; reading it");
                 }
             }
         }
@@ -267,7 +267,11 @@ impl Elector {
                         warn!(lease = %self.name, "another replica holds the leader lease now");
                         break;
                     }
-                    Err(err) => renew.failed(&err, Failure::of(&err), self.timings.retry_period),
+                    Err(err) => renew.failed(
+                        &kp_runtime::api_error::shown(&err),
+                        Failure::of(&err),
+                        self.timings.retry_period,
+                    ),
                 }
                 if !handle.is_valid() {
                     warn!(lease = %self.name, "could not renew the leader lease within the renew deadline");
@@ -292,7 +296,7 @@ impl Elector {
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(now());
         if let Err(err) = api.replace(name, &PostParams::default(), &lease).await {
-            warn!(%err, "cannot release the leader lease");
+            warn!(err = %kp_runtime::api_error::shown(&err), "cannot release the leader lease");
         }
     }
 }

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use kube::config::KubeconfigError;
 
-use super::apierror::{ApiError, Unreachable};
 use crate::plan::settings::SpecError;
 use kp_contract::rollout::{CrdError, DecodeError};
+use kp_runtime::api_error::{ApiError, Unreachable};
 
 /// No API client could be built.
 #[derive(Debug, thiserror::Error)]
@@ -29,7 +29,7 @@ pub enum ClientError {
     /// Neither a default kubeconfig nor in a cluster (the kubeconfig's error is shown).
     #[error("no kubeconfig ($KUBECONFIG or ~/.kube/config) and not in a cluster: {0}")]
     NoConfig(#[source] KubeconfigError),
-    #[error("cannot build the API client: {0}")]
+    #[error("cannot build the API client: {}", kp_runtime::api_error::shown(.0))]
     Build(#[source] kube::Error),
 }
 

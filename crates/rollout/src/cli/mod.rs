@@ -8,7 +8,6 @@
 //!   the global stop switch; `render`: the text the commands print; `error`: what can go
 //!   wrong, each with its context.
 
-mod apierror;
 pub mod args;
 pub mod configcheck;
 pub mod dryrun;
@@ -25,9 +24,9 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::Client;
 use serde_json::json;
 
-use apierror::Unreachable;
 pub use args::{ClusterArgs, ControllerArgs, Output, RolloutAction, RolloutArgs};
 pub use error::{CliError, ClientError, CountError, FlagError};
+use kp_runtime::api_error::Unreachable;
 pub use render::{
     bar, condition_text, exit_code, history_text, invalid_text, problems, settled, status_line,
     status_text,

@@ -36,7 +36,7 @@ pub enum PrecheckError {
         namespace: String,
         name: String,
         #[source]
-        source: super::apierror::ApiError,
+        source: kp_runtime::api_error::ApiError,
     },
     #[error(
         "configmap {namespace}/{name}: {source}; every node would refuse it (`kubelet-pivot \
@@ -51,7 +51,7 @@ pub enum PrecheckError {
     #[error("no node matches the selector {0}: nothing to roll (kubectl get nodes -l ... lists what a selector matches; --force starts a rollout that waits for nodes to match)")]
     NoNodes(String),
     #[error("cannot list the nodes: {0}")]
-    ListNodes(#[source] super::apierror::ApiError),
+    ListNodes(#[source] kp_runtime::api_error::ApiError),
 }
 
 /// What the checks found.

@@ -54,7 +54,7 @@ pub(super) async fn watch_status(
             Err(err) => {
                 eprintln!(
                     "watch interrupted ({}); retrying",
-                    super::apierror::watch_text(&err, server)
+                    kp_runtime::api_error::shown_watch(&err, Some(server))
                 );
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 continue;

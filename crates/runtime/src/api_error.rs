@@ -1,16 +1,20 @@
 //! An API error as kubectl prints it (`k8s.io/kubectl/pkg/cmd/util` `StandardErrorMessage`),
-//! never kube's `ApiError: ... (Status { status: Some(Failure), ... })`:
+//! never kube's `ApiError: ... (Status { status: Some(Failure), ... })`: for the rollout
+//! commands' errors and for every log line that reports a failed request.
 //!
 //! - the server answered with a Status: `Error from server (NotFound): configmaps "x" not
 //!   found`; without a reason `Error from server: MESSAGE`; 401 `You must be logged in to
 //!   the server (MESSAGE)`; a body that is not a Status (a proxy's 502, a plain-text 429)
 //!   gets the reason of its HTTP code and its text, bounded and escaped;
 //! - the server could not be reached (refused, timed out, a TLS handshake that failed, a
-//!   name that does not resolve), with its address, as the whole message (kubectl drops
-//!   what it was doing too): `The connection to the server 127.0.0.1:1 was refused - did
-//!   you specify the right host or port?`, else `Unable to connect to the server
-//!   HOST:PORT: REASON`. [`Unreachable::find`] looks for one in an error's chain; the
-//!   command's entry point swaps it in, since only it knows the address.
+//!   name that does not resolve): `The connection to the server 127.0.0.1:1 was refused -
+//!   did you specify the right host or port?`, else `Unable to connect to the server
+//!   HOST:PORT: REASON`, with the address where the caller knows it ([`Unreachable::text`]).
+//!   [`Unreachable::find`] looks for one in an error's chain: a command swaps it in as the
+//!   whole message (kubectl drops what it was doing too).
+//!
+//! [`ApiError`] owns the error (a `#[source]` field); [`shown`] and [`shown_watch`] borrow
+//! one for a log line or a message.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -52,6 +56,51 @@ impl fmt::Display for ApiError {
     }
 }
 
+/// A borrowed kube error whose `Display` is kubectl's ([`shown`]).
+pub struct Shown<'a>(&'a kube::Error);
+
+/// `err` for a log line or a message, as kubectl prints it.
+pub fn shown(err: &kube::Error) -> Shown<'_> {
+    Shown(err)
+}
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", render(self.0))
+    }
+}
+
+/// A borrowed watcher error whose `Display` is kubectl's ([`shown_watch`]).
+pub struct ShownWatch<'a> {
+    err: &'a kube::runtime::watcher::Error,
+    server: Option<&'a str>,
+}
+
+/// A failed watch as [`shown`] renders a failed request, naming `server` (`HOST:PORT`)
+/// when it could not be reached and the caller knows it.
+pub fn shown_watch<'a>(
+    err: &'a kube::runtime::watcher::Error,
+    server: Option<&'a str>,
+) -> ShownWatch<'a> {
+    ShownWatch { err, server }
+}
+
+impl fmt::Display for ShownWatch<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use kube::runtime::watcher::Error as W;
+        match self.err {
+            W::InitialListFailed(e) | W::WatchStartFailed(e) | W::WatchFailed(e) => {
+                match transport(e) {
+                    Some(failure) => write!(f, "{}", failure.text(self.server)),
+                    None => write!(f, "{}", render(e)),
+                }
+            }
+            W::WatchError(status) => write!(f, "{}", status_text(status)),
+            W::NoResourceVersion => write!(f, "{}", self.err),
+        }
+    }
+}
+
 /// kubectl's text for `err` (without the server's address).
 fn render(err: &kube::Error) -> String {
     match err {
@@ -60,21 +109,6 @@ fn render(err: &kube::Error) -> String {
             Some(failure) => failure.text(None),
             None => printable_bounded(&other.to_string()),
         },
-    }
-}
-
-/// A failed watch as [`ApiError`] renders it, naming `server` when it could not be reached.
-pub fn watch_text(err: &kube::runtime::watcher::Error, server: &str) -> String {
-    use kube::runtime::watcher::Error as W;
-    match err {
-        W::InitialListFailed(e) | W::WatchStartFailed(e) | W::WatchFailed(e) => {
-            match transport(e) {
-                Some(failure) => failure.text(Some(server)),
-                None => render(e),
-            }
-        }
-        W::WatchError(status) => status_text(status),
-        W::NoResourceVersion => err.to_string(),
     }
 }
 
