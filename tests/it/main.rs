@@ -35,6 +35,7 @@ mod idle;
 mod install;
 mod kubectl_completion;
 mod kubelet_version;
+mod log_style;
 mod manifests;
 mod metrics;
 mod namespaces;
