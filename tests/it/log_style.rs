@@ -135,8 +135,8 @@ fn debug_uses(call: &Call) -> Vec<String> {
         let mut rest = s.as_str();
         while let Some(open) = rest.find('{') {
             let after = &rest[open + 1..];
-            if after.starts_with('{') {
-                rest = &after[1..];
+            if let Some(escaped) = after.strip_prefix('{') {
+                rest = escaped;
                 continue;
             }
             let Some(close) = after.find('}') else { break };
