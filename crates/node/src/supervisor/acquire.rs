@@ -397,7 +397,7 @@ impl Driver {
     pub(super) fn on_flock_returned(&mut self, at: Instant) -> Result<Vec<Input>, SupervisorError> {
         let late = at.elapsed();
         if late >= LATE_ACQUIRE {
-            warn!(late_ms = late.as_millis() as u64, "the lock was granted {} before this supervisor could act on it (a loaded node: the process did not run)", humantime::format_duration(late));
+            warn!(late_ms = late.as_millis() as u64, "the lock was granted {} before this supervisor could act on it (a loaded node: the process did not run)", humantime::format_duration(Duration::from_millis(late.as_millis() as u64)));
         }
         self.on_acquired()
     }
