@@ -307,6 +307,12 @@ mod tests {
         assert_eq!(transport(&err), Some(Unreachable::Refused));
         let wrapped = ApiError(err);
         assert_eq!(Unreachable::find(&wrapped), Some(Unreachable::Refused));
+        let slow =
+            kube::Error::Service(Box::new(std::io::Error::from(std::io::ErrorKind::TimedOut)));
+        assert_eq!(
+            Unreachable::find(&ApiError(slow)).map(|u| u.text(Some("10.0.0.1:6443"))),
+            Some("Unable to connect to the server 10.0.0.1:6443: i/o timeout".to_string())
+        );
         let answered = ApiError(kube::Error::Api(Status::failure("x", "Conflict").boxed()));
         assert_eq!(Unreachable::find(&answered), None);
     }
