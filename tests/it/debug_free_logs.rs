@@ -1,7 +1,8 @@
 //! Issue 34 item 5: no Rust Debug formatting in a log line. A real bootstrap supervisor
 //! (plain lines) and a real self-hosted one (JSON lines) run stand-in kubelets on the strict
 //! test API server through a config assignment, a handoff, a rollout the real controller
-//! drives, and the handoff back; every line the three processes log, at debug level for
+//! drives (the API server answering 429 and 500 on the way, then away for a moment), and
+//! the handoff back; every line the three processes log, at debug level for
 //! kubelet-pivot's own crates, is searched for what Debug prints: `Some(`, `None`, a
 //! struct's ` { `, an enum's bare variant name where a value belongs.
 //!
@@ -33,6 +34,8 @@ const DEBUG_MARKS: &[(&str, &str)] = &[
     ("ApiError:", "kube's Display of an API error"),
     ("=Inotify", "an enum"),
     ("=Poll", "an enum"),
+    ("\":\"Inotify\"", "an enum"),
+    ("\":\"Poll\"", "an enum"),
     ("Instant {", "an Instant"),
 ];
 
@@ -130,6 +133,17 @@ fn no_log_line_carries_rust_debug_formatting() {
     poll_until(DEADLINE, POLL, "the rollout completed", || {
         (phase(&node) == "Completed").then_some(())
     });
+
+    // The API server away for a moment: the refused connections are logged in kubectl's
+    // words.
+    node.server.stop();
+    poll_until(DEADLINE, POLL, "a refused connection logged", || {
+        let logs =
+            node.scene.output() + &std::fs::read_to_string(&controller_log).unwrap_or_default();
+        logs.contains("The connection to the server was refused")
+            .then_some(())
+    });
+    node.server.restart_on_same_port();
 
     // The handoff back: the self-hosted supervisor stops, the bootstrap takes over.
     hosted.signal(Signal::SIGTERM);
