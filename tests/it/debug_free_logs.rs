@@ -136,12 +136,15 @@ fn no_log_line_carries_rust_debug_formatting() {
 
     // The API server away for a moment: the refused connections are logged in kubectl's
     // words.
+    let refused = format!(
+        "The connection to the server 127.0.0.1:{} was refused",
+        node.server.port()
+    );
     node.server.stop();
     poll_until(DEADLINE, POLL, "a refused connection logged", || {
         let logs =
             node.scene.output() + &std::fs::read_to_string(&controller_log).unwrap_or_default();
-        logs.contains("The connection to the server was refused")
-            .then_some(())
+        logs.contains(&refused).then_some(())
     });
     node.server.restart_on_same_port();
 

@@ -77,7 +77,7 @@ pub struct ShownWatch<'a> {
 }
 
 /// A failed watch as [`shown`] renders a failed request, naming `server` (`HOST:PORT`)
-/// when it could not be reached and the caller knows it.
+/// when it could not be reached (else the one [`set_server`] recorded).
 pub fn shown_watch<'a>(
     err: &'a kube::runtime::watcher::Error,
     server: Option<&'a str>,
@@ -91,7 +91,10 @@ impl fmt::Display for ShownWatch<'_> {
         match self.err {
             W::InitialListFailed(e) | W::WatchStartFailed(e) | W::WatchFailed(e) => {
                 match transport(e) {
-                    Some(failure) => write!(f, "{}", failure.text(self.server)),
+                    Some(failure) => {
+                        let recorded = server();
+                        write!(f, "{}", failure.text(self.server.or(recorded.as_deref())))
+                    }
                     None => write!(f, "{}", render(e)),
                 }
             }
@@ -101,12 +104,36 @@ impl fmt::Display for ShownWatch<'_> {
     }
 }
 
-/// kubectl's text for `err` (without the server's address).
+/// The address (`HOST:PORT`) of the API server this process's client talks to, set by
+/// [`crate::client::build`] (the one builder): a log line about a refused connection names
+/// it as kubectl does. One server per process (a node's kubeconfig, the controller's).
+static SERVER: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// The API server's address in its URL, as kubectl names it: `HOST:PORT`, or `HOST` when
+/// the URL gives no port.
+pub fn address(url: &http::Uri) -> String {
+    url.authority()
+        .map_or_else(|| url.to_string(), |a| a.to_string())
+}
+
+/// Records the API server's [`address`].
+pub fn set_server(url: &http::Uri) {
+    if let Ok(mut server) = SERVER.lock() {
+        *server = Some(address(url));
+    }
+}
+
+/// The address [`set_server`] recorded, if any.
+pub fn server() -> Option<String> {
+    SERVER.lock().ok().and_then(|s| s.clone())
+}
+
+/// kubectl's text for `err`, naming the server [`set_server`] recorded.
 fn render(err: &kube::Error) -> String {
     match err {
         kube::Error::Api(status) => status_text(status),
         other => match transport(other) {
-            Some(failure) => failure.text(None),
+            Some(failure) => failure.text(server().as_deref()),
             None => printable_bounded(&other.to_string()),
         },
     }

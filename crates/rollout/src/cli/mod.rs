@@ -49,10 +49,7 @@ pub async fn client(args: &ClusterArgs, component: Component) -> Result<Client, 
 /// The API server's address as kubectl names it in its errors: `HOST:PORT` (or `HOST`
 /// when the URL gives no port).
 fn server_address(config: &kube::Config) -> String {
-    config
-        .cluster_url
-        .authority()
-        .map_or_else(|| config.cluster_url.to_string(), |a| a.to_string())
+    kp_runtime::api_error::address(&config.cluster_url)
 }
 
 /// The client configuration, found as [`client`] says.
