@@ -10,11 +10,19 @@
 //! from; [`rename`] finds, for every flag of the command tree that has an `env`, whether
 //! the refused value is that variable's and the flag was not on the command line, and then
 //! rewrites the message. Nothing is listed by hand: a flag given an `env` later is covered.
+//!
+//! A value that parsed but is refused later (a missing `--init-config` file) is named in a
+//! message by its flag; [`remember`] keeps which flags the environment set, and
+//! [`annotate`] adds the variable to a message that names one of them:
+//! `cannot read --init-config /x: ... (--init-config is KUBELET_PIVOT_INIT_CONFIG from the
+//! environment)`.
 
 use std::ffi::OsString;
+use std::sync::OnceLock;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::Command;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Command};
 
 /// A flag of the command tree that also reads an environment variable.
 struct EnvFlag {
@@ -37,6 +45,50 @@ fn env_flags(cmd: &Command, found: &mut Vec<EnvFlag>) {
     for sub in cmd.get_subcommands() {
         env_flags(sub, found);
     }
+}
+
+/// The flags of this run set from the environment: (`long`, `VARIABLE`).
+static FROM_ENV: OnceLock<Vec<(String, String)>> = OnceLock::new();
+
+/// Keeps which flags of the chosen (sub)command took their value from the environment.
+pub fn remember(cmd: &Command, matches: &ArgMatches) {
+    let mut found = Vec::new();
+    let (mut cmd, mut matches) = (cmd, matches);
+    loop {
+        for arg in cmd.get_arguments() {
+            if let (Some(env), Some(long)) = (arg.get_env(), arg.get_long()) {
+                if matches.value_source(arg.get_id().as_str()) == Some(ValueSource::EnvVariable) {
+                    found.push((long.to_string(), env.to_string_lossy().into_owned()));
+                }
+            }
+        }
+        let Some((name, sub)) = matches.subcommand() else {
+            break;
+        };
+        let Some(next) = cmd.find_subcommand(name) else {
+            break;
+        };
+        (cmd, matches) = (next, sub);
+    }
+    let _ = FROM_ENV.set(found);
+}
+
+/// `msg` with the variable named after it for each flag it names that the environment set.
+pub fn annotate(msg: String) -> String {
+    with_sources(msg, FROM_ENV.get().map(Vec::as_slice).unwrap_or_default())
+}
+
+fn with_sources(mut msg: String, from_env: &[(String, String)]) -> String {
+    for (long, env) in from_env {
+        let flag = format!("--{long}");
+        let named = msg.match_indices(&flag).any(|(at, _)| {
+            !msg[at + flag.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '-')
+        });
+        if named {
+            msg.push_str(&format!(" ({flag} is {env} from the environment)"));
+        }
+    }
+    msg
 }
 
 /// Whether the command line (before `--`) gives the flag itself: then clap took the
@@ -140,6 +192,23 @@ mod tests {
         ] {
             assert!(!on_command_line(&f, &args(not_given)), "{not_given:?}");
         }
+    }
+
+    #[test]
+    fn a_message_naming_a_flag_the_environment_set_names_the_variable() {
+        let from_env = [(
+            "init-config".to_string(),
+            "KUBELET_PIVOT_INIT_CONFIG".to_string(),
+        )];
+        assert_eq!(
+            with_sources("cannot read --init-config /x: gone".into(), &from_env),
+            "cannot read --init-config /x: gone (--init-config is KUBELET_PIVOT_INIT_CONFIG from \
+             the environment)"
+        );
+        assert_eq!(
+            with_sources("--init-config-dir is wrong".into(), &from_env),
+            "--init-config-dir is wrong"
+        );
     }
 
     #[test]

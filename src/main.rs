@@ -40,7 +40,11 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     if stdout::closed() {
         return ExitCode::SUCCESS;
     }
-    eprintln!("{}: error: {msg}", program_name());
+    eprintln!(
+        "{}: error: {}",
+        program_name(),
+        env_error::annotate(msg.to_string())
+    );
     ExitCode::from(code)
 }
 
@@ -281,6 +285,7 @@ fn parse_cli() -> Cli {
             None => err.exit(),
         },
     };
+    env_error::remember(&command, &matches);
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 

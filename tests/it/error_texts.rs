@@ -1,5 +1,6 @@
 //! Issue 34 item 5, with the real binary: a bad value from the environment is reported
-//! under the variable's name (exit 2); the `rollout` commands print API errors as kubectl
+//! under the variable's name (exit 2), also when it is refused after parsing (a missing
+//! `--init-config` file); the `rollout` commands print API errors as kubectl
 //! does (the server's reason and message, `rollout "nope" not found`, the address of a
 //! server that cannot be reached); run as the `kubectl-pivot` plugin, errors start
 //! `kubectl pivot: error:`.
@@ -85,6 +86,38 @@ fn a_bad_value_from_the_environment_names_the_variable() {
         assert!(text.starts_with(expected), "{args:?} {env:?}: {text}");
         assert!(!text.contains("'--"), "{args:?} {env:?}: {text}");
     }
+}
+
+#[test]
+fn a_value_refused_after_parsing_names_its_variable_too() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("missing.yaml");
+    let missing = missing.to_str().expect("a UTF-8 path");
+    let out = run_with_env(
+        &pivot_bin(),
+        &["bootstrap", "--", "/bin/true"],
+        &[("KUBELET_PIVOT_INIT_CONFIG", missing)],
+    );
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "kubelet-pivot: error: cannot read --init-config {missing}"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.trim_end()
+            .ends_with("(--init-config is KUBELET_PIVOT_INIT_CONFIG from the environment)"),
+        "{text}"
+    );
+    // Given as a flag, the message is the flag's alone.
+    let out = run_with_env(
+        &pivot_bin(),
+        &["bootstrap", "--init-config", missing, "--", "/bin/true"],
+        &[],
+    );
+    assert!(!stderr(&out).contains("environment"), "{out:?}");
 }
 
 #[test]
