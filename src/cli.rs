@@ -203,8 +203,8 @@ pub struct CommonArgs {
     /// How to notice contention (inotify falls back to poll by itself when inotify is unavailable).
     #[arg(long, env = "KUBELET_PIVOT_WATCH_MODE", value_enum, default_value_t = WatchModeArg::Inotify)]
     pub watch_mode: WatchModeArg,
-    /// Serve Prometheus metrics at http://ADDRESS/metrics (e.g. 127.0.0.1:9641). Off by default. An address in use is retried every 5 s (another supervisor of the node may still have it).
-    #[arg(long, env = "KUBELET_PIVOT_METRICS_ADDRESS", value_name = "ADDRESS")]
+    /// Serve Prometheus metrics at http://ADDRESS/metrics: IP:PORT, localhost:PORT (127.0.0.1) or :PORT for every interface (e.g. localhost:9641). Off by default. An address in use is retried every 5 s (another supervisor of the node may still have it).
+    #[arg(long, env = "KUBELET_PIVOT_METRICS_ADDRESS", value_name = "ADDRESS", value_parser = kp_rollout::cli::args::listen_address)]
     pub metrics_address: Option<std::net::SocketAddr>,
     /// Log format. Plain lines get a syslog priority prefix and no timestamp when stderr is the journal.
     #[arg(long, env = "KUBELET_PIVOT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]

@@ -14,6 +14,7 @@ pub mod dryrun;
 mod error;
 pub mod precheck;
 mod render;
+pub mod selector;
 mod start;
 mod stop;
 mod watch;
