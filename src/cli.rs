@@ -23,9 +23,11 @@ pub enum Command {
     Bootstrap(BootstrapArgs),
     /// DaemonSet entrypoint: contend for the lock with a generation; newer generations win.
     SelfHosted(SelfHostedArgs),
-    /// Show who holds the kubelet lock, the waiting claims and the config state. Exit 0 with a live holder, 3 without.
+    /// Show who holds the kubelet lock, the waiting claims and the config state. Exit 0 with a live holder, 3 without; 2 when the lock file or store does not exist, 5 when it needs root.
+    #[command(after_help = crate::envfile::HELP)]
     Status(StatusArgs),
-    /// Inspect and repair the dynamic-config checkpoint store (operator commands).
+    /// Inspect and repair the dynamic-config checkpoint store (operator commands). A store that does not exist is refused (exit 2), never created.
+    #[command(after_help = crate::envfile::HELP)]
     Checkpoint(CheckpointArgs),
     /// Print a shell completion script to stdout (e.g. `kubelet-pivot completions bash > /usr/share/bash-completion/completions/kubelet-pivot`). For `kubectl pivot <TAB>`, link the binary as `kubectl_complete-pivot` on PATH.
     Completions {

@@ -1,0 +1,427 @@
+//! The node's settings for the operator commands: the `KUBELET_PIVOT_*`
+//! variables of `/etc/default/kubelet-pivot`, the systemd unit's
+//! EnvironmentFile, become the defaults of `status` and `checkpoint ...`, so
+//! they read the store and lock file the node's supervisor uses. Flags and
+//! the process environment still win (clap prefers both to a default).
+//!
+//! The supervisors (`bootstrap`, `self-hosted`) do not read the file: under
+//! systemd the unit's `EnvironmentFile=` has already put it into their
+//! environment (reading it again would apply an edit that `systemctl
+//! restart` has not applied yet), and a self-hosted supervisor runs in a
+//! pod, whose settings come from the pod spec, not from the host's
+//! `/etc/default`.
+//!
+//! The file is read as a possibly hostile one: not through a symlink, never
+//! a FIFO or a device (no hang), root's or ours and not writable by group or
+//! others (another user must not redirect the operator's commands), at most
+//! [`MAX_ENV_FILE`] bytes. A line that is not EnvironmentFile syntax is one
+//! error naming the file and the line.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use kp_node::safefs::fsutil::{self, Owner, ReadError, ReadPolicy};
+
+/// The systemd unit's EnvironmentFile.
+pub const DEFAULT_ENV_FILE: &str = "/etc/default/kubelet-pivot";
+/// Names another file to read instead; set and empty: none.
+pub const ENV_FILE_VAR: &str = "KUBELET_PIVOT_ENV_FILE";
+/// Largest env file read (the shipped one is about 4 KiB).
+pub const MAX_ENV_FILE: u64 = 64 * 1024;
+/// Only these variables are taken from the file.
+const PREFIX: &str = "KUBELET_PIVOT_";
+/// The subcommands whose defaults come from the file.
+pub const OPERATOR_COMMANDS: [&str; 2] = ["status", "checkpoint"];
+/// Longest piece of a bad line quoted in an error.
+const MAX_QUOTED: usize = 60;
+
+/// What `status --help` and `checkpoint --help` say about the file.
+pub const HELP: &str = "Defaults come from the node's settings: the KUBELET_PIVOT_* variables of /etc/default/kubelet-pivot (the systemd unit's EnvironmentFile) when it exists, so this command reads the lock file and store the node's supervisor uses; KUBELET_PIVOT_ENV_FILE names another file (empty: none). A flag wins over the environment, the environment over the file. `--help` shows the defaults in effect.";
+
+/// Why the env file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvFileError {
+    #[error("{path}:{line}: {problem}; fix the line (EnvironmentFile syntax: KEY=VALUE, # comments)")]
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        problem: SyntaxError,
+    },
+    #[error("{0}; fix it, or set {ENV_FILE_VAR}= (empty) to read no settings file")]
+    Read(ReadError),
+    #[error("{ENV_FILE_VAR} names {path}, which does not exist; set it empty to read no settings file")]
+    Missing { path: PathBuf },
+}
+
+/// What is wrong with one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SyntaxError {
+    #[error("expected KEY=VALUE, found `{0}`")]
+    NoEquals(String),
+    #[error("`{0}` is not a variable name (letters, digits and _)")]
+    BadKey(String),
+    #[error("`export` is shell syntax, not EnvironmentFile syntax: write `{0}=...`")]
+    Export(String),
+    #[error("the {0} quote is not closed")]
+    Unclosed(&'static str),
+    #[error("text after the closing quote: `{0}`")]
+    AfterQuote(String),
+    #[error("the file is not UTF-8")]
+    NotUtf8,
+}
+
+/// The `KUBELET_PIVOT_*` values of the node's settings file, and which file
+/// they came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeSettings {
+    /// The file read; `None` when there was none.
+    pub path: Option<PathBuf>,
+    pub values: BTreeMap<String, String>,
+}
+
+impl NodeSettings {
+    /// The settings for the subcommand `sub` (the first argument): the file
+    /// of [`ENV_FILE_VAR`], else [`DEFAULT_ENV_FILE`], for an operator
+    /// command; nothing for the others.
+    pub fn load_for(sub: Option<&OsStr>) -> Result<NodeSettings, EnvFileError> {
+        if !sub.is_some_and(|s| OPERATOR_COMMANDS.iter().any(|c| s == *c)) {
+            return Ok(NodeSettings::default());
+        }
+        match std::env::var_os(ENV_FILE_VAR) {
+            Some(p) if p.is_empty() => Ok(NodeSettings::default()),
+            Some(p) => {
+                let path = PathBuf::from(p);
+                NodeSettings::read(&path)?.ok_or(EnvFileError::Missing { path })
+            }
+            None => Ok(NodeSettings::read(Path::new(DEFAULT_ENV_FILE))?.unwrap_or_default()),
+        }
+    }
+
+    /// Reads and parses `path`; `Ok(None)` when it does not exist.
+    pub fn read(path: &Path) -> Result<Option<NodeSettings>, EnvFileError> {
+        let policy = ReadPolicy {
+            what: "settings file",
+            max_len: MAX_ENV_FILE,
+            owner: Owner::RootOrMe,
+            private: true,
+        };
+        let Some(data) = fsutil::read_bounded(path, &policy).map_err(EnvFileError::Read)? else {
+            return Ok(None);
+        };
+        let syntax = |line, problem| EnvFileError::Syntax {
+            path: path.to_path_buf(),
+            line,
+            problem,
+        };
+        let text = String::from_utf8(data).map_err(|_| syntax(1, SyntaxError::NotUtf8))?;
+        let values = parse(&text)
+            .map_err(|(line, problem)| syntax(line, problem))?
+            .into_iter()
+            .filter(|(k, v)| k.starts_with(PREFIX) && k != ENV_FILE_VAR && !v.is_empty())
+            .collect();
+        Ok(Some(NodeSettings {
+            path: Some(path.to_path_buf()),
+            values,
+        }))
+    }
+
+    /// The value of `var` in the file, if it sets one.
+    pub fn get(&self, var: &str) -> Option<&str> {
+        self.values.get(var).map(String::as_str)
+    }
+
+    /// Where a value of the file is said to come from, for messages.
+    pub fn describe(&self, var: &str) -> String {
+        match &self.path {
+            Some(p) if self.values.contains_key(var) => format!("{var} in {}", p.display()),
+            _ => "the built-in default".to_string(),
+        }
+    }
+
+    /// `command` with the file's values as the defaults of the operator
+    /// commands' flags whose `env` is the variable (clap still prefers the
+    /// flag and the process environment).
+    pub fn apply(&self, mut command: clap::Command) -> clap::Command {
+        if self.values.is_empty() {
+            return command;
+        }
+        for name in OPERATOR_COMMANDS {
+            command = command.mut_subcommand(name, |sub| self.apply_to(sub));
+        }
+        command
+    }
+
+    fn apply_to(&self, mut command: clap::Command) -> clap::Command {
+        let targets: Vec<(clap::Id, String)> = command
+            .get_arguments()
+            .filter_map(|arg| {
+                let var = arg.get_env()?.to_str()?;
+                Some((arg.get_id().clone(), self.values.get(var)?.clone()))
+            })
+            .collect();
+        for (id, value) in targets {
+            // clap keeps a default as `&'static str` (without its `string`
+            // feature): leaked once per process, at most MAX_ENV_FILE bytes.
+            let value: &'static str = Box::leak(value.into_boxed_str());
+            command = command.mut_arg(id, |arg| arg.default_value(value));
+        }
+        let subs: Vec<String> = command
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .collect();
+        for sub in subs {
+            command = command.mut_subcommand(sub, |s| self.apply_to(s));
+        }
+        command
+    }
+}
+
+/// Parses EnvironmentFile text (systemd's syntax, strictly): blank lines,
+/// `#` and `;` comments, `KEY=VALUE` with the value optionally in single or
+/// double quotes, a line continued by a trailing backslash. Returns the
+/// pairs in order (a later one wins), or the 1-based line of the first
+/// error.
+pub fn parse(text: &str) -> Result<Vec<(String, String)>, (usize, SyntaxError)> {
+    let mut pairs = Vec::new();
+    let mut lines = text.lines().enumerate();
+    while let Some((index, first)) = lines.next() {
+        let number = index + 1;
+        let trimmed = first.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with(';') {
+            continue;
+        }
+        let mut logical = first.to_string();
+        while let Some(stripped) = logical.strip_suffix('\\') {
+            logical = stripped.to_string();
+            match lines.next() {
+                Some((_, next)) => logical.push_str(next),
+                None => break,
+            }
+        }
+        pairs.push(parse_line(&logical).map_err(|e| (number, e))?);
+    }
+    Ok(pairs)
+}
+
+fn parse_line(line: &str) -> Result<(String, String), SyntaxError> {
+    let Some((key, value)) = line.split_once('=') else {
+        return Err(SyntaxError::NoEquals(quote(line.trim())));
+    };
+    let key = key.trim();
+    if let Some(rest) = key.strip_prefix("export ") {
+        return Err(SyntaxError::Export(quote(rest.trim())));
+    }
+    let mut chars = key.chars();
+    let valid = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(SyntaxError::BadKey(quote(key)));
+    }
+    Ok((key.to_string(), parse_value(value.trim())?))
+}
+
+/// A value: in double quotes (`\"`, `\\`, `\$` and `` \` `` unescaped), in
+/// single quotes (literal), or bare (literal, surrounding blanks dropped).
+fn parse_value(value: &str) -> Result<String, SyntaxError> {
+    let (quote_char, name) = match value.chars().next() {
+        Some('"') => ('"', "double"),
+        Some('\'') => ('\'', "single"),
+        _ => return Ok(value.to_string()),
+    };
+    let mut out = String::new();
+    let mut chars = value[1..].chars();
+    loop {
+        match chars.next() {
+            None => return Err(SyntaxError::Unclosed(name)),
+            Some(c) if c == quote_char => break,
+            Some('\\') if quote_char == '"' => match chars.next() {
+                Some(c @ ('"' | '\\' | '$' | '`')) => out.push(c),
+                Some(c) => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                None => return Err(SyntaxError::Unclosed(name)),
+            },
+            Some(c) => out.push(c),
+        }
+    }
+    let rest = chars.as_str().trim();
+    if !rest.is_empty() {
+        return Err(SyntaxError::AfterQuote(quote(rest)));
+    }
+    Ok(out)
+}
+
+/// A bounded, escaped piece of a line for an error message.
+fn quote(s: &str) -> String {
+    let mut out: String = s.chars().take(MAX_QUOTED).flat_map(char::escape_debug).collect();
+    if s.chars().count() > MAX_QUOTED {
+        out.push_str("...");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(text: &str) -> Vec<(String, String)> {
+        parse(text).unwrap()
+    }
+
+    fn pair(k: &str, v: &str) -> (String, String) {
+        (k.to_string(), v.to_string())
+    }
+
+    #[test]
+    fn reads_comments_blanks_and_values() {
+        let text = "# comment\n; also\n\n  \nKUBELET_PIVOT_LOCK_FILE=/run/k.lock\n  KUBELET_ARGS = --a --b  \nEMPTY=\n";
+        assert_eq!(
+            ok(text),
+            vec![
+                pair("KUBELET_PIVOT_LOCK_FILE", "/run/k.lock"),
+                pair("KUBELET_ARGS", "--a --b"),
+                pair("EMPTY", ""),
+            ]
+        );
+    }
+
+    #[test]
+    fn reads_quotes_and_escapes() {
+        assert_eq!(ok("A=\"/a b\"")[0].1, "/a b");
+        assert_eq!(ok("A='/a \\b'")[0].1, "/a \\b");
+        assert_eq!(ok("A=\"x\\\"y\\\\z\\n\"")[0].1, "x\"y\\z\\n");
+        assert_eq!(ok("A=a=b")[0].1, "a=b");
+    }
+
+    #[test]
+    fn joins_continued_lines() {
+        assert_eq!(ok("A=one \\\ntwo\nB=3")[0].1, "one two");
+        assert_eq!(ok("A=one \\\ntwo\nB=3")[1], pair("B", "3"));
+    }
+
+    #[test]
+    fn names_the_bad_line() {
+        let err = |text: &str| parse(text).unwrap_err();
+        assert_eq!(
+            err("# c\nA=1\nnonsense\n"),
+            (3, SyntaxError::NoEquals("nonsense".into()))
+        );
+        assert_eq!(
+            err("export KUBELET_PIVOT_LOCK_FILE=/x"),
+            (1, SyntaxError::Export("KUBELET_PIVOT_LOCK_FILE".into()))
+        );
+        assert_eq!(err("1A=x"), (1, SyntaxError::BadKey("1A".into())));
+        assert_eq!(err("A-B=x"), (1, SyntaxError::BadKey("A-B".into())));
+        assert_eq!(err("A=\"open"), (1, SyntaxError::Unclosed("double")));
+        assert_eq!(err("\n\nA='open"), (3, SyntaxError::Unclosed("single")));
+        assert_eq!(
+            err("A=\"x\" y"),
+            (1, SyntaxError::AfterQuote("y".into()))
+        );
+    }
+
+    #[test]
+    fn quotes_bad_lines_bounded_and_escaped() {
+        let long = format!("\u{1b}[31m{}", "x".repeat(500));
+        let (_, e) = parse(&long).unwrap_err();
+        let text = e.to_string();
+        assert!(text.len() < 120, "{text}");
+        assert!(!text.contains('\u{1b}'), "{text}");
+    }
+
+    #[test]
+    fn keeps_only_our_variables() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("env");
+        std::fs::write(
+            &p,
+            "KUBELET_ARGS=--x\nKUBELET_PIVOT_DYNAMIC_CONFIG_DIR=/srv/kp\nKUBELET_PIVOT_ENV_FILE=/y\nKUBELET_PIVOT_STATE_DIR=\n",
+        )
+        .unwrap();
+        let s = NodeSettings::read(&p).unwrap().unwrap();
+        assert_eq!(s.values.len(), 1, "{s:?}");
+        assert_eq!(s.get("KUBELET_PIVOT_DYNAMIC_CONFIG_DIR"), Some("/srv/kp"));
+        assert!(s.describe("KUBELET_PIVOT_DYNAMIC_CONFIG_DIR").contains("env"));
+        assert_eq!(
+            s.describe("KUBELET_PIVOT_LOCK_FILE"),
+            "the built-in default"
+        );
+    }
+
+    #[test]
+    fn refuses_odd_files_without_blocking() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(NodeSettings::read(&fifo).is_err());
+        let big = d.path().join("big");
+        std::fs::write(&big, "#".repeat(MAX_ENV_FILE as usize + 1)).unwrap();
+        assert!(NodeSettings::read(&big).is_err());
+        let open = d.path().join("open");
+        std::fs::write(&open, "A=1\n").unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(NodeSettings::read(&open).is_err());
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&big, &link).unwrap();
+        assert!(NodeSettings::read(&link).is_err());
+        assert!(NodeSettings::read(&d.path().join("none")).unwrap().is_none());
+        let bad = d.path().join("bad");
+        std::fs::write(&bad, "A=1\nB\n").unwrap();
+        let text = NodeSettings::read(&bad).unwrap_err().to_string();
+        assert!(text.starts_with(&format!("{}:2: ", bad.display())), "{text}");
+    }
+
+    #[test]
+    fn supervisors_read_no_file() {
+        assert_eq!(
+            NodeSettings::load_for(Some(OsStr::new("bootstrap"))).unwrap(),
+            NodeSettings::default()
+        );
+        assert_eq!(NodeSettings::load_for(None).unwrap(), NodeSettings::default());
+    }
+
+    #[test]
+    fn values_become_defaults_of_the_operator_commands() {
+        use clap::{CommandFactory, FromArgMatches};
+        let settings = NodeSettings {
+            path: Some(PathBuf::from("/etc/default/kubelet-pivot")),
+            values: BTreeMap::from([
+                ("KUBELET_PIVOT_DYNAMIC_CONFIG_DIR".to_string(), "/srv/kp".to_string()),
+                ("KUBELET_PIVOT_LOCK_FILE".to_string(), "/run/k.lock".to_string()),
+            ]),
+        };
+        let parse = |args: &[&str]| {
+            let m = settings
+                .apply(crate::cli::Cli::command())
+                .try_get_matches_from(args)
+                .unwrap();
+            crate::cli::Cli::from_arg_matches(&m).unwrap().command
+        };
+        let crate::cli::Command::Status(a) = parse(&["kp", "status"]) else {
+            panic!("not status")
+        };
+        assert_eq!(a.paths.dynamic_config_dir, PathBuf::from("/srv/kp"));
+        assert_eq!(a.paths.lock_file, PathBuf::from("/run/k.lock"));
+        let crate::cli::Command::Status(a) =
+            parse(&["kp", "status", "--dynamic-config-dir", "/flag"])
+        else {
+            panic!("not status")
+        };
+        assert_eq!(a.paths.dynamic_config_dir, PathBuf::from("/flag"));
+        let crate::cli::Command::Checkpoint(a) = parse(&["kp", "checkpoint", "list"]) else {
+            panic!("not checkpoint")
+        };
+        assert_eq!(a.dynamic_config_dir, PathBuf::from("/srv/kp"));
+        let crate::cli::Command::Checkpoint(a) =
+            parse(&["kp", "checkpoint", "list", "--dynamic-config-dir", "/flag"])
+        else {
+            panic!("not checkpoint")
+        };
+        assert_eq!(a.dynamic_config_dir, PathBuf::from("/flag"));
+    }
+}
