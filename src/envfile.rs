@@ -42,7 +42,7 @@ pub const HELP: &str = "Defaults come from the node's settings: the KUBELET_PIVO
 /// Why the env file cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum EnvFileError {
-    #[error("{path}:{line}: {problem}; fix the line (EnvironmentFile syntax: KEY=VALUE, # comments)")]
+    #[error("{path}:{line}: {problem}")]
     Syntax {
         path: PathBuf,
         line: usize,
@@ -50,14 +50,16 @@ pub enum EnvFileError {
     },
     #[error("{0}; fix it, or set {ENV_FILE_VAR}= (empty) to read no settings file")]
     Read(ReadError),
-    #[error("{ENV_FILE_VAR} names {path}, which does not exist; set it empty to read no settings file")]
+    #[error(
+        "{ENV_FILE_VAR} names {path}, which does not exist; set it empty to read no settings file"
+    )]
     Missing { path: PathBuf },
 }
 
 /// What is wrong with one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SyntaxError {
-    #[error("expected KEY=VALUE, found `{0}`")]
+    #[error("expected KEY=VALUE (EnvironmentFile syntax), found `{0}`")]
     NoEquals(String),
     #[error("`{0}` is not a variable name (letters, digits and _)")]
     BadKey(String),
@@ -69,6 +71,21 @@ pub enum SyntaxError {
     AfterQuote(String),
     #[error("the file is not UTF-8")]
     NotUtf8,
+}
+
+impl EnvFileError {
+    /// The file, when reading it was refused for want of permission (a
+    /// non-root operator command on a file only root may read).
+    pub fn denied(&self) -> Option<&Path> {
+        match self {
+            EnvFileError::Read(ReadError::Io { path, source, .. })
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                Some(path)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// The `KUBELET_PIVOT_*` values of the node's settings file, and which file
@@ -257,7 +274,11 @@ fn parse_value(value: &str) -> Result<String, SyntaxError> {
 
 /// A bounded, escaped piece of a line for an error message.
 fn quote(s: &str) -> String {
-    let mut out: String = s.chars().take(MAX_QUOTED).flat_map(char::escape_debug).collect();
+    let mut out: String = s
+        .chars()
+        .take(MAX_QUOTED)
+        .flat_map(char::escape_debug)
+        .collect();
     if s.chars().count() > MAX_QUOTED {
         out.push_str("...");
     }
@@ -318,10 +339,7 @@ mod tests {
         assert_eq!(err("A-B=x"), (1, SyntaxError::BadKey("A-B".into())));
         assert_eq!(err("A=\"open"), (1, SyntaxError::Unclosed("double")));
         assert_eq!(err("\n\nA='open"), (3, SyntaxError::Unclosed("single")));
-        assert_eq!(
-            err("A=\"x\" y"),
-            (1, SyntaxError::AfterQuote("y".into()))
-        );
+        assert_eq!(err("A=\"x\" y"), (1, SyntaxError::AfterQuote("y".into())));
     }
 
     #[test]
@@ -345,7 +363,9 @@ mod tests {
         let s = NodeSettings::read(&p).unwrap().unwrap();
         assert_eq!(s.values.len(), 1, "{s:?}");
         assert_eq!(s.get("KUBELET_PIVOT_DYNAMIC_CONFIG_DIR"), Some("/srv/kp"));
-        assert!(s.describe("KUBELET_PIVOT_DYNAMIC_CONFIG_DIR").contains("env"));
+        assert!(s
+            .describe("KUBELET_PIVOT_DYNAMIC_CONFIG_DIR")
+            .contains("env"));
         assert_eq!(
             s.describe("KUBELET_PIVOT_LOCK_FILE"),
             "the built-in default"
@@ -369,11 +389,16 @@ mod tests {
         let link = d.path().join("link");
         std::os::unix::fs::symlink(&big, &link).unwrap();
         assert!(NodeSettings::read(&link).is_err());
-        assert!(NodeSettings::read(&d.path().join("none")).unwrap().is_none());
+        assert!(NodeSettings::read(&d.path().join("none"))
+            .unwrap()
+            .is_none());
         let bad = d.path().join("bad");
         std::fs::write(&bad, "A=1\nB\n").unwrap();
         let text = NodeSettings::read(&bad).unwrap_err().to_string();
-        assert!(text.starts_with(&format!("{}:2: ", bad.display())), "{text}");
+        assert!(
+            text.starts_with(&format!("{}:2: ", bad.display())),
+            "{text}"
+        );
     }
 
     #[test]
@@ -382,7 +407,10 @@ mod tests {
             NodeSettings::load_for(Some(OsStr::new("bootstrap"))).unwrap(),
             NodeSettings::default()
         );
-        assert_eq!(NodeSettings::load_for(None).unwrap(), NodeSettings::default());
+        assert_eq!(
+            NodeSettings::load_for(None).unwrap(),
+            NodeSettings::default()
+        );
     }
 
     #[test]
@@ -391,8 +419,14 @@ mod tests {
         let settings = NodeSettings {
             path: Some(PathBuf::from("/etc/default/kubelet-pivot")),
             values: BTreeMap::from([
-                ("KUBELET_PIVOT_DYNAMIC_CONFIG_DIR".to_string(), "/srv/kp".to_string()),
-                ("KUBELET_PIVOT_LOCK_FILE".to_string(), "/run/k.lock".to_string()),
+                (
+                    "KUBELET_PIVOT_DYNAMIC_CONFIG_DIR".to_string(),
+                    "/srv/kp".to_string(),
+                ),
+                (
+                    "KUBELET_PIVOT_LOCK_FILE".to_string(),
+                    "/run/k.lock".to_string(),
+                ),
             ]),
         };
         let parse = |args: &[&str]| {

@@ -253,9 +253,22 @@ fn main() -> ExitCode {
         None
     };
     // The operator commands' defaults: the node's settings file.
-    let settings = match envfile::NodeSettings::load_for(std::env::args_os().nth(1).as_deref()) {
+    let sub = std::env::args_os().nth(1);
+    let settings = match envfile::NodeSettings::load_for(sub.as_deref()) {
         Ok(s) => s,
-        Err(err) => return fail(EXIT_USAGE, err),
+        Err(err) => {
+            return match err.denied() {
+                Some(path) => refuse(preflight::Refusal::NeedsRoot {
+                    command: if sub.as_deref() == Some("status".as_ref()) {
+                        "status"
+                    } else {
+                        "checkpoint"
+                    },
+                    path: path.to_path_buf(),
+                }),
+                None => fail(EXIT_USAGE, err),
+            }
+        }
     };
     let cli = parse_cli(&settings);
     match cli.command {

@@ -515,6 +515,7 @@ impl Scene {
     /// to its end; its output, whatever its status.
     pub fn try_checkpoint_assign(&self, file: &Path, extra: &[&str]) -> std::process::Output {
         Command::new(pivot_bin())
+            .env("KUBELET_PIVOT_ENV_FILE", "")
             .args(["checkpoint", "assign"])
             .arg(file)
             .args(extra)

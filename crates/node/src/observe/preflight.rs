@@ -22,11 +22,19 @@ pub enum NodePath {
 }
 
 impl NodePath {
-    fn describe(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
-            NodePath::LockFile => "lock file (--lock-file)",
-            NodePath::Store => "checkpoint store (--dynamic-config-dir)",
-            NodePath::StateDir => "state directory (--state-dir)",
+            NodePath::LockFile => "lock file",
+            NodePath::Store => "checkpoint store",
+            NodePath::StateDir => "state directory",
+        }
+    }
+
+    fn flag(self) -> &'static str {
+        match self {
+            NodePath::LockFile => "--lock-file",
+            NodePath::Store => "--dynamic-config-dir",
+            NodePath::StateDir => "--state-dir",
         }
     }
 }
@@ -35,7 +43,7 @@ impl NodePath {
 #[derive(Debug, thiserror::Error)]
 pub enum Refusal {
     /// A path that does not exist: a typo, or no supervisor ever ran with it.
-    #[error("no {} at {}: check the path (a supervisor creates it when it starts; this command creates nothing); nothing was read or changed", .what.describe(), .path.display())]
+    #[error("the {} {} ({}) does not exist: check the path (a supervisor creates it when it starts; this command creates nothing)", .what.name(), .path.display(), .what.flag())]
     Missing { what: NodePath, path: PathBuf },
     /// The node's state is root's.
     #[error("{command} needs root: cannot read {} (permission denied); run it with sudo", .path.display())]
@@ -44,7 +52,7 @@ pub enum Refusal {
         path: PathBuf,
     },
     /// Anything else that stops the look at a path.
-    #[error("cannot read the {} {}: {source}", .what.describe(), .path.display())]
+    #[error("cannot read the {} {} ({}): {source}", .what.name(), .path.display(), .what.flag())]
     Io {
         what: NodePath,
         path: PathBuf,
@@ -62,12 +70,7 @@ impl Refusal {
 
 /// Looks at `path`: `Ok(true)` when it exists and (a directory) can be
 /// listed, `Ok(false)` when it does not exist.
-fn look(
-    command: &'static str,
-    what: NodePath,
-    path: &Path,
-    list: bool,
-) -> Result<bool, Refusal> {
+fn look(command: &'static str, what: NodePath, path: &Path, list: bool) -> Result<bool, Refusal> {
     let result = std::fs::symlink_metadata(path).and_then(|meta| {
         if list && meta.is_dir() {
             std::fs::read_dir(path).map(drop)
@@ -90,12 +93,7 @@ fn look(
     }
 }
 
-fn require(
-    command: &'static str,
-    what: NodePath,
-    path: &Path,
-    list: bool,
-) -> Result<(), Refusal> {
+fn require(command: &'static str, what: NodePath, path: &Path, list: bool) -> Result<(), Refusal> {
     if look(command, what, path, list)? {
         Ok(())
     } else {
@@ -149,11 +147,29 @@ mod tests {
         let lock = d.path().join("lock");
         let store = d.path().join("store");
         let err = for_status(&lock, &store.join("lock"), &store).unwrap_err();
-        assert!(matches!(err, Refusal::Missing { what: NodePath::LockFile, .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                Refusal::Missing {
+                    what: NodePath::LockFile,
+                    ..
+                }
+            ),
+            "{err}"
+        );
         assert!(err.to_string().contains(&lock.display().to_string()));
         std::fs::write(&lock, b"").unwrap();
         let err = for_status(&lock, &store.join("lock"), &store).unwrap_err();
-        assert!(matches!(err, Refusal::Missing { what: NodePath::Store, .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                Refusal::Missing {
+                    what: NodePath::Store,
+                    ..
+                }
+            ),
+            "{err}"
+        );
         assert!(for_checkpoint(&store).is_err());
         assert!(!store.exists());
         std::fs::create_dir(&store).unwrap();
