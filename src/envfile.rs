@@ -18,7 +18,7 @@
 //! error naming the file and the line.
 
 use std::collections::BTreeMap;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use kp_node::safefs::fsutil::{self, Owner, ReadError, ReadPolicy};
@@ -54,6 +54,14 @@ pub enum EnvFileError {
         "{ENV_FILE_VAR} names {path}, which does not exist; set it empty to read no settings file"
     )]
     Missing { path: PathBuf },
+    #[error("{var}={value} in {path} is not a valid {flag}: {detail}")]
+    Value {
+        var: String,
+        value: String,
+        path: PathBuf,
+        flag: String,
+        detail: String,
+    },
 }
 
 /// What is wrong with one line.
@@ -154,6 +162,60 @@ impl NodeSettings {
             Some(p) if self.values.contains_key(var) => format!("{var} in {}", p.display()),
             _ => "the built-in default".to_string(),
         }
+    }
+
+    /// Checks each value the file gives a flag of an operator command with
+    /// that flag's own parser, so that a bad one is reported as the file's
+    /// (clap would name only the flag). A value the command line (`args`)
+    /// or the process environment overrides is not used, and not checked.
+    pub fn check(&self, command: &clap::Command, args: &[OsString]) -> Result<(), EnvFileError> {
+        let Some(path) = self.path.as_deref().filter(|_| !self.values.is_empty()) else {
+            return Ok(());
+        };
+        OPERATOR_COMMANDS
+            .iter()
+            .filter_map(|name| command.find_subcommand(name))
+            .try_for_each(|sub| self.check_in(sub, path, args))
+    }
+
+    fn check_in(
+        &self,
+        command: &clap::Command,
+        path: &Path,
+        args: &[OsString],
+    ) -> Result<(), EnvFileError> {
+        for arg in command.get_arguments() {
+            let Some(var) = arg.get_env().and_then(OsStr::to_str) else {
+                continue;
+            };
+            let Some(value) = self.values.get(var) else {
+                continue;
+            };
+            let Some(long) = arg.get_long().filter(|_| arg.get_action().takes_values()) else {
+                continue;
+            };
+            if std::env::var_os(var).is_some_and(|v| !v.is_empty()) || given(arg, long, args) {
+                continue;
+            }
+            // The flag alone, given the value on a command line of its own.
+            let alone = arg.clone().env(None).required(false).global(false);
+            let parsed = clap::Command::new("check")
+                .no_binary_name(true)
+                .arg(alone)
+                .try_get_matches_from([format!("--{long}={value}")]);
+            if let Err(err) = parsed {
+                return Err(EnvFileError::Value {
+                    var: var.to_string(),
+                    value: quote(value),
+                    path: path.to_path_buf(),
+                    flag: format!("--{long}"),
+                    detail: clap_detail(&err),
+                });
+            }
+        }
+        command
+            .get_subcommands()
+            .try_for_each(|sub| self.check_in(sub, path, args))
     }
 
     /// `command` with the file's values as the defaults of the operator
@@ -270,6 +332,34 @@ fn parse_value(value: &str) -> Result<String, SyntaxError> {
         return Err(SyntaxError::AfterQuote(quote(rest)));
     }
     Ok(out)
+}
+
+/// Whether the command line gives the flag `arg` (`--long`, `--long=V`, `-s`,
+/// `-sV`).
+fn given(arg: &clap::Arg, long: &str, args: &[OsString]) -> bool {
+    args.iter().filter_map(|a| a.to_str()).any(|a| {
+        let is_long = a
+            .strip_prefix("--")
+            .is_some_and(|rest| rest == long || rest.starts_with(&format!("{long}=")));
+        let is_short = arg.get_short().is_some_and(|short| {
+            !a.starts_with("--") && a.strip_prefix('-').is_some_and(|r| r.starts_with(short))
+        });
+        is_long || is_short
+    })
+}
+
+/// What clap says is wrong with a value, on one line, without its `error:`
+/// prefix and usage hint.
+fn clap_detail(err: &clap::Error) -> String {
+    let text = err.render().to_string();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("For more information") && !l.starts_with("Usage:")
+        })
+        .collect();
+    lines.join(" ").trim_start_matches("error: ").to_string()
 }
 
 /// A bounded, escaped piece of a line for an error message.
@@ -430,6 +520,36 @@ mod tests {
             NodeSettings::load_for(None).unwrap(),
             NodeSettings::default()
         );
+    }
+
+    #[test]
+    fn a_bad_value_is_reported_as_the_files() {
+        use clap::CommandFactory;
+        let settings = NodeSettings {
+            path: Some(PathBuf::from("/etc/default/kubelet-pivot")),
+            values: BTreeMap::from([("KUBELET_PIVOT_OUTPUT".to_string(), "yaml".to_string())]),
+        };
+        let command = crate::cli::Cli::command();
+        let args = |a: &[&str]| a.iter().map(OsString::from).collect::<Vec<_>>();
+        let text = settings
+            .check(&command, &args(&["status"]))
+            .unwrap_err()
+            .to_string();
+        for overridden in [
+            &["status", "-o", "json"][..],
+            &["status", "-ojson"],
+            &["status", "--output=table"],
+        ] {
+            settings.check(&command, &args(overridden)).unwrap();
+        }
+        assert!(
+            text.starts_with(
+                "KUBELET_PIVOT_OUTPUT=yaml in /etc/default/kubelet-pivot is not a valid --output: "
+            ),
+            "{text}"
+        );
+        assert!(text.contains("table, json"), "{text}");
+        assert!(!text.contains('\n'), "{text}");
     }
 
     #[test]

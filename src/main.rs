@@ -254,7 +254,11 @@ fn main() -> ExitCode {
     };
     // The operator commands' defaults: the node's settings file.
     let sub = std::env::args_os().nth(1);
-    let settings = match envfile::NodeSettings::load_for(sub.as_deref()) {
+    let settings = match envfile::NodeSettings::load_for(sub.as_deref()).and_then(|s| {
+        use clap::CommandFactory;
+        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
+        s.check(&Cli::command(), &args).map(|()| s)
+    }) {
         Ok(s) => s,
         Err(err) => {
             return match err.denied() {

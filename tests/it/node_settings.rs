@@ -418,6 +418,19 @@ fn a_hostile_settings_file_is_one_clear_error_and_no_hang() {
 
     refused_settings(&node.path("missing"), "does not exist");
 
+    // A value its flag refuses is the file's error, unless the flag overrides it.
+    let bad = node.env_file(&format!(
+        "KUBELET_PIVOT_OUTPUT=yaml\n{LOCK_VAR}={}\n",
+        node.lock().display()
+    ));
+    refused_settings(&bad, "KUBELET_PIVOT_OUTPUT=yaml in ");
+    let store = node.store("store");
+    let mut cmd = pivot(&bad);
+    cmd.args(["status", "-o", "json", "--dynamic-config-dir"])
+        .arg(&store);
+    let out = run(cmd);
+    assert_eq!(out.status.code(), Some(EXIT_NO_HOLDER), "{}", text(&out));
+
     // The supervisors do not read it: systemd gave them its values already.
     let out = run({
         let mut cmd = pivot(&fifo);
