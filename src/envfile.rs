@@ -21,6 +21,8 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use crate::cli::DEFAULT_DYNAMIC_CONFIG_DIR;
+use kp_node::observe::preflight::Refusal;
 use kp_node::safefs::fsutil::{self, Owner, ReadError, ReadPolicy};
 
 /// The systemd unit's EnvironmentFile.
@@ -33,11 +35,10 @@ pub const MAX_ENV_FILE: u64 = 64 * 1024;
 const PREFIX: &str = "KUBELET_PIVOT_";
 /// The subcommands whose defaults come from the file.
 pub const OPERATOR_COMMANDS: [&str; 2] = ["status", "checkpoint"];
+/// The variable of the node's checkpoint store.
+const STORE_VAR: &str = "KUBELET_PIVOT_DYNAMIC_CONFIG_DIR";
 /// Longest piece of a bad line quoted in an error.
 const MAX_QUOTED: usize = 60;
-
-/// What `status --help` and `checkpoint --help` say about the file.
-pub const HELP: &str = "Defaults come from the node's settings: the KUBELET_PIVOT_* variables of /etc/default/kubelet-pivot (the systemd unit's EnvironmentFile) when it exists, so this command reads the lock file and store the node's supervisor uses; KUBELET_PIVOT_ENV_FILE names another file (empty: none). A flag wins over the environment, the environment over the file. `--help` shows the defaults in effect.";
 
 /// Why the env file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +95,41 @@ impl EnvFileError {
             _ => None,
         }
     }
+}
+
+/// Why the settings of a command line cannot be used.
+#[derive(Debug)]
+pub enum Unusable {
+    /// The file may only be read by root.
+    Refused(Refusal),
+    /// A bad file, or a bad value in it.
+    Bad(EnvFileError),
+}
+
+/// The node's settings for the command line `args` (without the program
+/// name): read for an operator command, each value checked unless the
+/// command line or the environment overrides it.
+pub fn for_command_line(args: &[OsString]) -> Result<NodeSettings, Unusable> {
+    use clap::CommandFactory;
+    let sub = args.first().map(OsString::as_os_str);
+    let checked = NodeSettings::load_for(sub).and_then(|s| {
+        s.check(
+            &crate::cli::Cli::command(),
+            args.get(1..).unwrap_or_default(),
+        )
+        .map(|()| s)
+    });
+    checked.map_err(|err| match err.denied() {
+        Some(path) => Unusable::Refused(Refusal::NeedsRoot {
+            command: if sub.is_some_and(|s| s == "status") {
+                "status"
+            } else {
+                "checkpoint"
+            },
+            path: path.to_path_buf(),
+        }),
+        None => Unusable::Bad(err),
+    })
 }
 
 /// The `KUBELET_PIVOT_*` values of the node's settings file, and which file
@@ -162,6 +198,24 @@ impl NodeSettings {
             Some(p) if self.values.contains_key(var) => format!("{var} in {}", p.display()),
             _ => "the built-in default".to_string(),
         }
+    }
+
+    /// Why an assignment to `store` may not reach the node's supervisor: it
+    /// is not the node's store (the file's `KUBELET_PIVOT_DYNAMIC_CONFIG_DIR`,
+    /// else the built-in default) while that one exists.
+    pub fn not_the_nodes_store(&self, store: &Path) -> Option<String> {
+        let node = PathBuf::from(self.get(STORE_VAR).unwrap_or(DEFAULT_DYNAMIC_CONFIG_DIR));
+        // The node's store does not exist: no supervisor of the node runs.
+        let node_real = std::fs::canonicalize(&node).ok()?;
+        if std::fs::canonicalize(store).is_ok_and(|s| s == node_real) {
+            return None;
+        }
+        Some(format!(
+            "{} is not the node's checkpoint store {} ({}): the node's supervisor does not read it",
+            store.display(),
+            node.display(),
+            self.describe(STORE_VAR)
+        ))
     }
 
     /// Checks each value the file gives a flag of an operator command with
@@ -520,6 +574,26 @@ mod tests {
             NodeSettings::load_for(None).unwrap(),
             NodeSettings::default()
         );
+    }
+
+    #[test]
+    fn another_store_than_the_nodes_existing_one_is_named() {
+        let d = tempfile::tempdir().unwrap();
+        let (node, other) = (d.path().join("node"), d.path().join("other"));
+        std::fs::create_dir(&other).unwrap();
+        let settings = NodeSettings {
+            path: Some(d.path().join("env")),
+            values: BTreeMap::from([(STORE_VAR.to_string(), node.display().to_string())]),
+        };
+        assert_eq!(
+            settings.not_the_nodes_store(&other),
+            None,
+            "no node store yet"
+        );
+        std::fs::create_dir(&node).unwrap();
+        let text = settings.not_the_nodes_store(&other).unwrap();
+        assert!(text.contains(&format!("{STORE_VAR} in ")), "{text}");
+        assert_eq!(settings.not_the_nodes_store(&node.join(".")), None);
     }
 
     #[test]

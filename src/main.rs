@@ -253,26 +253,11 @@ fn main() -> ExitCode {
         None
     };
     // The operator commands' defaults: the node's settings file.
-    let sub = std::env::args_os().nth(1);
-    let settings = match envfile::NodeSettings::load_for(sub.as_deref()).and_then(|s| {
-        use clap::CommandFactory;
-        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
-        s.check(&Cli::command(), &args).map(|()| s)
-    }) {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let settings = match envfile::for_command_line(&args) {
         Ok(s) => s,
-        Err(err) => {
-            return match err.denied() {
-                Some(path) => refuse(preflight::Refusal::NeedsRoot {
-                    command: if sub.as_deref() == Some("status".as_ref()) {
-                        "status"
-                    } else {
-                        "checkpoint"
-                    },
-                    path: path.to_path_buf(),
-                }),
-                None => fail(EXIT_USAGE, err),
-            }
-        }
+        Err(envfile::Unusable::Refused(refusal)) => return refuse(refusal),
+        Err(envfile::Unusable::Bad(err)) => return fail(EXIT_USAGE, err),
     };
     let cli = parse_cli(&settings);
     match cli.command {
@@ -455,37 +440,26 @@ fn checkpoint(a: cli::CheckpointArgs, settings: &envfile::NodeSettings) -> ExitC
     if let Err(refusal) = preflight::for_checkpoint(&store) {
         return refuse(refusal);
     }
-    if matches!(a.action, cli::CheckpointAction::Assign { .. }) {
-        for warning in unused_store_warnings(&store, settings) {
-            eprintln!("kubelet-pivot: warning: {warning}");
-        }
-    }
+    let warnings = match a.action {
+        cli::CheckpointAction::Assign { .. } => unused_store_warnings(&store, settings),
+        _ => Vec::new(),
+    };
     match operator::run(&store, a.action.into(), &mut stdout::stdout()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            for warning in warnings {
+                eprintln!("kubelet-pivot: warning: {warning}");
+            }
+            ExitCode::SUCCESS
+        }
         Err(err) => fail(EXIT_FAILURE, err),
     }
 }
 
 /// Why `store` may be read by no supervisor: none has started a kubelet
-/// with it, or it is not the store of the node's settings (the env file's,
-/// else the built-in default) while that one exists.
+/// with it, or it is not the node's store.
 fn unused_store_warnings(store: &std::path::Path, settings: &envfile::NodeSettings) -> Vec<String> {
-    const VAR: &str = "KUBELET_PIVOT_DYNAMIC_CONFIG_DIR";
-    let mut warnings: Vec<String> = preflight::unused_store(store).into_iter().collect();
-    let node = PathBuf::from(settings.get(VAR).unwrap_or(cli::DEFAULT_DYNAMIC_CONFIG_DIR));
-    let same = match (std::fs::canonicalize(store), std::fs::canonicalize(&node)) {
-        (Ok(a), Ok(b)) => a == b,
-        // The node's store does not exist: no supervisor of the node runs.
-        (_, Err(_)) => true,
-        (Err(_), Ok(_)) => false,
-    };
-    if !same {
-        warnings.push(format!(
-            "{} is not the node's checkpoint store {} ({}): the node's supervisor does not read it",
-            store.display(),
-            node.display(),
-            settings.describe(VAR)
-        ));
-    }
-    warnings
+    preflight::unused_store(store)
+        .into_iter()
+        .chain(settings.not_the_nodes_store(store))
+        .collect()
 }
