@@ -188,7 +188,7 @@ pub struct ControllerArgs {
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
     /// The leader Lease's name.
-    #[arg(long, default_value = "kubelet-pivot-rollout-controller")]
+    #[arg(long, default_value = super::super::controller_defaults::LEASE_NAME)]
     pub lease_name: String,
     /// How long a Lease not renewed keeps other replicas waiting.
     #[arg(long, default_value = "15s", value_parser = duration, value_name = "DURATION")]

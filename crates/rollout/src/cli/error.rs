@@ -80,6 +80,9 @@ pub enum CliError {
     /// `rollout start` refused before any change.
     #[error(transparent)]
     Precheck(#[from] super::precheck::PrecheckError),
+    /// `rollout start` refused: the controller would misread the spec.
+    #[error(transparent)]
+    OlderController(#[from] super::skew::OlderController),
     #[error(transparent)]
     Crd(#[from] CrdError),
     #[error("cannot render the CRD: {0}")]

@@ -15,6 +15,7 @@ mod error;
 pub mod precheck;
 mod render;
 pub mod selector;
+mod skew;
 mod start;
 mod stop;
 mod watch;

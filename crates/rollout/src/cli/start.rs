@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::args::StartArgs;
 use super::error::{CliError, FlagError};
-use super::{dryrun, precheck, selector};
+use super::{dryrun, precheck, selector, skew};
 use crate::plan::settings::Settings;
 use kp_contract::node_config::parse_annotation;
 use kp_contract::rollout::{ConfigMapKey, IntOrPercent, KubeletConfigRollout, RolloutSpec};
@@ -172,7 +172,10 @@ pub async fn start(client: &Client, a: &StartArgs) -> Result<Started, CliError> 
     }
     let spec: RolloutSpec = serde_json::from_value(spec_json).map_err(CliError::InvalidSpec)?;
     Settings::of(&spec).map_err(CliError::InvalidSettings)?;
-    let checked = precheck::check(client, &spec.config, &spec.selector(), a.force).await?;
+    let mut checked = precheck::check(client, &spec.config, &spec.selector(), a.force).await?;
+    checked
+        .warnings
+        .extend(skew::check(client, &spec, a.force).await?);
     for warning in &checked.warnings {
         eprintln!("warning: {warning}");
     }
