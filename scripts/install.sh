@@ -34,6 +34,7 @@ Usage: scripts/install.sh [OPTIONS]
 Installs kubelet-pivot:
   PREFIX/bin/kubelet-pivot                         the binary (0755), without its debug info
   PREFIX/bin/kubectl-pivot                         symlink to kubelet-pivot: the kubectl plugin
+  PREFIX/bin/kubectl_complete-pivot                symlink to kubelet-pivot: `kubectl pivot <TAB>`
   UNITDIR/kubelet-pivot.service                    the systemd unit, paths rewritten for PREFIX
                                                    (UNITDIR: /usr/lib/systemd/system for --prefix /usr,
                                                    /etc/systemd/system otherwise)
@@ -178,6 +179,8 @@ fi
 bin_path=$prefix/bin/kubelet-pivot
 # The same binary as a kubectl plugin: `kubectl pivot rollout ...`.
 plugin_path=$(dirname "$bin_path")/kubectl-pivot
+# kubectl (1.26+) completes `kubectl pivot <TAB>` by running kubectl_complete-pivot.
+plugin_complete_path=$(dirname "$bin_path")/kubectl_complete-pivot
 if [ "$prefix" = /usr ]; then
     unit_dir=/usr/lib/systemd/system
 else
@@ -314,7 +317,7 @@ do_uninstall() {
         done <"$manifest"
     else
         say "no install manifest at $manifest: removing the default file set"
-        targets=("$bin_path" "$plugin_path" "$unit_path" "$doc_path" "$bash_completion" "$zsh_completion" "$fish_completion" "$debug_path")
+        targets=("$bin_path" "$plugin_path" "$plugin_complete_path" "$unit_path" "$doc_path" "$bash_completion" "$zsh_completion" "$fish_completion" "$debug_path")
         local link
         for link in "$destdir$debug_root"/.build-id/*/*.debug; do
             if [ -L "$link" ] && [ "$(readlink -f "$link")" = "$(readlink -f "$destdir$debug_path")" ]; then
@@ -520,6 +523,8 @@ record "$unit_path"
 # `kubectl pivot` when run by that name).
 install_link "$(basename "$bin_path")" "$plugin_path"
 record "$plugin_path"
+install_link "$(basename "$bin_path")" "$plugin_complete_path"
+record "$plugin_complete_path"
 
 if [ "$debug_symbols" = 1 ] && [ -n "$debug_file" ]; then
     install_file "$debug_file" "$debug_path" 0644

@@ -9,6 +9,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub use kp_node::pivot::lock::DEFAULT_LOCK_FILE;
 pub use kp_runtime::logging::LogFormat;
 pub const DEFAULT_DYNAMIC_CONFIG_DIR: &str = "/var/lib/kubelet-pivot";
+/// What `status --help` and `checkpoint --help` say about the node's
+/// settings file (read by `envfile`).
+pub const SETTINGS_HELP: &str = "Defaults come from the node's settings: the KUBELET_PIVOT_* variables of /etc/default/kubelet-pivot (the systemd unit's EnvironmentFile) when it exists, so this command reads the lock file and store the node's supervisor uses; KUBELET_PIVOT_ENV_FILE names another file (empty: none). A flag wins over the environment, the environment over the file. `--help` shows the defaults in effect.";
 
 #[derive(Debug, Parser)]
 #[command(name = "kubelet-pivot", version = kp_node::version::LONG_VERSION, about = "Decides which kubelet runs on this node: the host bootstrap or a self-hosted one from a DaemonSet", long_about = None)]
@@ -23,9 +26,11 @@ pub enum Command {
     Bootstrap(BootstrapArgs),
     /// DaemonSet entrypoint: contend for the lock with a generation; newer generations win.
     SelfHosted(SelfHostedArgs),
-    /// Show who holds the kubelet lock, the waiting claims and the config state. Exit 0 with a live holder, 3 without.
+    /// Show who holds the kubelet lock, the waiting claims and the config state. Exit 0 with a live holder, 3 without; 2 when the lock file or store does not exist, 5 when it needs root.
+    #[command(after_help = SETTINGS_HELP)]
     Status(StatusArgs),
-    /// Inspect and repair the dynamic-config checkpoint store (operator commands).
+    /// Inspect and repair the dynamic-config checkpoint store (operator commands). A store that does not exist is refused (exit 2), never created.
+    #[command(after_help = SETTINGS_HELP)]
     Checkpoint(CheckpointArgs),
     /// Print a shell completion script to stdout (e.g. `kubelet-pivot completions bash > /usr/share/bash-completion/completions/kubelet-pivot`). For `kubectl pivot <TAB>`, link the binary as `kubectl_complete-pivot` on PATH.
     Completions {
@@ -203,8 +208,8 @@ pub struct CommonArgs {
     /// How to notice contention (inotify falls back to poll by itself when inotify is unavailable).
     #[arg(long, env = "KUBELET_PIVOT_WATCH_MODE", value_enum, default_value_t = WatchModeArg::Inotify)]
     pub watch_mode: WatchModeArg,
-    /// Serve Prometheus metrics at http://ADDRESS/metrics (e.g. 127.0.0.1:9641). Off by default. An address in use is retried every 5 s (another supervisor of the node may still have it).
-    #[arg(long, env = "KUBELET_PIVOT_METRICS_ADDRESS", value_name = "ADDRESS")]
+    /// Serve Prometheus metrics at http://ADDRESS/metrics: IP:PORT, localhost:PORT (127.0.0.1) or :PORT for every interface (e.g. localhost:9641). Off by default. An address in use is retried every 5 s (another supervisor of the node may still have it).
+    #[arg(long, env = "KUBELET_PIVOT_METRICS_ADDRESS", value_name = "ADDRESS", value_parser = kp_rollout::cli::args::listen_address)]
     pub metrics_address: Option<std::net::SocketAddr>,
     /// Log format. Plain lines get a syslog priority prefix and no timestamp when stderr is the journal.
     #[arg(long, env = "KUBELET_PIVOT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]

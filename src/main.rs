@@ -7,6 +7,7 @@ use std::process::ExitCode;
 mod cli;
 mod completion;
 mod env_error;
+mod envfile;
 mod manpage;
 mod plugin_complete;
 mod stdout;
@@ -18,6 +19,7 @@ use kp_node::config::lifecycle::LocalConfig;
 use kp_node::config::operator;
 use kp_node::kubelet::child::KubeletCommand;
 use kp_node::kubelet::flags;
+use kp_node::observe::preflight::{self, EXIT_NEEDS_ROOT};
 use kp_node::observe::status::{self, EXIT_NO_HOLDER};
 use kp_node::pivot::lock;
 use kp_node::pivot::role::Rank;
@@ -258,21 +260,28 @@ fn main() -> ExitCode {
     } else {
         None
     };
-    let cli = parse_cli();
+    // The operator commands' defaults: the node's settings file.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let settings = match envfile::for_command_line(&args) {
+        Ok(s) => s,
+        Err(envfile::Unusable::Refused(refusal)) => return refuse(refusal),
+        Err(envfile::Unusable::Bad(err)) => return fail(EXIT_USAGE, err),
+    };
+    let cli = parse_cli(&settings);
     match cli.command {
         Command::Bootstrap(a) => supervise(Rank::BOOTSTRAP, a.common, early),
         Command::SelfHosted(a) => supervise(Rank::self_hosted(a.generation), a.common, early),
-        other => stdout::finish(other_command(other)),
+        other => stdout::finish(other_command(other, &settings)),
     }
 }
 
 /// Parses the command line; installed as `kubectl-pivot` (a kubectl plugin), the same
 /// commands answer to `kubectl pivot ...`. A bad value from a `KUBELET_PIVOT_*` variable
 /// is reported under the variable's name ([`env_error`]); exit 2 as clap's own refusals.
-fn parse_cli() -> Cli {
+fn parse_cli(settings: &envfile::NodeSettings) -> Cli {
     use clap::{CommandFactory, FromArgMatches};
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let mut command = Cli::command();
+    let mut command = settings.apply(Cli::command());
     if invoked_as_plugin() {
         command = command.bin_name("kubectl pivot").name("kubectl-pivot");
     }
@@ -368,23 +377,14 @@ fn cluster_command(command: Command) -> ExitCode {
 }
 
 /// The commands that are not supervisors.
-fn other_command(command: Command) -> ExitCode {
+fn other_command(command: Command, settings: &envfile::NodeSettings) -> ExitCode {
     match command {
         Command::Bootstrap(_) | Command::SelfHosted(_) => fail(
             EXIT_FAILURE,
             "internal error: supervisor command dispatched as a tool",
         ),
         command @ (Command::Rollout(_) | Command::RolloutController(_)) => cluster_command(command),
-        Command::Checkpoint(a) => {
-            match operator::run(
-                &a.dynamic_config_dir,
-                a.action.into(),
-                &mut stdout::stdout(),
-            ) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(err) => fail(EXIT_FAILURE, err),
-            }
-        }
+        Command::Checkpoint(a) => checkpoint(a, settings),
         Command::Config(cli::ConfigArgs {
             action: cli::ConfigAction::Check(a),
         }) => match kp_rollout::cli::configcheck::run(&a, &mut stdout::stdout()) {
@@ -422,23 +422,75 @@ fn other_command(command: Command) -> ExitCode {
                 Err(err) => fail(EXIT_FAILURE, format!("cannot write the man page: {err}")),
             }
         }
-        Command::Status(a) => {
-            let state = StateDir::at(&a.paths.state_dir());
-            let report = status::report(&a.paths.lock_file, &state, &a.paths.dynamic_config_dir);
-            let printed = match a.output {
-                OutputFormat::Json => serde_json::to_string_pretty(&report)
-                    .map_err(std::io::Error::other)
-                    .and_then(|s| writeln!(stdout::stdout(), "{s}")),
-                OutputFormat::Table => status::write_table(&report, &mut stdout::stdout()),
-            };
-            if let Err(err) = printed {
-                return fail(EXIT_FAILURE, format!("cannot print status: {err}"));
-            }
-            if report.has_live_holder() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(EXIT_NO_HOLDER as u8)
-            }
-        }
+        Command::Status(a) => status(&a),
     }
+}
+
+/// A refusal of an operator command before it starts: exit 2 for a path
+/// that does not exist, its own code when it needs root.
+fn refuse(refusal: preflight::Refusal) -> ExitCode {
+    let code = if refusal.needs_root() {
+        EXIT_NEEDS_ROOT as u8
+    } else {
+        EXIT_USAGE
+    };
+    fail(code, refusal)
+}
+
+/// `kubelet-pivot status`.
+fn status(a: &cli::StatusArgs) -> ExitCode {
+    let state_dir = a.paths.state_dir();
+    if let Err(refusal) =
+        preflight::for_status(&a.paths.lock_file, &state_dir, &a.paths.dynamic_config_dir)
+    {
+        return refuse(refusal);
+    }
+    let state = StateDir::at(&state_dir);
+    let report = status::report(&a.paths.lock_file, &state, &a.paths.dynamic_config_dir);
+    let printed = match a.output {
+        OutputFormat::Json => serde_json::to_string_pretty(&report)
+            .map_err(std::io::Error::other)
+            .and_then(|s| writeln!(stdout::stdout(), "{s}")),
+        OutputFormat::Table => status::write_table(&report, &mut stdout::stdout()),
+    };
+    if let Err(err) = printed {
+        return fail(EXIT_FAILURE, format!("cannot print status: {err}"));
+    }
+    if report.has_live_holder() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_NO_HOLDER as u8)
+    }
+}
+
+/// `kubelet-pivot checkpoint ...`: refuses a store that does not exist; an
+/// assignment to a store no supervisor uses is made, with a warning (a
+/// supervisor may start later).
+fn checkpoint(a: cli::CheckpointArgs, settings: &envfile::NodeSettings) -> ExitCode {
+    let store = a.dynamic_config_dir;
+    if let Err(refusal) = preflight::for_checkpoint(&store) {
+        return refuse(refusal);
+    }
+    let warnings = match a.action {
+        cli::CheckpointAction::Assign { .. } => unused_store_warnings(&store, settings),
+        _ => Vec::new(),
+    };
+    match operator::run(&store, a.action.into(), &mut stdout::stdout()) {
+        Ok(()) => {
+            for warning in warnings {
+                eprintln!("{}: warning: {warning}", program_name());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(err) => fail(EXIT_FAILURE, err),
+    }
+}
+
+/// Why `store` may be read by no supervisor: none has started a kubelet
+/// with it, or it is not the node's store.
+fn unused_store_warnings(store: &std::path::Path, settings: &envfile::NodeSettings) -> Vec<String> {
+    preflight::unused_store(store)
+        .into_iter()
+        .chain(settings.not_the_nodes_store(store))
+        .collect()
 }

@@ -29,6 +29,8 @@ const USAGE: Exit = Exit {
 
 const NO_HOLDER: u8 = 3;
 const _: () = assert!(NO_HOLDER as i32 == kp_node::observe::status::EXIT_NO_HOLDER);
+const NEEDS_ROOT: u8 = 5;
+const _: () = assert!(NEEDS_ROOT as i32 == kp_node::observe::preflight::EXIT_NEEDS_ROOT);
 
 const LOCK_FILE: File = File {
     path: "/var/run/lock/kubelet.lock",
@@ -52,7 +54,7 @@ const STATE_OTHERS: File = File {
 };
 const DEFAULTS: File = File {
     path: "/etc/default/kubelet\\-pivot",
-    what: "The systemd unit's EnvironmentFile: KUBELET_PIVOT_* variables and KUBELET_ARGS.",
+    what: "The systemd unit's EnvironmentFile: KUBELET_PIVOT_* variables and KUBELET_ARGS. status and checkpoint take their defaults from its KUBELET_PIVOT_* variables (KUBELET_PIVOT_ENV_FILE names another file, empty: none); the supervisors get them from systemd and do not read it.",
 };
 const KUBELET_ROOT: File = File {
     path: "/var/lib/kubelet",
@@ -100,6 +102,7 @@ const MAIN: Facts = Facts {
         Exit { code: crate::EXIT_USAGE, meaning: "Bad input found before start (see \\%kubelet\\-pivot\\-bootstrap(1)), bad flags." },
         Exit { code: NO_HOLDER, meaning: "status: no live holder. Other commands have codes of their own: see their pages." },
         Exit { code: crate::EXIT_LOCK_MISMATCH, meaning: "A supervisor refused its lock file (see \\%kubelet\\-pivot\\-bootstrap(1))." },
+        Exit { code: NEEDS_ROOT, meaning: "status, checkpoint: the node's state cannot be read without root (run it with sudo)." },
     ],
     files: SUPERVISOR.files,
 };
@@ -114,22 +117,24 @@ const STATUS: Facts = Facts {
             code: crate::EXIT_FAILURE,
             meaning: "The status cannot be printed.",
         },
-        USAGE,
+        Exit { code: crate::EXIT_USAGE, meaning: "The lock file or the checkpoint store does not exist (the path is printed), the settings file is bad, or bad flags." },
         Exit {
             code: NO_HOLDER,
             meaning: "No live holder.",
         },
+        Exit { code: NEEDS_ROOT, meaning: "Not root: the state directory or the store cannot be read (run it with sudo)." },
     ],
-    files: &[LOCK_FILE, HOLDER, CLAIMS, STATE_OTHERS, STORE],
+    files: &[LOCK_FILE, HOLDER, CLAIMS, STATE_OTHERS, STORE, DEFAULTS],
 };
 
 const CHECKPOINT: Facts = Facts {
     exits: &[
         Exit { code: 0, meaning: "Done." },
         Exit { code: crate::EXIT_FAILURE, meaning: "The command failed (the store cannot be read or written, an unknown UID, a payload that does not validate without \\-\\-force)." },
-        USAGE,
+        Exit { code: crate::EXIT_USAGE, meaning: "The checkpoint store does not exist (it is never created here; the path is printed), the settings file is bad, or bad flags." },
+        Exit { code: NEEDS_ROOT, meaning: "Not root: the store cannot be read (run it with sudo)." },
     ],
-    files: &[STORE],
+    files: &[STORE, DEFAULTS],
 };
 
 const COMPLETIONS: Facts = Facts {

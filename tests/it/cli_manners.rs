@@ -37,6 +37,7 @@ fn help(sub: &str) -> String {
         .args(sub.split_whitespace())
         .arg("--help")
         .env_remove("KUBECONFIG")
+        .env("KUBELET_PIVOT_ENV_FILE", "")
         .output()
         .expect("kubelet-pivot --help");
     assert!(out.status.success(), "{sub} --help: {out:?}");

@@ -438,6 +438,13 @@ fn corrupt_and_symlinked_store_files_are_clear_errors() {
     assign(&scene, &file, &[]);
     let assigned = scene.config_dir().join("meta/assigned");
     std::fs::write(&assigned, b"{\"namespace\": \"x\", trunc").unwrap();
+    // No supervisor ran yet: the lock file one leaves (`status` refuses a missing one).
+    std::fs::write(scene.lock(), b"").unwrap();
+    std::fs::set_permissions(
+        scene.lock(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
     let st = status_json(&scene);
     let warnings = st["lock"]["warnings"].to_string();
     assert!(

@@ -154,6 +154,11 @@ impl Root {
         self.at(&format!("{}/bin/kubectl-pivot", self.prefix))
     }
 
+    /// What kubectl runs to complete `kubectl pivot <TAB>`: the same binary.
+    fn plugin_complete(&self) -> PathBuf {
+        self.at(&format!("{}/bin/kubectl_complete-pivot", self.prefix))
+    }
+
     fn unit(&self) -> PathBuf {
         if self.prefix == "/usr" {
             self.at("usr/lib/systemd/system/kubelet-pivot.service")
@@ -287,6 +292,7 @@ fn expected_files(root: &Root) -> Vec<String> {
     let mut files = vec![
         rel(root.bin()),
         rel(root.plugin()),
+        rel(root.plugin_complete()),
         rel(root.unit()),
         CONFIG.to_owned(),
         rel(root.manifest()),
@@ -446,8 +452,25 @@ fn fresh_install_lays_out_the_files_with_their_modes() {
         "{}",
         text(&help)
     );
+    // kubectl's plugin completion runs kubectl_complete-pivot: a link that answers for
+    // `kubectl pivot ro<TAB>`.
+    assert_eq!(
+        fs::read_link(root.plugin_complete()).expect("kubectl_complete-pivot is a symlink"),
+        PathBuf::from("kubelet-pivot")
+    );
+    let mut complete = Command::new(root.plugin_complete());
+    complete.args(["ro"]);
+    let answer = run(complete);
+    assert!(answer.status.success(), "{}", text(&answer));
+    assert!(
+        String::from_utf8_lossy(&answer.stdout)
+            .lines()
+            .any(|l| l.starts_with("rollout")),
+        "{}",
+        text(&answer)
+    );
     for file in root.files() {
-        if root.at(&file) != root.bin() && root.at(&file) != root.plugin() {
+        if ![root.bin(), root.plugin(), root.plugin_complete()].contains(&root.at(&file)) {
             assert_eq!(mode(&root.at(&file)), 0o644, "{file}");
         }
     }

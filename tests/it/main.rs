@@ -40,6 +40,7 @@ mod manifests;
 mod metrics;
 mod namespaces;
 mod node_lifecycle;
+mod node_settings;
 mod pipes;
 mod pivot_protocol;
 mod rollout;

@@ -59,6 +59,11 @@ fn node(dir: &Path) -> String {
     .expect("payload");
     // `man --out-dir` writes here (creating a missing one is item 3's).
     std::fs::create_dir(dir.join("man")).expect("man dir");
+    // What a supervisor leaves: `status` and `checkpoint` create neither.
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(dir.join("dyn"))
+        .expect("store dir");
+    std::fs::write(dir.join("kubelet.lock"), b"").expect("lock file");
     let out = pivot(dir)
         .args(["checkpoint", "--dynamic-config-dir"])
         .arg(dir.join("dyn"))
@@ -80,6 +85,7 @@ fn pivot(dir: &Path) -> Command {
     let mut cmd = Command::new(pivot_bin());
     cmd.env("KUBELET_PIVOT_LOCK_FILE", dir.join("kubelet.lock"))
         .env("KUBELET_PIVOT_DYNAMIC_CONFIG_DIR", dir.join("dyn"))
+        .env("KUBELET_PIVOT_ENV_FILE", "")
         .env_remove("KUBECONFIG")
         .env_remove("NOTIFY_SOCKET")
         .stdin(Stdio::null())

@@ -122,8 +122,8 @@ pub struct StartArgs {
     /// The config: NAMESPACE/NAME[:KEY] of a ConfigMap.
     #[arg(long)]
     pub config: String,
-    /// Target nodes by label, e.g. `node-role=worker,pool=a` (default: every node).
-    #[arg(long, short = 'l', value_name = "KEY=VALUE,...")]
+    /// Target nodes by label, as `kubectl get nodes -l` takes it: `pool=a`, `pool!=a`, `zone in (z1,z2)`, `zone notin (z3)`, `gpu`, `!spot`, comma-separated, all must hold (default: every node). On an existing rollout it replaces the old selector.
+    #[arg(long, short = 'l', value_name = "SELECTOR")]
     pub selector: Option<String>,
     /// Canary nodes, rolled first (0: none).
     #[arg(long, allow_negative_numbers = true, value_parser = count)]
@@ -188,7 +188,7 @@ pub struct ControllerArgs {
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
     /// The leader Lease's name.
-    #[arg(long, default_value = "kubelet-pivot-rollout-controller")]
+    #[arg(long, default_value = super::super::controller_defaults::LEASE_NAME)]
     pub lease_name: String,
     /// How long a Lease not renewed keeps other replicas waiting.
     #[arg(long, default_value = "15s", value_parser = duration, value_name = "DURATION")]
@@ -205,8 +205,8 @@ pub struct ControllerArgs {
     /// Coalesce changes for this long before reconciling.
     #[arg(long, default_value = "200ms", value_parser = duration, value_name = "DURATION")]
     pub debounce: Duration,
-    /// Serve Prometheus metrics at http://ADDRESS/metrics, and the probes /healthz and /readyz, on every replica (e.g. 0.0.0.0:9642). Off by default.
-    #[arg(long, env = "KUBELET_PIVOT_METRICS_ADDRESS", value_name = "ADDRESS")]
+    /// Serve Prometheus metrics at http://ADDRESS/metrics, and the probes /healthz and /readyz, on every replica: IP:PORT, localhost:PORT or :PORT for every interface (e.g. :9642). Off by default.
+    #[arg(long, env = "KUBELET_PIVOT_METRICS_ADDRESS", value_name = "ADDRESS", value_parser = listen_address)]
     pub metrics_address: Option<std::net::SocketAddr>,
     /// Log format.
     #[arg(long, env = "KUBELET_PIVOT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
@@ -222,6 +222,36 @@ pub fn duration(text: &str) -> Result<Duration, String> {
         }
         err => format!("{err}; write a duration with its unit, as 30s, 10m, 1m30s or 500ms"),
     })
+}
+
+/// A listen address for the metrics server: `IP:PORT`, `[IPv6]:PORT`, `localhost:PORT`
+/// (the IPv4 loopback, as the kubelet's own `localhost` defaults bind) or `:PORT` (every
+/// interface, as Go writes it). Other host names are refused, not resolved: a daemon
+/// starting at boot may have no DNS yet, and a name that resolves elsewhere later would
+/// move the port without a word.
+pub fn listen_address(text: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(format!(
+            "{text:?} has no port; write HOST:PORT, as 127.0.0.1:9641, localhost:9641, [::1]:9641 or :9641"
+        ));
+    };
+    let port: u16 = port.parse().map_err(|_| {
+        format!("{port:?} is not a port (0 to 65535); write HOST:PORT, as 127.0.0.1:9641")
+    })?;
+    let ip = match host {
+        "" => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        h if h.eq_ignore_ascii_case("localhost") => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        h => {
+            return Err(format!(
+                "{h:?} is not an IP address; give one (127.0.0.1, 0.0.0.0, [::1]) or localhost: other host names are not resolved"
+            ))
+        }
+    };
+    Ok(SocketAddr::new(ip, port))
 }
 
 /// A count of nodes: a whole number from 0 to 4294967295. A negative number is taken as
@@ -253,5 +283,27 @@ mod tests {
         assert!(!err.contains("sec"), "{err}");
         let err = duration("5nights").expect_err("unknown unit");
         assert!(err.contains("30s, 10m, 1m30s or 500ms"), "{err}");
+    }
+
+    #[test]
+    fn listen_addresses_take_localhost_and_a_bare_port_but_resolve_no_other_name() {
+        let ok = |t: &str| listen_address(t).expect(t).to_string();
+        assert_eq!(ok("127.0.0.1:9641"), "127.0.0.1:9641");
+        assert_eq!(ok("localhost:9641"), "127.0.0.1:9641");
+        assert_eq!(ok("LOCALHOST:9641"), "127.0.0.1:9641");
+        assert_eq!(ok(":9641"), "0.0.0.0:9641");
+        assert_eq!(ok("[::1]:9641"), "[::1]:9641");
+        for (bad, want) in [
+            ("localhost", "has no port"),
+            ("localhost:http", "is not a port"),
+            ("localhost:70000", "is not a port"),
+            (
+                "metrics.example.com:9641",
+                "other host names are not resolved",
+            ),
+        ] {
+            let err = listen_address(bad).expect_err(bad);
+            assert!(err.contains(want), "{bad}: {err}");
+        }
     }
 }

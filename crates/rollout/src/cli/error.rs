@@ -40,8 +40,12 @@ pub enum FlagError {
     Negative { flag: &'static str, text: String },
     #[error("--{flag} needs a count of nodes or a percentage like 10%, not {text:?}")]
     NotACount { flag: &'static str, text: String },
-    #[error("--selector: {0:?} is not KEY=VALUE")]
-    Selector(String),
+    #[error("--selector {text:?}: {source}")]
+    Selector {
+        text: String,
+        #[source]
+        source: super::selector::SelectorError,
+    },
     #[error("--window {0:?}: expected \"[DAYS ]HH:MM DURATION\", e.g. \"Sat,Sun 22:00 4h\"")]
     Window(String),
     /// `--config` is not `NAMESPACE/NAME[:KEY]` (the parser says why).
@@ -77,6 +81,9 @@ pub enum CliError {
     /// `rollout start` refused before any change.
     #[error(transparent)]
     Precheck(#[from] super::precheck::PrecheckError),
+    /// `rollout start` refused: the controller would misread the spec.
+    #[error(transparent)]
+    OlderController(#[from] super::skew::OlderController),
     #[error(transparent)]
     Crd(#[from] CrdError),
     #[error("cannot render the CRD: {0}")]

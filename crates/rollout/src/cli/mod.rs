@@ -14,6 +14,8 @@ pub mod dryrun;
 mod error;
 pub mod precheck;
 mod render;
+pub mod selector;
+mod skew;
 mod start;
 mod stop;
 mod watch;

@@ -11,7 +11,7 @@ use kube::Client;
 
 use crate::nodeview::NodeView;
 use kp_contract::node_config::excerpt;
-use kp_contract::rollout::ConfigMapKey;
+use kp_contract::rollout::{ConfigMapKey, NodeSelector};
 use kp_kubelet_config::{ConfigError, KubeletConfig};
 
 /// Why a ConfigMap's payload is not a config the node would run.
@@ -132,16 +132,12 @@ fn names<'a>(keys: impl Iterator<Item = &'a str>) -> String {
     }
 }
 
-/// `pool=a,zone=z1`, or `(none: every node)`.
-pub fn selector_text(selector: &BTreeMap<String, String>) -> String {
+/// `pool=a,zone in (z1,z2)`, or `(none: every node)`.
+pub fn selector_text(selector: &NodeSelector) -> String {
     if selector.is_empty() {
         return "(none: every node)".to_string();
     }
-    selector
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
+    selector.to_string()
 }
 
 /// The warning for a ConfigMap that is not immutable, if it is not.
@@ -160,7 +156,7 @@ pub fn mutable_warning(cm: &ConfigMap, key: &ConfigMapKey) -> Option<String> {
 pub async fn check(
     client: &Client,
     key: &ConfigMapKey,
-    selector: &BTreeMap<String, String>,
+    selector: &NodeSelector,
     force: bool,
 ) -> Result<Checked, PrecheckError> {
     let mut warnings = Vec::new();
@@ -232,12 +228,12 @@ pub async fn check(
 /// label first).
 async fn matching_nodes(
     client: &Client,
-    selector: &BTreeMap<String, String>,
+    selector: &NodeSelector,
 ) -> Result<Vec<Node>, PrecheckError> {
     let api: Api<Node> = Api::all(client.clone());
     let mut params = ListParams::default();
     if !selector.is_empty() {
-        params = params.labels(&selector_text(selector));
+        params = params.labels(&selector.to_string());
     }
     let list = api
         .list(&params)
@@ -336,9 +332,12 @@ mod tests {
         );
         assert!(mutable_warning(&cm(&[], Some(false)), &key).is_some());
         assert!(mutable_warning(&cm(&[], Some(true)), &key).is_none());
-        let sel = BTreeMap::from([("pool".to_string(), "a".to_string())]);
-        assert_eq!(selector_text(&sel), "pool=a");
-        assert_eq!(selector_text(&BTreeMap::new()), "(none: every node)");
+        let sel = super::super::selector::parse("pool=a,zone notin (z9)").unwrap();
+        assert_eq!(selector_text(&sel), "pool=a,zone notin (z9)");
+        assert_eq!(
+            selector_text(&NodeSelector::default()),
+            "(none: every node)"
+        );
         let many: Vec<String> = (0..12).map(|i| format!("k{i}")).collect();
         assert!(names(many.iter().map(String::as_str)).ends_with(", +2 more"));
     }
