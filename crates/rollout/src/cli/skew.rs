@@ -40,8 +40,9 @@ pub async fn check(
         Ok(lease) => lease,
         Err(err) => {
             return Ok(vec![format!(
-                "cannot read the rollout controller's lease {NAMESPACE}/{LEASE_NAME} ({err}): make \
-                 sure the controller is of this release; an earlier one ignores set-based selectors"
+                "cannot read the rollout controller's lease {NAMESPACE}/{LEASE_NAME} ({}): make \
+                 sure the controller is of this release; an earlier one ignores set-based selectors",
+                kp_runtime::api_error::shown(&err)
             )])
         }
     };
