@@ -301,3 +301,22 @@ fn run_as_the_plugin_errors_say_kubectl_pivot() {
         "{text}"
     );
 }
+
+/// A kubeconfig that cannot be read is named once, with the system's reason (not kube's
+/// Debug-quoted copy of the path).
+#[test]
+fn a_kubeconfig_that_cannot_be_read_is_named_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("nope.kubeconfig");
+    let out = rollout(&pivot_bin(), &missing, &["pause", "r1"]);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert_eq!(
+        text.trim_end(),
+        format!(
+            "kubelet-pivot: error: cannot read --kubeconfig {}: No such file or directory (os error 2)",
+            missing.display()
+        )
+    );
+    assert_no_debug(&text);
+}

@@ -996,6 +996,8 @@ fn assign_payload(cm: &Value) -> Result<(), String> {
         )
         .expect("write key");
     }
+    // checkpoint refuses a store that does not exist (issue 34): make it, as a supervisor would.
+    fs::create_dir(dir.path().join("store")).expect("mkdir store");
     let mut cmd = Command::new(pivot_bin());
     cmd.arg("checkpoint")
         .arg("--dynamic-config-dir")
@@ -1003,7 +1005,8 @@ fn assign_payload(cm: &Value) -> Result<(), String> {
         .arg("assign")
         .arg(&payload)
         .args(["--key", "kubelet"])
-        .env_clear();
+        .env_clear()
+        .env("KUBELET_PIVOT_ENV_FILE", "");
     accepts(cmd, "kubelet-pivot checkpoint assign")
 }
 

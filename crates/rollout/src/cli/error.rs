@@ -11,7 +11,7 @@ use kp_runtime::api_error::{ApiError, Unreachable};
 /// No API client could be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot read --kubeconfig {}: {source}", .path.display())]
+    #[error("cannot read --kubeconfig {}: {}", .path.display(), kubeconfig_reason(.source))]
     ReadKubeconfig {
         path: PathBuf,
         #[source]
@@ -31,6 +31,15 @@ pub enum ClientError {
     NoConfig(#[source] KubeconfigError),
     #[error("cannot build the API client: {}", kp_runtime::api_error::shown(.0))]
     Build(#[source] kube::Error),
+}
+
+/// Why a kubeconfig file could not be read, without kube's Debug-quoted copy of the
+/// path the message already names (`failed to read kubeconfig from '"/x"'`).
+fn kubeconfig_reason(err: &KubeconfigError) -> String {
+    match err {
+        KubeconfigError::ReadConfig(io, _) => io.to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// A flag of `rollout start` that cannot be used (found before any request).
