@@ -10,8 +10,9 @@
 #         unit's ExecReload=), strace, kubectl (Debian: kubernetes-client),
 #         git (the skew test's baseline build), binutils (objcopy, readelf:
 #         install.sh strips the binary), promtool (Debian: prometheus; the
-#         alert rules' checks and unit tests), and kubernetes-validate 1.37.0
-#         (PyPI)
+#         alert rules' checks and unit tests), zsh, fish and bash-completion
+#         (the completion scripts driven in the real shells), man-db (man -l renders every
+#         man page), and kubernetes-validate 1.37.0 (PyPI)
 #   demo  python3 and kubectl
 #   ci    test, plus the rustfmt and clippy components of rustup
 #
@@ -90,6 +91,13 @@ if want test; then
     have readelf || need_package binutils "readelf"
     # promtool check rules / test rules of manifests/optional (tests/it/alerts.rs).
     have promtool || need_package prometheus "promtool"
+    # The completion scripts, driven in the real shells (src/completion.rs), and
+    # every man page rendered (src/manpage/tests.rs).
+    have zsh || need_package zsh "zsh"
+    have fish || need_package fish "fish"
+    have man || need_package man-db "man"
+    # kubectl's bash completion needs bash-completion's functions (tests/it/kubectl_completion.rs).
+    [ -f /usr/share/bash-completion/bash_completion ] || need_package bash-completion "/usr/share/bash-completion/bash_completion"
 fi
 
 # kubernetes-validate (PyPI): API schemas for tests/it/manifests.rs.

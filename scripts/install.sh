@@ -7,8 +7,10 @@
 # installs where gdb looks for it).
 # `scripts/install.sh --help` for usage; docs/operator-guide.md ("Install on a node").
 #
-# The init config is a conffile: a copy the operator changed is never
-# overwritten without --force (which keeps a .bak), and --uninstall keeps it.
+# The init config is a conffile, as dpkg treats one: a copy the operator
+# changed is never overwritten without --force (which keeps a .bak),
+# --uninstall keeps it, and a re-install keeps it. A debug build is installed
+# only with --allow-debug; kubectl-pivot is a symlink to the binary.
 # Re-running with the same inputs changes nothing. Every file is written to a
 # temp file in its directory and renamed into place.
 set -Eeuo pipefail
@@ -31,7 +33,8 @@ Usage: scripts/install.sh [OPTIONS]
 
 Installs kubelet-pivot:
   PREFIX/bin/kubelet-pivot                         the binary (0755), without its debug info
-  PREFIX/bin/kubectl-pivot                         the same binary as a kubectl plugin (0755)
+  PREFIX/bin/kubectl-pivot                         symlink to kubelet-pivot: the kubectl plugin
+  PREFIX/bin/kubectl_complete-pivot                symlink to kubelet-pivot: `kubectl pivot <TAB>`
   UNITDIR/kubelet-pivot.service                    the systemd unit, paths rewritten for PREFIX
                                                    (UNITDIR: /usr/lib/systemd/system for --prefix /usr,
                                                    /etc/systemd/system otherwise)
@@ -49,11 +52,17 @@ every path below DESTDIR when that is set.
 Options:
   --prefix DIR     installation prefix (default /usr/local)
   --destdir DIR    staging root, prepended to every path (default: $DESTDIR, else none)
-  --binary FILE    the kubelet-pivot binary (default: target/release/kubelet-pivot,
-                   else target/debug/kubelet-pivot of this checkout)
+  --binary FILE    the kubelet-pivot binary (default: target/release/kubelet-pivot
+                   of this checkout)
+  --allow-debug    install a debug build (a binary in a cargo 'debug' directory, e.g.
+                   target/debug/kubelet-pivot, the default when there is no release
+                   build): unoptimised, for development only; refused (exit 2) without it
   --config FILE    init config to install (default: systemd/kubelet-pivot.default)
   --force          replace the init config even if it was changed locally (the
                    changed file is kept as /etc/default/kubelet-pivot.bak, or .bak.N)
+  --keep-config    keep the init config changed locally even though the config to
+                   install changed too (dpkg's --force-confold); later runs keep it
+                   quietly until the config to install changes again
   --debug-symbols  also install the binary's debug info, split off the binary, as
                    /usr/lib/debug/PREFIX/bin/kubelet-pivot.debug and by build ID in
                    /usr/lib/debug/.build-id/ (gdb and Rust's backtraces find it
@@ -73,9 +82,11 @@ as it is. Without objcopy or readelf
 the binary is installed as it is, debug info and all, with a warning
 (--debug-symbols then fails with exit 2).
 
-The init config is a conffile: one changed locally is kept as long as the
-config to install is the one installed last time; if both changed, install.sh
-refuses (exit 3) unless --force. The unit is overwritten: customise it with
+The init config is a conffile, as dpkg treats one: one changed locally is kept
+as long as the config to install is the one installed last time; if both
+changed, install.sh refuses (exit 3) unless --force or --keep-config. One that
+no install on record wrote (kept by --uninstall, or written by other means) is
+the operator's and is kept, with a note naming the config to compare it with. The unit is overwritten: customise it with
 drop-ins (systemctl edit kubelet-pivot). Uninstall with the same --prefix and
 --destdir as the install. Without DESTDIR and with systemd running,
 `systemctl daemon-reload` follows a change of the unit (and uninstall disables
@@ -86,8 +97,9 @@ enabled and not masked: the unit conflicts with it (docs/operator-guide.md,
 "Moving a kubeadm node over").
 
 Exit status: 0 done (also when nothing changed), 1 an install step failed,
-2 bad usage or a missing input file (or tool), 3 refused: the init config was changed
-locally and the new one differs too (re-run with --force to replace it).
+2 bad usage, a missing input file (or tool), or a debug build without --allow-debug,
+3 refused: the init config was changed locally and the new one differs too
+(re-run with --keep-config to keep yours, or --force to replace it).
 EOF
 }
 
@@ -110,6 +122,8 @@ destdir=${DESTDIR:-}
 binary=
 config=
 force=0
+keep_config=0
+allow_debug=0
 enable=0
 uninstall=0
 debug_symbols=0
@@ -133,6 +147,8 @@ while [ "$#" -gt 0 ]; do
     --config) need_value "$@"; config=$2; shift 2 ;;
     --config=*) config=${1#*=}; shift ;;
     --force) force=1; shift ;;
+    --keep-config) keep_config=1; shift ;;
+    --allow-debug) allow_debug=1; shift ;;
     --enable) enable=1; shift ;;
     --debug-symbols) debug_symbols=1; shift ;;
     --uninstall) uninstall=1; shift ;;
@@ -157,11 +173,14 @@ if [ -n "$destdir" ]; then
     esac
 fi
 [ "$uninstall" = 0 ] || [ "$enable" = 0 ] || die $EXIT_USAGE "--enable and --uninstall exclude each other"
+[ "$force" = 0 ] || [ "$keep_config" = 0 ] || die $EXIT_USAGE "--force and --keep-config exclude each other"
 
 # Target paths, as seen on the installed system (without DESTDIR).
 bin_path=$prefix/bin/kubelet-pivot
 # The same binary as a kubectl plugin: `kubectl pivot rollout ...`.
 plugin_path=$(dirname "$bin_path")/kubectl-pivot
+# kubectl (1.26+) completes `kubectl pivot <TAB>` by running kubectl_complete-pivot.
+plugin_complete_path=$(dirname "$bin_path")/kubectl_complete-pivot
 if [ "$prefix" = /usr ]; then
     unit_dir=/usr/lib/systemd/system
 else
@@ -298,7 +317,7 @@ do_uninstall() {
         done <"$manifest"
     else
         say "no install manifest at $manifest: removing the default file set"
-        targets=("$bin_path" "$plugin_path" "$unit_path" "$doc_path" "$bash_completion" "$zsh_completion" "$fish_completion" "$debug_path")
+        targets=("$bin_path" "$plugin_path" "$plugin_complete_path" "$unit_path" "$doc_path" "$bash_completion" "$zsh_completion" "$fish_completion" "$debug_path")
         local link
         for link in "$destdir$debug_root"/.build-id/*/*.debug; do
             if [ -L "$link" ] && [ "$(readlink -f "$link")" = "$(readlink -f "$destdir$debug_path")" ]; then
@@ -365,16 +384,23 @@ fi
 # ---- install: gather and check every input before writing anything ----
 
 if [ -z "$binary" ]; then
-    for candidate in "$repo_dir/target/release/kubelet-pivot" "$repo_dir/target/debug/kubelet-pivot"; do
-        if [ -f "$candidate" ]; then
-            binary=$candidate
-            break
-        fi
-    done
-    [ -n "$binary" ] || die $EXIT_USAGE "no binary at $repo_dir/target/{release,debug}/kubelet-pivot: run 'cargo build --release' or pass --binary FILE"
+    if [ -f "$repo_dir/target/release/kubelet-pivot" ]; then
+        binary=$repo_dir/target/release/kubelet-pivot
+    elif [ -f "$repo_dir/target/debug/kubelet-pivot" ] && [ "$allow_debug" = 1 ]; then
+        binary=$repo_dir/target/debug/kubelet-pivot
+    elif [ -f "$repo_dir/target/debug/kubelet-pivot" ]; then
+        die $EXIT_USAGE "no release build at $repo_dir/target/release/kubelet-pivot, only a debug build ($repo_dir/target/debug/kubelet-pivot, unoptimised): run 'cargo build --release', or pass --allow-debug to install the debug build"
+    else
+        die $EXIT_USAGE "no binary at $repo_dir/target/release/kubelet-pivot: run 'cargo build --release' or pass --binary FILE"
+    fi
 fi
 if [ ! -f "$binary" ] || [ ! -x "$binary" ]; then
     die $EXIT_USAGE "--binary $binary is not an executable file"
+fi
+# cargo writes the dev profile's builds to target/debug/ (target/TRIPLE/debug/
+# when cross-compiling): an unoptimised binary, for development only.
+if [ "$(basename "$(dirname "$(realpath "$binary")")")" = debug ] && [ "$allow_debug" = 0 ]; then
+    die $EXIT_USAGE "$binary is a debug build (unoptimised, $(($(stat -c %s "$binary") / 1048576)) MiB): install a release build ('cargo build --release'), or pass --allow-debug to install it anyway"
 fi
 config=${config:-$repo_dir/systemd/kubelet-pivot.default}
 [ -f "$config" ] || die $EXIT_USAGE "init config $config not found"
@@ -431,8 +457,13 @@ fi
 # there, new = the one to install, old = the one a previous install wrote:
 #   no file or cur = new   -> install / leave it
 #   cur = old              -> not changed locally: replace with new
+#   no old (no install on record: after --uninstall, or a file written by
+#   other means)           -> the operator's file: keep cur (--force replaces it)
 #   new = old              -> changed locally, nothing new shipped: keep cur
-#   otherwise              -> conflict: refuse, or with --force back cur up and replace it
+#   otherwise              -> conflict: refuse; --keep-config keeps cur,
+#                             --force backs cur up and replaces it
+# Whatever is kept, the manifest records new as old (dpkg does the same): a
+# later run keeps cur quietly until the config to install changes again.
 conf_dest=$destdir$config_path
 conf_action=install
 conf_backup=
@@ -445,15 +476,14 @@ if [ -e "$conf_dest" ] || [ -L "$conf_dest" ]; then
         conf_action=install
     elif [ "$force" = 1 ]; then
         conf_action=replace
+    elif [ -z "$old_sha" ]; then
+        conf_action=keep-yours
     elif [ "$new_sha" = "$old_sha" ]; then
         conf_action=keep
+    elif [ "$keep_config" = 1 ]; then
+        conf_action=keep-yours
     else
-        if [ -n "$old_sha" ]; then
-            why="it was changed since it was installed, and the config to install ($config) differs from both"
-        else
-            why="it was not installed by this script and differs from $config"
-        fi
-        die $EXIT_CONFLICT "refusing to overwrite $conf_dest: $why; merge your changes into $config, or re-run with --force to replace it (your file is then kept as a .bak copy beside it)"
+        die $EXIT_CONFLICT "refusing to overwrite $conf_dest: it was changed since it was installed, and the config to install ($config) changed too; compare them (diff -u $conf_dest $config), then re-run with --keep-config to keep yours, or with --force to replace it (yours is then kept as a .bak copy beside it)"
     fi
 fi
 
@@ -468,6 +498,9 @@ case $conf_action in
 install) install_file "$config" "$config_path" 0644 ;;
 keep)
     say "kept       $config_path (changed locally; the shipped config did not change; --force replaces it)"
+    ;;
+keep-yours)
+    say "kept       $config_path (yours; it differs from $config: diff -u $conf_dest $config shows what that one has; --force replaces yours)"
     ;;
 replace)
     conf_backup=$conf_dest.bak
@@ -486,8 +519,12 @@ manifest_entries=("$new_sha $config_path")
 record() { manifest_entries+=("$(sha256_of "$destdir$1") $1"); }
 record "$bin_path"
 record "$unit_path"
-install_file "$installed_binary" "$plugin_path" 0755
+# The plugin is a link to the binary beside it (kubelet-pivot answers as
+# `kubectl pivot` when run by that name).
+install_link "$(basename "$bin_path")" "$plugin_path"
 record "$plugin_path"
+install_link "$(basename "$bin_path")" "$plugin_complete_path"
+record "$plugin_complete_path"
 
 if [ "$debug_symbols" = 1 ] && [ -n "$debug_file" ]; then
     install_file "$debug_file" "$debug_path" 0644

@@ -9,6 +9,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub use kp_node::pivot::lock::DEFAULT_LOCK_FILE;
 pub use kp_runtime::logging::LogFormat;
 pub const DEFAULT_DYNAMIC_CONFIG_DIR: &str = "/var/lib/kubelet-pivot";
+/// What `status --help` and `checkpoint --help` say about the node's
+/// settings file (read by `envfile`).
+pub const SETTINGS_HELP: &str = "Defaults come from the node's settings: the KUBELET_PIVOT_* variables of /etc/default/kubelet-pivot (the systemd unit's EnvironmentFile) when it exists, so this command reads the lock file and store the node's supervisor uses; KUBELET_PIVOT_ENV_FILE names another file (empty: none). A flag wins over the environment, the environment over the file. `--help` shows the defaults in effect.";
 
 #[derive(Debug, Parser)]
 #[command(name = "kubelet-pivot", version = kp_node::version::LONG_VERSION, about = "Decides which kubelet runs on this node: the host bootstrap or a self-hosted one from a DaemonSet", long_about = None)]
@@ -23,17 +26,19 @@ pub enum Command {
     Bootstrap(BootstrapArgs),
     /// DaemonSet entrypoint: contend for the lock with a generation; newer generations win.
     SelfHosted(SelfHostedArgs),
-    /// Show who holds the kubelet lock, the waiting claims and the config state. Exit 0 with a live holder, 3 without.
+    /// Show who holds the kubelet lock, the waiting claims and the config state. Exit 0 with a live holder, 3 without; 2 when the lock file or store does not exist, 5 when it needs root.
+    #[command(after_help = SETTINGS_HELP)]
     Status(StatusArgs),
-    /// Inspect and repair the dynamic-config checkpoint store (operator commands).
+    /// Inspect and repair the dynamic-config checkpoint store (operator commands). A store that does not exist is refused (exit 2), never created.
+    #[command(after_help = SETTINGS_HELP)]
     Checkpoint(CheckpointArgs),
-    /// Print a shell completion script to stdout (e.g. `kubelet-pivot completions bash > /usr/share/bash-completion/completions/kubelet-pivot`).
+    /// Print a shell completion script to stdout (e.g. `kubelet-pivot completions bash > /usr/share/bash-completion/completions/kubelet-pivot`). For `kubectl pivot <TAB>`, link the binary as `kubectl_complete-pivot` on PATH.
     Completions {
         /// The shell to generate completions for.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff) to stdout (e.g. `kubelet-pivot man | man -l -`), or write all pages with --out-dir.
+    /// Print the man page (roff) to stdout (e.g. `kubelet-pivot man | man -l -`), or write a page per subcommand with --out-dir.
     Man(ManArgs),
     /// Check a KubeletConfiguration file as a node would, and what a change to it needs (for CI pipelines; no cluster).
     Config(ConfigArgs),
@@ -141,7 +146,7 @@ impl From<CheckpointAction> for kp_node::config::operator::CheckpointCommand {
 
 #[derive(Debug, Args)]
 pub struct ManArgs {
-    /// Write kubelet-pivot.1 and one page per subcommand (kubelet-pivot-bootstrap.1, ...) into this directory instead of printing the main page.
+    /// Write kubelet-pivot.1 and one page per subcommand, nested ones included (kubelet-pivot-bootstrap.1, kubelet-pivot-rollout-start.1, ...), into this directory (created if missing) instead of printing the main page.
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 }
@@ -192,7 +197,7 @@ pub struct CommonArgs {
     #[arg(long, env = "KUBELET_PIVOT_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// How long the kubelet gets to exit after SIGTERM before its process group is SIGKILLed.
-    #[arg(long, env = "KUBELET_PIVOT_STOP_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "KUBELET_PIVOT_STOP_TIMEOUT", default_value = "30s", value_parser = kp_rollout::cli::args::duration, value_name = "DURATION")]
     pub stop_timeout: Duration,
     /// Exit 0 after yielding the lock (the behaviour of the self-hosted kubelet proposal, for an init system that restarts us) instead of standing by on the same descriptor. Off by default.
     #[arg(long, env = "KUBELET_PIVOT_EXIT_ON_YIELD")]
@@ -203,8 +208,8 @@ pub struct CommonArgs {
     /// How to notice contention (inotify falls back to poll by itself when inotify is unavailable).
     #[arg(long, env = "KUBELET_PIVOT_WATCH_MODE", value_enum, default_value_t = WatchModeArg::Inotify)]
     pub watch_mode: WatchModeArg,
-    /// Serve Prometheus metrics at http://ADDRESS/metrics (e.g. 127.0.0.1:9641). Off by default. An address in use is retried every 5 s (another supervisor of the node may still have it).
-    #[arg(long, env = "KUBELET_PIVOT_METRICS_ADDRESS", value_name = "ADDRESS")]
+    /// Serve Prometheus metrics at http://ADDRESS/metrics: IP:PORT, localhost:PORT (127.0.0.1) or :PORT for every interface (e.g. localhost:9641). Off by default. An address in use is retried every 5 s (another supervisor of the node may still have it).
+    #[arg(long, env = "KUBELET_PIVOT_METRICS_ADDRESS", value_name = "ADDRESS", value_parser = kp_rollout::cli::args::listen_address)]
     pub metrics_address: Option<std::net::SocketAddr>,
     /// Log format. Plain lines get a syslog priority prefix and no timestamp when stderr is the journal.
     #[arg(long, env = "KUBELET_PIVOT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
@@ -214,14 +219,15 @@ pub struct CommonArgs {
         long,
         env = "KUBELET_PIVOT_DISRUPTION_ACTION",
         value_name = "CLASS=ACTION,...",
-        default_value = ""
+        default_value = "",
+        hide_default_value = true
     )]
     pub disruption_action: kp_kubelet_config::disruption::Overrides,
     /// How long a drain waits for the pods bound to the node to leave (PodDisruptionBudgets may hold them) before it gives up, uncordons and tries again later. Nothing is ever forced.
-    #[arg(long, env = "KUBELET_PIVOT_DRAIN_TIMEOUT", default_value = "10m", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "KUBELET_PIVOT_DRAIN_TIMEOUT", default_value = "10m", value_parser = kp_rollout::cli::args::duration, value_name = "DURATION")]
     pub drain_timeout: Duration,
     /// First wait after a drain timed out before the next try (doubles per failed try, up to 32 times this). At least 1s: a drain refused at once (a forbidden cordon, several budgets) would otherwise be tried again in a loop.
-    #[arg(long, env = "KUBELET_PIVOT_DRAIN_RETRY", default_value = "1m", value_parser = drain_retry)]
+    #[arg(long, env = "KUBELET_PIVOT_DRAIN_RETRY", default_value = "1m", value_parser = drain_retry, value_name = "DURATION")]
     pub drain_retry: Duration,
     /// The kubelet's root directory (its --root-dir), where cpu_manager_state and memory_manager_state live.
     #[arg(
@@ -249,7 +255,7 @@ fn assign_target(
     use kp_node::kubelet::host;
     let (model, warning) = GateModel::for_flag(version);
     if let Some(warning) = warning {
-        eprintln!("kubelet-pivot: warning: {warning}");
+        eprintln!("{}: warning: {warning}", crate::program_name());
     }
     let facts = host::probe(std::path::Path::new(host::CGROUP_ROOT));
     kp_kubelet_config::ValidationTarget::new(model, facts)
@@ -262,7 +268,7 @@ pub fn kubelet_version(s: &str) -> Result<kp_kubelet_config::gates::KubeletVersi
 
 /// `--drain-retry`: a duration of at least [`MIN_DRAIN_RETRY`].
 fn drain_retry(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    let d = kp_rollout::cli::args::duration(s)?;
     if d < MIN_DRAIN_RETRY {
         return Err(format!(
             "{} is too short: a drain that gave up is tried again after at least {} (a drain refused at once would otherwise loop against the API server); the default is 1m",

@@ -5,13 +5,21 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod cli;
+mod completion;
+mod env_error;
+mod envfile;
 mod manpage;
+mod plugin_complete;
+mod stdout;
+
+use std::io::Write;
 
 use cli::{Cli, Command, CommonArgs, OutputFormat, WatchModeArg};
 use kp_node::config::lifecycle::LocalConfig;
 use kp_node::config::operator;
 use kp_node::kubelet::child::KubeletCommand;
 use kp_node::kubelet::flags;
+use kp_node::observe::preflight::{self, EXIT_NEEDS_ROOT};
 use kp_node::observe::status::{self, EXIT_NO_HOLDER};
 use kp_node::pivot::lock;
 use kp_node::pivot::role::Rank;
@@ -28,8 +36,17 @@ const EXIT_FAILURE: u8 = 1;
 const EXIT_LOCK_MISMATCH: u8 = 4;
 const _: () = assert!(EXIT_LOCK_MISMATCH as i32 == supervisor::EXIT_LOCK_MISMATCH);
 
+/// One line on stderr and the exit code; nothing, and exit 0, once stdout's
+/// reader has gone (the error is then that closed pipe or what followed it).
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("kubelet-pivot: error: {msg}");
+    if stdout::closed() {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!(
+        "{}: error: {}",
+        program_name(),
+        env_error::annotate(msg.to_string())
+    );
     ExitCode::from(code)
 }
 
@@ -174,7 +191,10 @@ fn supervise(rank: Rank, common: CommonArgs, early: Option<TerminateFlag>) -> Ex
     }
     // Before the runtime starts a thread: they all inherit it.
     match kp_node::latency::request_short_slices() {
-        Ok(slices) => tracing::debug!(?slices, "scheduler slices"),
+        Ok(kp_node::latency::Slices::Short) => tracing::debug!("scheduler slices: short"),
+        Ok(kp_node::latency::Slices::OtherPolicy) => {
+            tracing::debug!("scheduler slices: left alone (not SCHED_OTHER)")
+        }
         Err(err) => {
             tracing::info!(%err, "the kernel refused a short scheduler slice; the supervisor runs with the default one")
         }
@@ -211,6 +231,19 @@ fn supervise(rank: Rank, common: CommonArgs, early: Option<TerminateFlag>) -> Ex
 }
 
 fn main() -> ExitCode {
+    // Linked as `kubectl_complete-pivot`: kubectl asks for `kubectl pivot <TAB>`.
+    if plugin_complete::invoked_as_completer(std::env::args_os().next().as_deref()) {
+        let args: Vec<String> = std::env::args_os()
+            .skip(1)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let answer = plugin_complete::answer(&args);
+        return match std::io::Write::write_all(&mut std::io::stdout(), answer.as_bytes()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+            Err(err) => fail(EXIT_FAILURE, format!("cannot write completions: {err}")),
+        };
+    }
     // First of all, for a supervisor: a SIGTERM from the first instant on is
     // remembered, so a supervisor asked to stop while it starts exits 0
     // without a kubelet. The other commands keep the default actions.
@@ -227,28 +260,58 @@ fn main() -> ExitCode {
     } else {
         None
     };
-    let cli = parse_cli();
+    // The operator commands' defaults: the node's settings file.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let settings = match envfile::for_command_line(&args) {
+        Ok(s) => s,
+        Err(envfile::Unusable::Refused(refusal)) => return refuse(refusal),
+        Err(envfile::Unusable::Bad(err)) => return fail(EXIT_USAGE, err),
+    };
+    let cli = parse_cli(&settings);
     match cli.command {
         Command::Bootstrap(a) => supervise(Rank::BOOTSTRAP, a.common, early),
         Command::SelfHosted(a) => supervise(Rank::self_hosted(a.generation), a.common, early),
-        other => other_command(other),
+        other => stdout::finish(other_command(other, &settings)),
     }
 }
 
 /// Parses the command line; installed as `kubectl-pivot` (a kubectl plugin), the same
-/// commands answer to `kubectl pivot ...`.
-fn parse_cli() -> Cli {
+/// commands answer to `kubectl pivot ...`. A bad value from a `KUBELET_PIVOT_*` variable
+/// is reported under the variable's name ([`env_error`]); exit 2 as clap's own refusals.
+fn parse_cli(settings: &envfile::NodeSettings) -> Cli {
     use clap::{CommandFactory, FromArgMatches};
-    let argv0 = std::env::args_os().next().unwrap_or_default();
-    let plugin = std::path::Path::new(&argv0)
-        .file_name()
-        .is_some_and(|n| n == "kubectl-pivot");
-    let mut command = Cli::command();
-    if plugin {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut command = settings.apply(Cli::command());
+    if invoked_as_plugin() {
         command = command.bin_name("kubectl pivot").name("kubectl-pivot");
     }
-    let matches = command.get_matches();
+    let matches = match command.try_get_matches_from_mut(&args) {
+        Ok(m) => m,
+        Err(err) => match env_error::rename(&err, &command, &args) {
+            Some(msg) => clap::Error::raw(err.kind(), format!("{msg}\n"))
+                .with_cmd(&command)
+                .exit(),
+            None => err.exit(),
+        },
+    };
+    env_error::remember(&command, &matches);
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// Whether this process runs as the kubectl plugin (argv\[0\]'s file name `kubectl-pivot`).
+fn invoked_as_plugin() -> bool {
+    std::env::args_os().next().is_some_and(|argv0| {
+        std::path::Path::new(&argv0).file_name() == Some("kubectl-pivot".as_ref())
+    })
+}
+
+/// How errors are prefixed: as the command was typed, `kubectl pivot` for the plugin.
+fn program_name() -> &'static str {
+    if invoked_as_plugin() {
+        "kubectl pivot"
+    } else {
+        "kubelet-pivot"
+    }
 }
 
 /// `rollout ...` and `rollout-controller` on a runtime of their own.
@@ -268,7 +331,7 @@ fn cluster_command(command: Command) -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match command {
-            Command::Rollout(a) => kp_rollout::cli::run(a, &mut std::io::stdout())
+            Command::Rollout(a) => kp_rollout::cli::run(a, &mut stdout::stdout())
                 .await
                 .map_err(|e| e.to_string()),
             Command::RolloutController(a) => {
@@ -314,64 +377,120 @@ fn cluster_command(command: Command) -> ExitCode {
 }
 
 /// The commands that are not supervisors.
-fn other_command(command: Command) -> ExitCode {
+fn other_command(command: Command, settings: &envfile::NodeSettings) -> ExitCode {
     match command {
         Command::Bootstrap(_) | Command::SelfHosted(_) => fail(
             EXIT_FAILURE,
             "internal error: supervisor command dispatched as a tool",
         ),
         command @ (Command::Rollout(_) | Command::RolloutController(_)) => cluster_command(command),
-        Command::Checkpoint(a) => {
-            match operator::run(
-                &a.dynamic_config_dir,
-                a.action.into(),
-                &mut std::io::stdout(),
-            ) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(err) => fail(EXIT_FAILURE, err),
-            }
-        }
+        Command::Checkpoint(a) => checkpoint(a, settings),
         Command::Config(cli::ConfigArgs {
             action: cli::ConfigAction::Check(a),
-        }) => match kp_rollout::cli::configcheck::run(&a, &mut std::io::stdout()) {
+        }) => match kp_rollout::cli::configcheck::run(&a, &mut stdout::stdout()) {
             Ok(code) => ExitCode::from(code),
             Err(err) => fail(kp_rollout::cli::configcheck::EXIT_USAGE, err),
         },
         Command::Completions { shell } => {
-            crate::manpage::completions(shell, &mut std::io::stdout());
-            ExitCode::SUCCESS
+            let written = crate::completion::script(shell)
+                .map_err(|e| e.to_string())
+                .and_then(|s| stdout::stdout().write_all(&s).map_err(|e| e.to_string()));
+            match written {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => fail(
+                    EXIT_FAILURE,
+                    format!("cannot write the completion script: {err}"),
+                ),
+            }
         }
         Command::Man(a) => {
             let written = match a.out_dir {
-                Some(dir) => crate::manpage::write_all(&dir).map(|files| {
-                    for f in files {
-                        println!("{}", f.display());
-                    }
+                Some(dir) => crate::manpage::write_all(&dir).and_then(|files| {
+                    let mut out = stdout::stdout();
+                    files
+                        .iter()
+                        .try_for_each(|f| writeln!(out, "{}", f.display()))
                 }),
-                None => crate::manpage::render_main(&mut std::io::stdout()),
+                None => {
+                    let mut page = Vec::new();
+                    crate::manpage::render_main(&mut page)
+                        .and_then(|()| stdout::stdout().write_all(&page))
+                }
             };
             match written {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => fail(EXIT_FAILURE, format!("cannot write the man page: {err}")),
             }
         }
-        Command::Status(a) => {
-            let state = StateDir::at(&a.paths.state_dir());
-            let report = status::report(&a.paths.lock_file, &state, &a.paths.dynamic_config_dir);
-            let printed = match a.output {
-                OutputFormat::Json => serde_json::to_string_pretty(&report)
-                    .map_err(std::io::Error::other)
-                    .map(|s| println!("{s}")),
-                OutputFormat::Table => status::write_table(&report, &mut std::io::stdout()),
-            };
-            if let Err(err) = printed {
-                return fail(EXIT_FAILURE, format!("cannot print status: {err}"));
-            }
-            if report.has_live_holder() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(EXIT_NO_HOLDER as u8)
-            }
-        }
+        Command::Status(a) => status(&a),
     }
+}
+
+/// A refusal of an operator command before it starts: exit 2 for a path
+/// that does not exist, its own code when it needs root.
+fn refuse(refusal: preflight::Refusal) -> ExitCode {
+    let code = if refusal.needs_root() {
+        EXIT_NEEDS_ROOT as u8
+    } else {
+        EXIT_USAGE
+    };
+    fail(code, refusal)
+}
+
+/// `kubelet-pivot status`.
+fn status(a: &cli::StatusArgs) -> ExitCode {
+    let state_dir = a.paths.state_dir();
+    if let Err(refusal) =
+        preflight::for_status(&a.paths.lock_file, &state_dir, &a.paths.dynamic_config_dir)
+    {
+        return refuse(refusal);
+    }
+    let state = StateDir::at(&state_dir);
+    let report = status::report(&a.paths.lock_file, &state, &a.paths.dynamic_config_dir);
+    let printed = match a.output {
+        OutputFormat::Json => serde_json::to_string_pretty(&report)
+            .map_err(std::io::Error::other)
+            .and_then(|s| writeln!(stdout::stdout(), "{s}")),
+        OutputFormat::Table => status::write_table(&report, &mut stdout::stdout()),
+    };
+    if let Err(err) = printed {
+        return fail(EXIT_FAILURE, format!("cannot print status: {err}"));
+    }
+    if report.has_live_holder() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_NO_HOLDER as u8)
+    }
+}
+
+/// `kubelet-pivot checkpoint ...`: refuses a store that does not exist; an
+/// assignment to a store no supervisor uses is made, with a warning (a
+/// supervisor may start later).
+fn checkpoint(a: cli::CheckpointArgs, settings: &envfile::NodeSettings) -> ExitCode {
+    let store = a.dynamic_config_dir;
+    if let Err(refusal) = preflight::for_checkpoint(&store) {
+        return refuse(refusal);
+    }
+    let warnings = match a.action {
+        cli::CheckpointAction::Assign { .. } => unused_store_warnings(&store, settings),
+        _ => Vec::new(),
+    };
+    match operator::run(&store, a.action.into(), &mut stdout::stdout()) {
+        Ok(()) => {
+            for warning in warnings {
+                eprintln!("{}: warning: {warning}", program_name());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(err) => fail(EXIT_FAILURE, err),
+    }
+}
+
+/// Why `store` may be read by no supervisor: none has started a kubelet
+/// with it, or it is not the node's store.
+fn unused_store_warnings(store: &std::path::Path, settings: &envfile::NodeSettings) -> Vec<String> {
+    preflight::unused_store(store)
+        .into_iter()
+        .chain(settings.not_the_nodes_store(store))
+        .collect()
 }

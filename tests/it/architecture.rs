@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -140,7 +140,7 @@ fn modules(src: &Path) -> BTreeMap<Vec<String>, PathBuf> {
 /// A file's code without its tests: everything before a `#[cfg(test)]` module written
 /// in place (`mod tests {`), and without the items marked `#[cfg(test)]` before it (a
 /// `mod tests;` declaration, a test-only `use`).
-fn without_tests(text: &str) -> String {
+pub(crate) fn without_tests(text: &str) -> String {
     let mut out = Vec::new();
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
@@ -356,7 +356,7 @@ fn cycles(graph: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<Vec<String>
 }
 
 /// The source roots checked for cycles: every crate of the product.
-const SOURCE_ROOTS: &[&str] = &[
+pub(crate) const SOURCE_ROOTS: &[&str] = &[
     "src",
     "crates/contract/src",
     "crates/kubelet-config/src",

@@ -596,10 +596,20 @@ fn takeover_fences_the_old_kubelets_process_group() {
 #[test]
 fn status_reports_live_and_stale_holders() {
     let scene = Scene::new();
-    let (code, report) = status(&scene);
-    assert_eq!(code, STATUS_NO_HOLDER, "status: {report:#}");
-    assert_eq!(report["lock"]["holder"], Value::Null, "{report:#}");
-    assert_eq!(report["lock"]["locked"], Value::Bool(false));
+    // Before any supervisor: no lock file, which `status` refuses (exit 2, naming it)
+    // instead of reporting it `NOT locked`.
+    let mut cmd = Command::new(support::pivot_bin());
+    cmd.arg("status");
+    let out = support::node_paths(&mut cmd, &scene.lock(), &scene.config_dir())
+        .output()
+        .expect("run status");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "status: {stderr}");
+    assert!(
+        stderr.contains(scene.lock().to_str().expect("utf-8")),
+        "{stderr}"
+    );
+    assert!(!scene.lock().exists(), "status created the lock file");
 
     let (mut pivot, kubelet) = start_holding(&scene, &[], &[]);
     let (code, report) = status(&scene);

@@ -645,6 +645,21 @@ fn chaos() {
                 assert!(cat.success());
                 tally.opens += 1;
             }
+            // No lock file (none yet, or just removed): `status` refuses it (exit 2), unless
+            // a supervisor re-created it meanwhile.
+            Action::Status if !scene.lock().exists() => {
+                let mut cmd = Command::new(support::pivot_bin());
+                cmd.arg("status");
+                let out = support::node_paths(&mut cmd, &scene.lock(), &scene.config_dir())
+                    .stdin(Stdio::null())
+                    .output()
+                    .expect("run status");
+                assert!(
+                    out.status.code() == Some(2) || scene.lock().exists(),
+                    "status {context} without a lock file: {out:?}"
+                );
+                tally.statuses += 1;
+            }
             Action::Status => {
                 let (code, json) = status(&scene);
                 match state.holder {

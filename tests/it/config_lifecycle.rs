@@ -383,6 +383,14 @@ fn restart_of_kubelet_pivot_keeps_bad_configs_and_last_known_good() {
     assert!(status_json(&scene)["config"]["badConfigs"]
         .get(&bad_uid)
         .is_none());
+    // A second time: the checkpoint exists, it is just no longer bad.
+    let out = run(&scene, &["checkpoint", "forget-bad", &bad_uid]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("checkpoint {bad_uid} is not marked bad")),
+        "{stderr}"
+    );
 
     // reset: back to the local config.
     let out = run(&scene, &["checkpoint", "reset"]);
@@ -412,6 +420,12 @@ fn checkpoint_list_and_show() {
     let out = run(&scene, &["checkpoint", "show", &uid]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("maxPods: 12"), "{text}");
+    // State and source, as its help promises.
+    assert!(
+        text.contains("\nSOURCE ConfigMap kubelet-config/node-cfg key kubelet\n")
+            && text.contains("\nSTATE assigned\n"),
+        "{text}"
+    );
     let out = run(&scene, &["checkpoint", "show", "no-such-uid"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-uid"));
@@ -424,6 +438,13 @@ fn corrupt_and_symlinked_store_files_are_clear_errors() {
     assign(&scene, &file, &[]);
     let assigned = scene.config_dir().join("meta/assigned");
     std::fs::write(&assigned, b"{\"namespace\": \"x\", trunc").unwrap();
+    // No supervisor ran yet: the lock file one leaves (`status` refuses a missing one).
+    std::fs::write(scene.lock(), b"").unwrap();
+    std::fs::set_permissions(
+        scene.lock(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
     let st = status_json(&scene);
     let warnings = st["lock"]["warnings"].to_string();
     assert!(

@@ -40,6 +40,10 @@ fn store_survives_sigkill_at_any_point() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().expect("temp dir");
     let store_dir = dir.path().join("store");
+    // `checkpoint` creates no store: a supervisor would have made it (0700).
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(&store_dir)
+        .expect("store dir");
     let payload_dir = dir.path().join("payloads");
     std::fs::create_dir_all(&payload_dir).expect("payload dir");
 

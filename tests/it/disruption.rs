@@ -140,6 +140,7 @@ impl Node {
     fn status_text(&self) -> String {
         let out = Command::new(support::pivot_bin())
             .arg("status")
+            .env("KUBELET_PIVOT_ENV_FILE", "")
             .arg("--lock-file")
             .arg(self.scene.lock())
             .arg("--dynamic-config-dir")

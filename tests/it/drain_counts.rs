@@ -101,6 +101,7 @@ impl Node {
     fn status_text(&self) -> String {
         let out = std::process::Command::new(support::pivot_bin())
             .arg("status")
+            .env("KUBELET_PIVOT_ENV_FILE", "")
             .arg("--lock-file")
             .arg(self.scene.lock())
             .arg("--dynamic-config-dir")

@@ -1,6 +1,9 @@
 //! `scripts/install.sh` against temporary roots (`--destdir`), with the binary under test: the
 //! file layout and modes, the unit's paths for the prefix, idempotent re-runs, the init config
-//! as a conffile (refused without `--force`, backed up with it, kept by `--uninstall`),
+//! as a conffile (refused without `--force` or `--keep-config`, backed up with `--force`, kept
+//! by `--uninstall` and by the re-install after it), a debug build refused without
+//! `--allow-debug`, `kubectl-pivot` as a link, the init config listing every variable of the
+//! unit's command,
 //! `--enable`, `--uninstall`, `systemd-analyze verify` of the installed unit, and the binary
 //! installed without its debug info, which `--debug-symbols` installs beside it (build ID and
 //! `.gnu_debuglink` matching).
@@ -98,8 +101,8 @@ impl Root {
         self.path().join(rel.trim_start_matches('/'))
     }
 
-    /// `bash scripts/install.sh --destdir ROOT --prefix PREFIX --binary PIVOT <args>`, without
-    /// any DESTDIR of the environment.
+    /// `bash scripts/install.sh --destdir ROOT --prefix PREFIX --binary PIVOT --allow-debug
+    /// <args>` (the binary under test is a debug build), without any DESTDIR of the environment.
     fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("bash");
         cmd.arg(script())
@@ -109,6 +112,7 @@ impl Root {
             .arg(self.prefix)
             .arg("--binary")
             .arg(pivot_bin())
+            .arg("--allow-debug")
             .args(args)
             .env_remove("DESTDIR");
         cmd
@@ -148,6 +152,11 @@ impl Root {
     /// The kubectl plugin (`kubectl pivot ...`): the same binary.
     fn plugin(&self) -> PathBuf {
         self.at(&format!("{}/bin/kubectl-pivot", self.prefix))
+    }
+
+    /// What kubectl runs to complete `kubectl pivot <TAB>`: the same binary.
+    fn plugin_complete(&self) -> PathBuf {
+        self.at(&format!("{}/bin/kubectl_complete-pivot", self.prefix))
     }
 
     fn unit(&self) -> PathBuf {
@@ -283,6 +292,7 @@ fn expected_files(root: &Root) -> Vec<String> {
     let mut files = vec![
         rel(root.bin()),
         rel(root.plugin()),
+        rel(root.plugin_complete()),
         rel(root.unit()),
         CONFIG.to_owned(),
         rel(root.manifest()),
@@ -428,11 +438,10 @@ fn fresh_install_lays_out_the_files_with_their_modes() {
         build_id(&pivot_bin()),
         "the installed binary is not the one given with --binary"
     );
-    // The kubectl plugin is the same binary, and answers as `kubectl pivot`.
-    assert_eq!(mode(&root.plugin()), 0o755);
+    // The kubectl plugin is a link to the binary beside it, and answers as `kubectl pivot`.
     assert_eq!(
-        fs::read(root.plugin()).expect("installed plugin"),
-        fs::read(root.bin()).expect("installed binary")
+        fs::read_link(root.plugin()).expect("kubectl-pivot is a symlink"),
+        PathBuf::from("kubelet-pivot")
     );
     let mut plugin = Command::new(root.plugin());
     plugin.args(["rollout", "--help"]);
@@ -443,8 +452,25 @@ fn fresh_install_lays_out_the_files_with_their_modes() {
         "{}",
         text(&help)
     );
+    // kubectl's plugin completion runs kubectl_complete-pivot: a link that answers for
+    // `kubectl pivot ro<TAB>`.
+    assert_eq!(
+        fs::read_link(root.plugin_complete()).expect("kubectl_complete-pivot is a symlink"),
+        PathBuf::from("kubelet-pivot")
+    );
+    let mut complete = Command::new(root.plugin_complete());
+    complete.args(["ro"]);
+    let answer = run(complete);
+    assert!(answer.status.success(), "{}", text(&answer));
+    assert!(
+        String::from_utf8_lossy(&answer.stdout)
+            .lines()
+            .any(|l| l.starts_with("rollout")),
+        "{}",
+        text(&answer)
+    );
     for file in root.files() {
-        if root.at(&file) != root.bin() && root.at(&file) != root.plugin() {
+        if ![root.bin(), root.plugin(), root.plugin_complete()].contains(&root.at(&file)) {
             assert_eq!(mode(&root.at(&file)), 0o644, "{file}");
         }
     }
@@ -515,12 +541,18 @@ fn rerun_repairs_a_mode_and_a_changed_binary() {
     assert_ne!(read(&page), "stale\n");
 }
 
-#[test]
-fn config_changed_locally_is_kept_when_the_shipped_one_did_not_change() {
+/// An install whose init config the operator then changed, and that config's text.
+fn installed_with_a_changed_config() -> (Root, String) {
     let root = Root::new("/usr/local");
     root.ok(&[]);
     let mine = format!("{}KUBELET_PIVOT_LOG_FORMAT=json\n", shipped_config());
     write(&root.config(), &mine);
+    (root, mine)
+}
+
+#[test]
+fn config_changed_locally_is_kept_when_the_shipped_one_did_not_change() {
+    let (root, mine) = installed_with_a_changed_config();
     let before = root.snapshot();
     let out = root.ok(&[]);
     assert!(
@@ -563,21 +595,169 @@ fn changed_config_is_refused_without_force_and_nothing_is_written() {
     let output = root.fails(&["--config", new.to_str().unwrap()], EXIT_CONFLICT);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains(&root.config().display().to_string()) && stderr.contains("--force"),
-        "the refusal must name the file and --force: {stderr}"
+        stderr.contains(&root.config().display().to_string())
+            && stderr.contains("--force")
+            && stderr.contains("--keep-config")
+            && stderr.contains("diff -u"),
+        "the refusal must name the file, how to compare, --keep-config and --force: {stderr}"
+    );
+    assert!(
+        !stderr.contains("merge your changes into"),
+        "merging into the source tree's copy would not end the refusal: {stderr}"
     );
     assert_same_tree(&before, &root.snapshot());
+    assert_eq!(read(&root.config()), mine);
+
+    // --keep-config keeps the operator's file, and the next run keeps it quietly.
+    let out = root.ok(&["--config", new.to_str().unwrap(), "--keep-config"]);
+    assert!(
+        out.contains("kept       /etc/default/kubelet-pivot (yours"),
+        "{out}"
+    );
+    assert_eq!(read(&root.config()), mine);
+    let out = root.ok(&["--config", new.to_str().unwrap()]);
+    assert!(
+        out.contains("kept       /etc/default/kubelet-pivot"),
+        "{out}"
+    );
     assert_eq!(read(&root.config()), mine);
 }
 
 #[test]
-fn config_not_installed_by_the_script_is_refused() {
+fn config_not_installed_by_the_script_is_kept() {
     let root = Root::new("/usr/local");
     fs::create_dir_all(root.at("etc/default")).unwrap();
-    write(&root.config(), "KUBELET_ARGS=--from-the-cluster-script\n");
+    let theirs = "KUBELET_ARGS=--from-the-cluster-script\n";
+    write(&root.config(), theirs);
+    let out = root.ok(&[]);
+    assert!(
+        out.contains("kept       /etc/default/kubelet-pivot (yours"),
+        "{out}"
+    );
+    assert_eq!(read(&root.config()), theirs);
     let before = root.snapshot();
-    root.fails(&[], EXIT_CONFLICT);
+    root.ok(&[]);
     assert_same_tree(&before, &root.snapshot());
+}
+
+/// dpkg's remove-then-install: the conffile the uninstall kept is the operator's and wins,
+/// whether or not the config to install changed meanwhile; never a refusal.
+#[test]
+fn reinstall_after_uninstall_keeps_the_operators_config() {
+    let (root, mine) = installed_with_a_changed_config();
+    root.ok(&["--uninstall"]);
+    assert_eq!(root.files(), vec![CONFIG.to_owned()]);
+
+    // The same source tree again.
+    let out = root.ok(&[]);
+    assert!(
+        out.contains("kept       /etc/default/kubelet-pivot (yours; it differs from"),
+        "{out}"
+    );
+    assert_eq!(read(&root.config()), mine);
+    assert_eq!(root.files(), expected_files(&root));
+    let before = root.snapshot();
+    let out = root.ok(&[]);
+    assert!(out.contains("done: 0 changed"), "{out}");
+    assert_same_tree(&before, &root.snapshot());
+
+    // Uninstalled again, and re-installed from a tree whose config changed too.
+    root.ok(&["--uninstall"]);
+    let new = root.path().join("new.default");
+    write(&new, "KUBELET_ARGS=--v=2\n");
+    root.ok(&["--config", new.to_str().unwrap()]);
+    assert_eq!(read(&root.config()), mine);
+    // Still the operator's: a later --uninstall keeps it.
+    let out = root.ok(&["--uninstall"]);
+    assert!(
+        out.contains("kept       /etc/default/kubelet-pivot"),
+        "{out}"
+    );
+    assert_eq!(read(&root.config()), mine);
+}
+
+/// The binary's profile directory as cargo lays it out, in a copy of the source tree (the
+/// script, the unit, the init config): `target/{release,debug}/kubelet-pivot` are the
+/// binary under test (a hard link, else a copy: a symlink would resolve to the debug dir).
+fn tree_with_builds(profiles: &[&str]) -> tempfile::TempDir {
+    let tree = tempfile::tempdir().expect("temp dir");
+    for dir in ["scripts", "systemd"] {
+        copy_tree(&repo().join(dir), &tree.path().join(dir));
+    }
+    for profile in profiles {
+        let dir = tree.path().join("target").join(profile);
+        fs::create_dir_all(&dir).expect("mkdir");
+        let bin = dir.join("kubelet-pivot");
+        if fs::hard_link(pivot_bin(), &bin).is_err() {
+            fs::copy(pivot_bin(), &bin).expect("copy the binary");
+        }
+    }
+    tree
+}
+
+/// `bash TREE/scripts/install.sh --destdir ROOT <args>`, without any DESTDIR of the environment.
+fn run_tree_script(tree: &Path, root: &Root, args: &[&str]) -> Output {
+    let mut cmd = Command::new("bash");
+    cmd.arg(tree.join("scripts/install.sh"))
+        .arg("--destdir")
+        .arg(root.path())
+        .args(args)
+        .env_remove("DESTDIR");
+    run(cmd)
+}
+
+#[test]
+fn a_debug_build_is_refused_unless_allowed() {
+    // Given with --binary (cargo's target/debug/): refused, nothing written.
+    let root = Root::new("/usr/local");
+    let bin = pivot_bin();
+    let output = run_tree_script(&repo(), &root, &["--binary", bin.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(EXIT_USAGE), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("is a debug build") && stderr.contains("--allow-debug"),
+        "{stderr}"
+    );
+    assert_eq!(root.files(), Vec::<String>::new());
+
+    // Only a debug build in the tree: refused by default, installed with --allow-debug.
+    let tree = tree_with_builds(&["debug"]);
+    let output = run_tree_script(tree.path(), &root, &[]);
+    assert_eq!(output.status.code(), Some(EXIT_USAGE), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("only a debug build")
+            && stderr.contains("cargo build --release")
+            && stderr.contains("--allow-debug"),
+        "{stderr}"
+    );
+    assert_eq!(root.files(), Vec::<String>::new());
+    let output = run_tree_script(tree.path(), &root, &["--allow-debug"]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(build_id(&root.bin()), build_id(&pivot_bin()));
+
+    // A release build in the tree is taken without the flag.
+    let root = Root::new("/usr/local");
+    let tree = tree_with_builds(&["release", "debug"]);
+    let output = run_tree_script(tree.path(), &root, &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(root.bin().is_file());
+}
+
+#[test]
+fn a_plugin_copy_of_an_earlier_install_becomes_a_link() {
+    let root = Root::new("/usr/local");
+    root.ok(&[]);
+    fs::remove_file(root.plugin()).expect("rm plugin");
+    fs::copy(root.bin(), root.plugin()).expect("copy");
+    let out = root.ok(&[]);
+    assert!(
+        out.contains("installed  /usr/local/bin/kubectl-pivot -> kubelet-pivot"),
+        "{out}"
+    );
+    assert!(root.plugin().is_symlink());
+    root.ok(&["--uninstall"]);
+    assert_eq!(root.files(), Vec::<String>::new());
 }
 
 #[test]
@@ -876,7 +1056,8 @@ fn unit_and_init_config_agree_with_the_binary() {
             .get(key)
             .unwrap_or_else(|| panic!("{key} in the init config is not a bootstrap flag"));
         if commented {
-            if let Some(default) = default {
+            // clap shows an empty default as `""`.
+            if let Some(default) = default.as_deref().map(|d| d.trim_matches('"')) {
                 assert_eq!(
                     value, default,
                     "{key} ({flag}): the comment shows a wrong default"
@@ -894,6 +1075,88 @@ fn unit_and_init_config_agree_with_the_binary() {
     );
 }
 
+/// The `KUBELET_PIVOT_*` names of `text`'s settings, commented (`#NAME=`) or not.
+fn setting_names(text: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter_map(|line| line.trim_start_matches('#').split_once('='))
+        .map(|(key, _)| key)
+        .filter(|key| {
+            key.starts_with("KUBELET_PIVOT_")
+                && key.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The env file, the unit and the clap definitions agree: the file lists every variable the
+/// unit's command (`kubelet-pivot bootstrap`, reading the file through `EnvironmentFile=`)
+/// reads, and nothing else; every one is an `env = "..."` of src/cli.rs; the variables
+/// `ExecStart=` expands are set (not commented) in the file; the unit names only real ones.
+#[test]
+fn init_config_lists_every_variable_the_unit_passes() {
+    let config = shipped_config();
+    let unit = read(&repo().join("systemd/kubelet-pivot.service"));
+    let settings = unit_settings(&unit);
+    assert_eq!(settings["EnvironmentFile"], "-/etc/default/kubelet-pivot");
+    let exec = &settings["ExecStart"];
+    assert!(
+        exec.contains("/kubelet-pivot bootstrap "),
+        "the unit runs something other than bootstrap: {exec}"
+    );
+
+    let clap: std::collections::BTreeSet<String> = help_env("bootstrap").into_keys().collect();
+    let listed = setting_names(&config);
+    let missing: Vec<&String> = clap.difference(&listed).collect();
+    let unknown: Vec<&String> = listed.difference(&clap).collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "systemd/kubelet-pivot.default must list exactly bootstrap's variables: missing          {missing:?}, not bootstrap's {unknown:?}"
+    );
+
+    let cli = read(&repo().join("src/cli.rs"));
+    for name in &clap {
+        assert!(
+            cli.contains(&format!("env = \"{name}\"")),
+            "{name} is no env = attribute of src/cli.rs"
+        );
+    }
+
+    // $VAR and ${VAR} of ExecStart=: set in the file.
+    let set: Vec<&str> = config
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split_once('=').map(|(key, _)| key))
+        .collect();
+    let mut vars = Vec::new();
+    for word in exec.split_whitespace() {
+        if let Some(var) = word.strip_prefix('$') {
+            vars.push(var.trim_start_matches('{').trim_end_matches('}').to_owned());
+        }
+    }
+    assert!(!vars.is_empty(), "ExecStart= expands no variable: {exec}");
+    for var in &vars {
+        assert!(
+            set.contains(&var.as_str()),
+            "ExecStart= expands ${var}, which the init config does not set"
+        );
+    }
+    let named = unit
+        .split(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+        .filter(|word| word.starts_with("KUBELET_PIVOT_") && word.len() > "KUBELET_PIVOT_".len());
+    let mut seen = 0;
+    for name in named {
+        seen += 1;
+        assert!(
+            clap.contains(name),
+            "the unit names {name}, which is not bootstrap's"
+        );
+    }
+    assert!(
+        seen > 0,
+        "the unit's comments name no KUBELET_PIVOT_ variable: the check proves nothing"
+    );
+}
+
 #[test]
 fn usage_errors_exit_2_and_write_nothing() {
     let root = Root::new("/usr/local");
@@ -904,6 +1167,7 @@ fn usage_errors_exit_2_and_write_nothing() {
         &["--prefix", "/opt/with space"],
         &["--config", "/nonexistent/kubelet-pivot.default"],
         &["--enable", "--uninstall"],
+        &["--force", "--keep-config"],
     ] {
         let output = root.fails(args, EXIT_USAGE);
         assert!(
@@ -930,6 +1194,7 @@ fn destdir_from_the_environment_is_honoured() {
     cmd.arg(script())
         .arg("--binary")
         .arg(pivot_bin())
+        .arg("--allow-debug")
         .env("DESTDIR", root.path());
     let output = run(cmd);
     assert!(output.status.success(), "{}", text(&output));
@@ -951,6 +1216,8 @@ fn help_documents_every_option() {
         "--force",
         "--enable",
         "--debug-symbols",
+        "--allow-debug",
+        "--keep-config",
         "--uninstall",
         "OBJCOPY",
         "Exit status",

@@ -12,7 +12,12 @@
 //!   `manifests/optional/` everything the supervisor does on clusters without the Node
 //!   authorizer, and neither anything more (evaluated by testkit's RBAC); the example ConfigMap is
 //!   immutable, named by its content hash, and its payload is accepted by
-//!   `kubelet-pivot checkpoint assign`.
+//!   `kubelet-pivot checkpoint assign`;
+//! * the examples in `manifests/examples/`: the ConfigMap as the example above (and its
+//!   payload passes `kubelet-pivot config check`), the KubeletConfigRollout names it and is
+//!   accepted as it is (nothing pruned, nothing refused) by the test API server holding the
+//!   generated CRD (`manifests/40-rollout-crd.yaml`), with the commands of
+//!   docs/development.md's "try the API flow by hand" run as written.
 //!
 //! Each check is also run on a broken copy and must fail there. A missing `kubernetes-validate`
 //! fails the test (it is never skipped): `pip install kubernetes-validate==1.37.0`.
@@ -52,6 +57,8 @@ fn read(path: &Path) -> String {
 
 /// The directory of opt-in manifests, which `kubectl apply -f manifests/` does not apply.
 const OPTIONAL_DIR: &str = "optional";
+/// Objects to copy (`manifests/examples/`), not applied by `kubectl apply -f manifests/`.
+const EXAMPLES_DIR: &str = "examples";
 
 /// The `.yaml` files of `dir`, sorted; panics on anything else but the directories in
 /// `subdirs` (it would go unchecked).
@@ -83,7 +90,7 @@ fn yaml_files(dir: &Path, subdirs: &[&str]) -> Vec<PathBuf> {
 /// The top-level manifest files, sorted: what `kubectl apply -f manifests/` applies (kubectl
 /// does not recurse without `-R`). Panics on a file that is not YAML (it would go unchecked).
 fn manifest_files() -> Vec<PathBuf> {
-    yaml_files(&manifests_dir(), &[OPTIONAL_DIR])
+    yaml_files(&manifests_dir(), &[OPTIONAL_DIR, EXAMPLES_DIR])
 }
 
 /// Prometheus rules, their tests and a Grafana dashboard: no Kubernetes objects but the
@@ -989,6 +996,8 @@ fn assign_payload(cm: &Value) -> Result<(), String> {
         )
         .expect("write key");
     }
+    // checkpoint refuses a store that does not exist (issue 34): make it, as a supervisor would.
+    fs::create_dir(dir.path().join("store")).expect("mkdir store");
     let mut cmd = Command::new(pivot_bin());
     cmd.arg("checkpoint")
         .arg("--dynamic-config-dir")
@@ -996,15 +1005,18 @@ fn assign_payload(cm: &Value) -> Result<(), String> {
         .arg("assign")
         .arg(&payload)
         .args(["--key", "kubelet"])
-        .env_clear();
+        .env_clear()
+        .env("KUBELET_PIVOT_ENV_FILE", "");
+    accepts(cmd, "kubelet-pivot checkpoint assign")
+}
+
+/// Runs `cmd`: Ok if it exits 0, else what it said.
+fn accepts(cmd: Command, what: &str) -> Result<(), String> {
     let output = run(cmd);
     if output.status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "kubelet-pivot checkpoint assign refuses the payload:\n{}",
-            text(&output)
-        ))
+        Err(format!("{what} refuses the payload:\n{}", text(&output)))
     }
 }
 
@@ -1179,4 +1191,201 @@ fn controller_probe_checks_fail_on_broken_copies() {
     no_flag["spec"]["template"]["spec"]["containers"][0]["args"] =
         serde_yaml_ng::from_str("[rollout-controller]").unwrap();
     assert!(!controller_probe_problems(&no_flag).is_empty());
+}
+
+// ---- manifests/examples/ ----
+
+/// The documents of `manifests/examples/FILE`, and its text.
+fn example(file: &str) -> (Vec<Value>, String) {
+    let files = yaml_files(&manifests_dir().join(EXAMPLES_DIR), &[]);
+    let path = manifests_dir().join(EXAMPLES_DIR).join(file);
+    assert!(files.contains(&path), "{} is missing", path.display());
+    let text = read(&path);
+    (documents(&text), text)
+}
+
+/// `kubelet-pivot config check` of the ConfigMap's `kubelet` payload.
+fn config_check(cm: &Value) -> Result<(), String> {
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    fs::write(file.path(), str_of(&cm["data"]["kubelet"], "data.kubelet")).expect("write");
+    let mut cmd = Command::new(pivot_bin());
+    cmd.arg("config").arg("check").arg(file.path()).env_clear();
+    accepts(cmd, "kubelet-pivot config check")
+}
+
+/// What is wrong with the example rollout's reference to the example ConfigMap.
+fn rollout_reference_problems(rollout: &Value, cm: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let config = &rollout["spec"]["config"];
+    let key = config["key"].as_str().unwrap_or("kubelet");
+    if config["namespace"] != cm["metadata"]["namespace"]
+        || config["name"] != cm["metadata"]["name"]
+    {
+        problems.push(format!(
+            "the rollout's spec.config {config:?} does not name the example ConfigMap {}/{}",
+            str_of(&cm["metadata"]["namespace"], "namespace"),
+            str_of(&cm["metadata"]["name"], "name")
+        ));
+    }
+    if cm["data"][key].as_str().is_none() {
+        problems.push(format!("the example ConfigMap has no key {key}"));
+    }
+    problems
+}
+
+#[test]
+fn example_configmap_and_rollout_are_valid_and_agree() {
+    let (docs, cm_text) = example("kubelet-config.yaml");
+    let cm = the(&docs, "ConfigMap").clone();
+    let mut problems = configmap_problems(&cm, &cm_text);
+    if let Err(err) = validate(
+        &manifests_dir()
+            .join(EXAMPLES_DIR)
+            .join("kubelet-config.yaml"),
+    ) {
+        problems.push(err);
+    }
+    if let Err(err) = config_check(&cm) {
+        problems.push(err);
+    }
+    let (docs, _) = example("rollout.yaml");
+    let rollout = the(&docs, "KubeletConfigRollout");
+    problems.extend(rollout_reference_problems(rollout, &cm));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // Broken copies fail.
+    let mut other = cm.clone();
+    other["metadata"]["name"] = Value::from("kubelet-config-0000000000");
+    assert!(!rollout_reference_problems(rollout, &other).is_empty());
+    let mut broken = cm.clone();
+    broken["data"]["kubelet"] = Value::from(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: -1\n",
+    );
+    assert!(config_check(&broken).is_err());
+}
+
+/// The kubectl command lines of docs/development.md's "try the API flow by hand" block, as
+/// argument lists after `kubectl --kubeconfig /tmp/kc`, and its `cargo run` line.
+fn by_hand_commands() -> (String, Vec<Vec<String>>) {
+    let doc = read(&manifests_dir().join("../docs/development.md"));
+    let start = doc
+        .find("To try the API flow by hand")
+        .expect("docs/development.md has the by-hand paragraph");
+    let block = doc[start..]
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the by-hand paragraph has a sh block");
+    let mut cargo = String::new();
+    let mut commands = Vec::new();
+    for line in block.lines() {
+        if let Some(rest) = line.strip_prefix("kubectl --kubeconfig /tmp/kc ") {
+            commands.push(rest.split_whitespace().map(str::to_owned).collect());
+        } else if line.starts_with("cargo run") {
+            cargo = line.to_owned();
+        } else {
+            panic!("a line of the by-hand block the test does not run: {line:?}");
+        }
+    }
+    (cargo, commands)
+}
+
+/// The by-hand commands as written, against the test server holding what the binary
+/// `cargo run -p testkit -- --node my-node` creates: each succeeds; the example rollout is
+/// then served with every field of the file as written (the CRD's schema pruned nothing and
+/// refused nothing); applying them again changes nothing.
+#[test]
+fn the_by_hand_commands_apply_the_crd_and_the_examples() {
+    let (cargo, commands) = by_hand_commands();
+    assert_eq!(
+        cargo, "cargo run -p testkit -- --node my-node --kubeconfig /tmp/kc",
+        "the test starts the server as that line does: change both"
+    );
+    let server = testkit::ApiServer::start();
+    server.create_node("my-node", std::iter::empty::<(&str, &str)>());
+    let Some(kubectl) = crate::support::kubectl::kubectl_binary() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("kc");
+    server.write_kubeconfig(&kubeconfig);
+    let repo = manifests_dir().join("..");
+    let kubectl_run = |args: &[String]| {
+        let mut cmd = Command::new(&kubectl);
+        cmd.arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg(format!(
+                "--cache-dir={}",
+                dir.path().join("cache").display()
+            ))
+            .args(args)
+            .current_dir(&repo);
+        let output = run(cmd);
+        assert!(
+            output.status.success(),
+            "kubectl {args:?}:\n{}",
+            text(&output)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let mut outputs = Vec::new();
+    for args in &commands {
+        outputs.push(kubectl_run(args));
+    }
+    let all = outputs.join("");
+    assert!(all.contains("my-node"), "{all}");
+    assert!(
+        all.contains("kubeletconfigrollout.kubelet-pivot.io/pool-a-v2 created")
+            && all.contains("configmap/kubelet-config-99ac44f013 created"),
+        "{all}"
+    );
+
+    // Served as written: every field of the file's spec, with its value.
+    let (docs, _) = example("rollout.yaml");
+    let written = the(&docs, "KubeletConfigRollout");
+    let served: Value = serde_yaml_ng::from_str(&kubectl_run(&[
+        "get".into(),
+        "kubeletconfigrollout".into(),
+        "pool-a-v2".into(),
+        "-o".into(),
+        "yaml".into(),
+    ]))
+    .expect("kubectl get -o yaml is YAML");
+    let mut missing = Vec::new();
+    subset_problems(&written["spec"], &served["spec"], "spec", &mut missing);
+    assert!(
+        missing.is_empty(),
+        "the server changed the example rollout:\n{}",
+        missing.join("\n")
+    );
+
+    // Again: unchanged.
+    let again = kubectl_run(
+        &commands
+            .iter()
+            .find(|args| args.last().is_some_and(|a| a == "manifests/examples/"))
+            .expect("the block applies manifests/examples/")
+            .clone(),
+    );
+    assert!(
+        again.contains("kubeletconfigrollout.kubelet-pivot.io/pool-a-v2 unchanged"),
+        "{again}"
+    );
+}
+
+/// Where `served` lacks or changed what `written` has (a YAML mapping tree).
+fn subset_problems(written: &Value, served: &Value, at: &str, out: &mut Vec<String>) {
+    match written.as_mapping() {
+        Some(map) => {
+            for (key, value) in map {
+                let key = str_of(key, "key");
+                subset_problems(value, &served[key], &format!("{at}.{key}"), out);
+            }
+        }
+        None => {
+            if written != served {
+                out.push(format!("{at}: written {written:?}, served {served:?}"));
+            }
+        }
+    }
 }

@@ -144,7 +144,19 @@ fn metrics_follow_restarts_a_handoff_and_a_takeover() {
 fn metrics_endpoint_answers_get_and_head_on_metrics_only() {
     let scene = Scene::new();
     let addr = free_addr();
-    let mut boot = supervisor(&scene, &["bootstrap"], addr);
+    // Written as operators write it (issue 34): localhost is the IPv4 loopback.
+    let local = format!("localhost:{}", addr.port());
+    let mut boot = scene.spawn(scene.pivot(
+        &[
+            "bootstrap",
+            "--stop-timeout",
+            "2s",
+            "--metrics-address",
+            &local,
+        ],
+        &[],
+        &[],
+    ));
     scrape_until(addr, "the metrics endpoint", |_| true);
 
     let (code, head, body) =
@@ -281,6 +293,23 @@ fn unusable_metrics_address_fails_before_anything_starts() {
     assert!(
         scene.output().contains("--metrics-address"),
         "{}",
+        scene.output()
+    );
+    assert!(scene.output().contains("has no port"), "{}", scene.output());
+    let mut p = scene.spawn(scene.pivot(
+        &["bootstrap", "--metrics-address", "metrics.invalid:9641"],
+        &[],
+        &[],
+    ));
+    assert_eq!(p.wait_exit(DEADLINE).code(), Some(2), "{}", scene.output());
+    assert!(
+        scene.output().contains("other host names are not resolved"),
+        "{}",
+        scene.output()
+    );
+    assert!(
+        scene.starts().is_empty(),
+        "a kubelet started: {}",
         scene.output()
     );
 }

@@ -173,6 +173,7 @@ fn a_daemonset_given_another_lock_file_refuses_and_every_view_says_so() {
     );
     let table = Command::new(support::pivot_bin())
         .arg("status")
+        .env("KUBELET_PIVOT_ENV_FILE", "")
         .arg("--lock-file")
         .arg(scene.lock())
         .arg("--dynamic-config-dir")

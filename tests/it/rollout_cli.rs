@@ -74,6 +74,23 @@ impl Cluster {
             .expect("label the node");
     }
 
+    /// A rollout controller with short timings, logging to ctl.log.
+    fn controller(&self) -> Proc {
+        let log = std::fs::File::create(self.dir.path().join("ctl.log")).expect("log");
+        rollout::controller(
+            &self.kubeconfig,
+            "ctl-a",
+            &Timings {
+                lease_duration: "2s",
+                renew_deadline: "1500ms",
+                retry_period: "250ms",
+                debounce: "50ms",
+            },
+            &[],
+            log,
+        )
+    }
+
     fn cli(&self, args: &[&str]) -> Output {
         rollout::cli(&self.kubeconfig, args)
     }
@@ -336,19 +353,7 @@ fn status_shows_a_false_condition_and_watch_prints_one_line_per_change() {
         },
     );
     sim.add_nodes(2, "node-", |_| BTreeMap::new());
-    let log = std::fs::File::create(c.dir.path().join("ctl.log")).expect("log");
-    let _ctl = rollout::controller(
-        &c.kubeconfig,
-        "ctl-a",
-        &Timings {
-            lease_duration: "2s",
-            renew_deadline: "1500ms",
-            retry_period: "250ms",
-            debounce: "50ms",
-        },
-        &[],
-        log,
-    );
+    let _ctl = c.controller();
     let out = c.cli(&[
         "start",
         "r1",
@@ -443,4 +448,161 @@ fn status_shows_a_false_condition_and_watch_prints_one_line_per_change() {
         last, "rollout r1: Completed, revision 1: 2 done, 0 in progress, 0 failed, 0 pending of 2",
         "{out}"
     );
+}
+
+/// Issue 34 item 6: `-o json` indented as `status -o json` is, `-o yaml` as kubectl
+/// prints it, for the object (`start`, `status`) and the history.
+#[test]
+fn json_and_yaml_output_print_as_kubectl_does() {
+    let c = Cluster::new();
+    c.node("node-a", None, &[]);
+    let later = format!("{NS}/later");
+    let out = c.cli(&["start", "r1", "--config", &later, "--force", "-o", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json = text(&out.stdout);
+    assert!(json.starts_with("{\n  \"apiVersion\": "), "{json}");
+    let started: Value = serde_json::from_str(&json).expect("start -o json is JSON");
+    assert_eq!(started["metadata"]["name"], "r1");
+
+    let out = c.cli(&["status", "r1", "-o", "yaml"]);
+    assert!(
+        out.status.success() || out.status.code() == Some(3),
+        "{out:?}"
+    );
+    let yaml = text(&out.stdout);
+    assert!(
+        yaml.starts_with("apiVersion: kubelet-pivot.io/v1alpha1\nkind: KubeletConfigRollout\n"),
+        "{yaml}"
+    );
+    let shown: Value = serde_yaml_ng::from_str(&yaml).expect("status -o yaml is YAML");
+    assert_eq!(shown["metadata"]["name"], "r1", "{yaml}");
+
+    let out = c.cli(&["history", "r1", "-o", "yaml"]);
+    assert!(out.status.success(), "{out:?}");
+    let history: Value = serde_yaml_ng::from_str(&text(&out.stdout)).expect("history -o yaml");
+    assert!(history.is_array(), "{history}");
+}
+
+/// Issue 34: `-l` takes what `kubectl get nodes -l` takes. The set-based parts reach the
+/// spec as `nodeSelectorExpressions`; the dry run, the server's list and the controller
+/// pick the same nodes; a new `-l` replaces the old selector whole; a bad one is refused
+/// with the place before any request.
+#[test]
+fn set_based_selectors_pick_the_nodes_kubectl_would() {
+    let c = Cluster::new();
+    c.configmap("good", &payload("maxPods: 50\n"), true);
+    let sim = NodeSim::start(
+        &c.server,
+        SimOptions {
+            react_after: Duration::from_millis(20),
+            ..SimOptions::default()
+        },
+    );
+    // 0: pool=a, 1: pool=b, 2: pool=c, 3: pool=a + spot, 4: no labels.
+    let names = sim.add_nodes(5, "node-", |i| {
+        let mut labels = BTreeMap::new();
+        if i < 4 {
+            labels.insert("pool".to_string(), ["a", "b", "c", "a"][i].to_string());
+        }
+        if i == 3 {
+            labels.insert("spot".to_string(), "true".to_string());
+        }
+        labels
+    });
+    let chosen = [names[0].clone(), names[1].clone()];
+    let selector = "pool in (a,b),!spot";
+    let cfg = format!("{NS}/good");
+
+    let before = c.server.requests().len();
+    for (bad, want) in [
+        (
+            "pool in (a,b",
+            "--selector \"pool in (a,b\": expected \",\" or \")\"",
+        ),
+        ("pool>1", "not in a label selector"),
+        ("pool=a,pool=b", "pool=a and pool=b can never both hold"),
+    ] {
+        let out = c.cli(&["start", "r1", "--config", &cfg, "-l", bad]);
+        assert_eq!(out.status.code(), Some(1), "{bad}");
+        assert!(
+            text(&out.stderr).contains(want),
+            "{bad}: {}",
+            text(&out.stderr)
+        );
+    }
+    assert_eq!(
+        c.server.requests().len(),
+        before,
+        "a bad selector is refused before any request"
+    );
+
+    let out = c.cli(&["start", "r1", "--config", &cfg, "-l", selector, "--dry-run"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    let listed: Vec<&str> = names
+        .iter()
+        .filter(|n| shown.lines().any(|l| l.starts_with(n.as_str())))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(listed, chosen, "{shown}");
+
+    let _ctl = c.controller();
+    let out = c.cli(&[
+        "start",
+        "r1",
+        "--config",
+        &cfg,
+        "-l",
+        selector,
+        "--canary",
+        "0",
+        "--batch",
+        "100%",
+        "--no-pods-gate",
+        "--no-fallback-for",
+        "0s",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let spec = c.stored("r1").expect("created")["spec"].clone();
+    assert_eq!(
+        spec["nodeSelectorExpressions"],
+        json!([
+            {"key": "pool", "operator": "In", "values": ["a", "b"]},
+            {"key": "spot", "operator": "DoesNotExist"}
+        ])
+    );
+    let status = wait_until(DEADLINE, "the rollout completes", || {
+        let r = c.stored("r1")?;
+        (r["status"]["phase"] == "Completed").then(|| r["status"].clone())
+    });
+    assert_eq!(status["counts"]["total"], 2, "{status}");
+    let assigned: Vec<&str> = names
+        .iter()
+        .filter(|n| {
+            c.server.node(n)["metadata"]["annotations"]
+                .get("kubelet-pivot.io/config-source")
+                .is_some()
+        })
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        assigned, chosen,
+        "the controller picked what the dry run showed"
+    );
+
+    // A new -l replaces the old selector whole: no label or expression left over.
+    let reselect = |sel: &str| {
+        let out = c.cli(&["start", "r1", "--config", &cfg, "-l", sel, "--force"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        c.stored("r1").expect("kept")["spec"].clone()
+    };
+    let spec = reselect("pool=c");
+    assert_eq!(spec["nodeSelector"], json!({"pool": "c"}), "{spec}");
+    let no_expressions = spec
+        .get("nodeSelectorExpressions")
+        .is_none_or(|e| e == &json!([]));
+    assert!(no_expressions, "{spec}");
+    let spec = reselect("zone notin (z1)");
+    let no_labels = spec.get("nodeSelector").is_none_or(|s| s == &json!({}));
+    assert!(no_labels, "{spec}");
 }

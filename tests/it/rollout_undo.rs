@@ -177,7 +177,7 @@ fn a_rollout_resumed_after_a_fallback_goes_on_with_the_whole_next_batch_after_it
 
     let resumed = Instant::now();
     let out = c.cli_ok(&["resume", "r1"]);
-    assert!(out.contains("1 failed nodes are acknowledged"), "{out}");
+    assert!(out.contains("its failed node is acknowledged"), "{out}");
     // The soak of batch 1 (2 s), then all of batch 2 at once: node 3, Ready on its
     // last-known-good, holds no place of zone-a.
     wait_until(DEADLINE, "every node of batch 2 assigned cfg-b", || {

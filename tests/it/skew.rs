@@ -814,3 +814,112 @@ fn old_bootstrap_retry_at_is_kept_by_new_self_hosted() {
 fn new_bootstrap_retry_at_is_kept_by_old_self_hosted() {
     backing_off_drain_retried_across_builds(New, Old);
 }
+
+/// Issue 34: set-based selectors live in `spec.nodeSelectorExpressions`, which a
+/// controller of the earlier release ignores: it would roll to every node the KEY=VALUE
+/// part alone matches. `rollout start` reads the Lease: with the baseline's controller
+/// holding it, a set-based selector is refused (nothing created), a KEY=VALUE one is
+/// not; once this build's controller holds it, the set-based one starts.
+#[test]
+fn a_set_based_selector_is_refused_while_an_older_controller_leads() {
+    use crate::support::rollout::{self, generated_crd, Timings};
+    const LEASE: &str = "kubelet-pivot-rollout-controller";
+    let server = testkit::ApiServer::start();
+    server.create_crd(generated_crd().expect("the CRD"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = server.kubeconfig_in(dir.path());
+    let data = [(
+        "kubelet".to_string(),
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 50\n"
+            .to_string(),
+    )];
+    server.create_configmap("kubelet-config", "good", data.into_iter().collect(), true);
+    for (name, pool) in [("n-a", "a"), ("n-b", "b")] {
+        server.create_node(name, Vec::<(String, String)>::new());
+        server
+            .patch_node(name, json!({"metadata": {"labels": {"pool": pool}}}), false)
+            .expect("label");
+    }
+    let controller = |build: Build, identity: &str| {
+        let log = fs::File::create(dir.path().join(format!("{identity}.log"))).expect("log");
+        let t = Timings {
+            lease_duration: "1s",
+            renew_deadline: "800ms",
+            retry_period: "100ms",
+            debounce: "50ms",
+        };
+        let mut cmd = Command::new(build.bin());
+        cmd.args(["rollout-controller", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(["--namespace", "kubelet-pivot", "--identity", identity])
+            .args([
+                "--lease-duration",
+                t.lease_duration,
+                "--renew-deadline",
+                t.renew_deadline,
+            ])
+            .args(["--retry-period", t.retry_period, "--debounce", t.debounce])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        Proc::spawn(&mut cmd)
+    };
+    let wait_holder = |identity: &str| {
+        wait_until(DEADLINE, &format!("{identity} holds the lease"), || {
+            let lease = server.lease("kubelet-pivot", LEASE)?;
+            (lease["spec"]["holderIdentity"] == identity).then_some(lease)
+        })
+    };
+    let start = |name: &str, selector: &str| {
+        rollout::cli(
+            &kubeconfig,
+            &[
+                "start",
+                name,
+                "--config",
+                "kubelet-config/good",
+                "-l",
+                selector,
+            ],
+        )
+    };
+
+    let mut old = controller(Old, "ctl-old");
+    wait_holder("ctl-old");
+    let out = start("r-set", "pool in (a)");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "the rollout controller holding lease kubelet-pivot/{LEASE} (ctl-old) is of an earlier release"
+        )),
+        "{err}"
+    );
+    assert!(
+        rollout::stored(&server, "r-set").is_none(),
+        "refused: nothing created"
+    );
+    let out = start("r-eq", "pool=a");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    old.signal(Signal::SIGTERM);
+    assert!(old.wait_exit(DEADLINE).success());
+    let _new = controller(New, "ctl-new");
+    let lease = wait_holder("ctl-new");
+    let features = lease["metadata"]["annotations"]["kubelet-pivot.io/controller-features"]
+        .as_str()
+        .expect("the features annotation")
+        .to_string();
+    assert!(features.contains("\"holder\":\"ctl-new\""), "{features}");
+    let out = start("r-set", "pool in (a)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(rollout::stored(&server, "r-set").is_some());
+}

@@ -4,6 +4,15 @@
 use std::borrow::Cow;
 
 /// The longest prefix of `text` of at most `max` bytes.
+/// `1 node`, `3 nodes`: a count and its noun, plural unless one (`noun` takes an `s`).
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 pub fn prefix(text: &str, max: usize) -> &str {
     let mut cut = text.len().min(max);
     while !text.is_char_boundary(cut) {
@@ -93,5 +102,12 @@ mod tests {
             proptest::prop_assert!(s.starts_with(p));
             proptest::prop_assert!(p.len() + 3 >= max.min(s.len()));
         }
+    }
+
+    #[test]
+    fn a_count_of_one_is_singular() {
+        assert_eq!(count(1, "node"), "1 node");
+        assert_eq!(count(0, "node"), "0 nodes");
+        assert_eq!(count(3, "node"), "3 nodes");
     }
 }

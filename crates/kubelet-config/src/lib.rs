@@ -75,6 +75,11 @@ mod schema;
 #[cfg(test)]
 mod test_support;
 mod validate;
+/// Label keys and values as the API server checks them (`IsQualifiedName`,
+/// `IsValidLabelValue`), with its words.
+pub mod labels {
+    pub use crate::validate::taints::{check_label_value, check_qualified_name};
+}
 mod yaml11;
 
 pub use duration::{DurationError, GoDuration};

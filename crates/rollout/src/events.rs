@@ -85,13 +85,19 @@ impl Happening {
                 batch,
                 canary: true,
                 nodes,
-            } => format!("revision {revision}: the canary ({nodes} nodes, batch {batch}) starts"),
+            } => format!(
+                "revision {revision}: the canary ({}, batch {batch}) starts",
+                kp_contract::text::count(*nodes, "node")
+            ),
             Happening::BatchStarted {
                 revision,
                 batch,
                 nodes,
                 ..
-            } => format!("revision {revision}: batch {batch} ({nodes} nodes) starts"),
+            } => format!(
+                "revision {revision}: batch {batch} ({}) starts",
+                kp_contract::text::count(*nodes, "node")
+            ),
             Happening::NodeFailed(f) => format!(
                 "node {} (batch {}) failed: {}: {}",
                 f.node,
@@ -469,6 +475,24 @@ mod tests {
             events,
             BTreeMap::from([("Paused", 2), ("UndoStarted", 1), ("Undone", 1)]),
             "the stop pauses the undo twice; nothing else twice"
+        );
+    }
+
+    #[test]
+    fn a_batch_of_one_node_is_one_node() {
+        let started = |canary, nodes| Happening::BatchStarted {
+            revision: 2,
+            batch: 1,
+            canary,
+            nodes,
+        };
+        assert_eq!(
+            started(true, 1).note(),
+            "revision 2: the canary (1 node, batch 1) starts"
+        );
+        assert_eq!(
+            started(false, 3).note(),
+            "revision 2: batch 1 (3 nodes) starts"
         );
     }
 }

@@ -97,7 +97,9 @@ impl Health {
         let since = now.saturating_duration_since(s.attempt);
         if since > limit {
             Probe::Failing(format!(
-                "no Lease attempt for {since:?} (limit {limit:?}): the Lease loop is stuck"
+                "no Lease attempt for {} (limit {}): the Lease loop is stuck",
+                humantime::format_duration(std::time::Duration::from_secs(since.as_secs())),
+                humantime::format_duration(limit)
             ))
         } else {
             Probe::Ok("ok".into())
@@ -121,8 +123,8 @@ impl Health {
                     Probe::Ok("standby, the API server answers".into())
                 }
                 _ => Probe::Failing(format!(
-                    "standby, the API server answered no Lease attempt within {:?}",
-                    self.lease_duration
+                    "standby, the API server answered no Lease attempt within {}",
+                    humantime::format_duration(self.lease_duration)
                 )),
             },
         }

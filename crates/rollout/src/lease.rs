@@ -15,6 +15,7 @@ use kube::api::{Api, PostParams};
 use tracing::{info, warn};
 
 use super::health::{Health, ReplicaRole};
+use kp_contract::rollout::{ControllerFeatures, CONTROLLER_FEATURES_ANNOTATION};
 use kp_runtime::retry::{Failure, Outage, Retry};
 
 /// Timings, as client-go names them.
@@ -123,6 +124,19 @@ impl Elector {
         result
     }
 
+    /// Marks `lease` as taken by us, with what this build follows
+    /// ([`ControllerFeatures`]); renewals keep it.
+    fn mark(&self, lease: &mut Lease) {
+        lease
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(
+                CONTROLLER_FEATURES_ANNOTATION.to_string(),
+                ControllerFeatures::annotation_for(&self.identity),
+            );
+    }
+
     fn spec(&self, acquire: Option<MicroTime>, transitions: i32) -> LeaseSpec {
         LeaseSpec {
             holder_identity: Some(self.identity.clone()),
@@ -151,19 +165,20 @@ impl Elector {
                     return Ok(true);
                 }
                 Err(err) => {
-                    warn!(%err, lease = %self.name, "renewing the leader lease was refused; reading it");
+                    warn!(err = %kp_runtime::api_error::shown(&err), lease = %self.name, "renewing the leader lease was refused; reading it");
                 }
             }
         }
         let started = Instant::now();
         let Some(current) = self.api.get_opt(&self.name).await? else {
-            let lease = Lease {
+            let mut lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.name.clone()),
                     ..ObjectMeta::default()
                 },
                 spec: Some(self.spec(Some(now()), 0)),
             };
+            self.mark(&mut lease);
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(written) => {
                     self.held = Some(written);
@@ -207,6 +222,7 @@ impl Elector {
         };
         let mut lease = current;
         lease.spec = Some(self.spec(acquire, transitions));
+        self.mark(&mut lease);
         match self
             .api
             .replace(&self.name, &PostParams::default(), &lease)
@@ -267,7 +283,11 @@ impl Elector {
                         warn!(lease = %self.name, "another replica holds the leader lease now");
                         break;
                     }
-                    Err(err) => renew.failed(&err, Failure::of(&err), self.timings.retry_period),
+                    Err(err) => renew.failed(
+                        &kp_runtime::api_error::shown(&err),
+                        Failure::of(&err),
+                        self.timings.retry_period,
+                    ),
                 }
                 if !handle.is_valid() {
                     warn!(lease = %self.name, "could not renew the leader lease within the renew deadline");
@@ -292,7 +312,7 @@ impl Elector {
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(now());
         if let Err(err) = api.replace(name, &PostParams::default(), &lease).await {
-            warn!(%err, "cannot release the leader lease");
+            warn!(err = %kp_runtime::api_error::shown(&err), "cannot release the leader lease");
         }
     }
 }

@@ -48,4 +48,6 @@ pub mod controller_defaults {
     pub const NAMESPACE: &str = "kubelet-pivot";
     /// The ConfigMap whose existence halts every rollout.
     pub const STOP_CONFIGMAP: &str = "rollout-stop";
+    /// The leader Lease's name.
+    pub const LEASE_NAME: &str = "kubelet-pivot-rollout-controller";
 }

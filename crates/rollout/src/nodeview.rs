@@ -12,6 +12,7 @@ use kp_contract::node_config::{
     existing_condition, parse_annotation, ConfigRef, DisruptionReason, SOURCE_ANNOTATION,
     STATUS_ANNOTATION,
 };
+use kp_contract::rollout::NodeSelector;
 
 use kp_contract::rollout::ConfigMapKey;
 
@@ -138,11 +139,9 @@ impl NodeView {
         }
     }
 
-    /// Whether every `selector` label is on the node with that value.
-    pub fn matches(&self, selector: &BTreeMap<String, String>) -> bool {
-        selector
-            .iter()
-            .all(|(k, v)| self.labels.get(k).is_some_and(|have| have == v))
+    /// Whether the rollout's `selector` picks the node.
+    pub fn matches(&self, selector: &NodeSelector) -> bool {
+        selector.matches(&self.labels)
     }
 
     /// The node's topology domain under `key` ("" without the label).

@@ -38,7 +38,7 @@ pub struct Note<'a> {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot post the Event {reason} about {object}: {source}")]
+#[error("cannot post the Event {reason} about {object}: {}", kp_runtime::api_error::shown(.source))]
 pub struct PostError {
     reason: String,
     object: String,

@@ -10,6 +10,7 @@ use crate::agent::{self, Component};
 /// report it and to ask again on its own schedule.
 pub fn build(mut config: kube::Config, component: Component) -> Result<kube::Client, kube::Error> {
     config.default_retry = false;
+    crate::api_error::set_server(&config.cluster_url);
     agent::identify(&mut config, component);
     crate::retry::client(config)
 }

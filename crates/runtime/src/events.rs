@@ -56,7 +56,7 @@ pub async fn post(client: &Client, node: &str, uid: Option<String>, ev: &NodeEve
     let object = event_object(node, uid, ev, now, nanos);
     let events: Api<CoreEvent> = Api::namespaced(client.clone(), EVENT_NAMESPACE);
     if let Err(err) = events.create(&PostParams::default(), &object).await {
-        warn!(%err, reason = ev.reason, "cannot post an Event on the Node");
+        warn!(err = %crate::api_error::shown(&err), reason = ev.reason, "cannot post an Event on the Node");
     }
 }
 

@@ -12,6 +12,7 @@
 //! May depend on: `kp-contract`.
 
 pub mod agent;
+pub mod api_error;
 pub mod client;
 pub mod events;
 pub mod exposition;

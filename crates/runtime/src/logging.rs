@@ -70,8 +70,15 @@ where
 /// our own retry (cluster::retry), which goes quiet after a minute.
 const KUBE_CLIENT_REQUESTS: &str = "kube_client::client::builder";
 
+/// kube-client's warnings about a watch stream that ended or a body it could not
+/// read (`eof in poll: Custom { kind: UnexpectedEof, ... }`, the whole body with a
+/// Debug of the parse error): Rust Debug, unbounded, and the error reaches our code,
+/// which logs it in its own words (`retry`, `api_error`). Errors only.
+const KUBE_CLIENT_WARNINGS: &str = "kube_client::client=error";
+
 /// The log filter of `RUST_LOG` (default info). kube-client's per-request
-/// error lines are off unless `RUST_LOG` names kube_client itself.
+/// error lines are off, and its warnings too, unless `RUST_LOG` names kube_client
+/// itself.
 fn filter_directives(rust_log: Option<&str>) -> String {
     let base = match rust_log.map(str::trim) {
         Some(v) if !v.is_empty() => v,
@@ -80,7 +87,7 @@ fn filter_directives(rust_log: Option<&str>) -> String {
     if base.contains("kube_client") {
         base.to_string()
     } else {
-        format!("{base},{KUBE_CLIENT_REQUESTS}=off")
+        format!("{base},{KUBE_CLIENT_WARNINGS},{KUBE_CLIENT_REQUESTS}=off")
     }
 }
 
@@ -126,11 +133,11 @@ mod tests {
     fn kube_client_request_errors_are_off_unless_named() {
         assert_eq!(
             filter_directives(None),
-            "info,kube_client::client::builder=off"
+            "info,kube_client::client=error,kube_client::client::builder=off"
         );
         assert_eq!(
             filter_directives(Some("debug")),
-            "debug,kube_client::client::builder=off"
+            "debug,kube_client::client=error,kube_client::client::builder=off"
         );
         assert_eq!(
             filter_directives(Some("info,kube_client=debug")),

@@ -14,6 +14,9 @@ use serde_json::Value;
 
 use super::{node_paths, pivot_bin, Scene};
 
+/// How long [`status_by`] waits for a supervisor to create the node's lock file.
+const LOCK_FILE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Runs `kubelet-pivot status -o json` on the scene's node; returns its exit code and parsed
 /// output.
 pub fn status(scene: &Scene) -> (i32, Value) {
@@ -21,7 +24,14 @@ pub fn status(scene: &Scene) -> (i32, Value) {
 }
 
 /// [`status`] run by another kubelet-pivot binary (an earlier build: tests/it/skew.rs).
+/// Waits for the node's lock file first: `status` refuses one that does not exist (exit 2),
+/// and a supervisor just spawned may not have created it yet.
 pub fn status_by(bin: &Path, scene: &Scene) -> (i32, Value) {
+    super::wait_until(
+        LOCK_FILE_DEADLINE,
+        "the node's lock file (status refuses a missing one)",
+        || scene.lock().exists().then_some(()),
+    );
     let mut cmd = Command::new(bin);
     cmd.args(["status", "-o", "json"]);
     let out = node_paths(&mut cmd, &scene.lock(), &scene.config_dir())

@@ -515,6 +515,7 @@ impl Scene {
     /// to its end; its output, whatever its status.
     pub fn try_checkpoint_assign(&self, file: &Path, extra: &[&str]) -> std::process::Output {
         Command::new(pivot_bin())
+            .env("KUBELET_PIVOT_ENV_FILE", "")
             .args(["checkpoint", "assign"])
             .arg(file)
             .args(extra)
@@ -723,9 +724,12 @@ impl Drop for Scene {
     }
 }
 
-/// Adds `--lock-file <lock> --dynamic-config-dir <config_dir>` to a kubelet-pivot command.
+/// Adds `--lock-file <lock> --dynamic-config-dir <config_dir>` to a kubelet-pivot command,
+/// and no settings file: an operator command must not read the machine's
+/// /etc/default/kubelet-pivot (its KUBELET_PIVOT_STATE_DIR would win over the default).
 pub fn node_paths<'a>(cmd: &'a mut Command, lock: &Path, config_dir: &Path) -> &'a mut Command {
-    cmd.arg("--lock-file")
+    cmd.env("KUBELET_PIVOT_ENV_FILE", "")
+        .arg("--lock-file")
         .arg(lock)
         .arg("--dynamic-config-dir")
         .arg(config_dir)

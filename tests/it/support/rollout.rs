@@ -18,6 +18,14 @@ pub struct Timings {
     pub debounce: &'static str,
 }
 
+/// Short lease timings and debounce, for a test controller that should lead at once.
+pub const SHORT: Timings = Timings {
+    lease_duration: "3s",
+    renew_deadline: "2s",
+    retry_period: "500ms",
+    debounce: "100ms",
+};
+
 /// The CustomResourceDefinition `kubelet-pivot rollout crd` prints, as JSON.
 pub fn generated_crd() -> Result<Value, String> {
     let out = Command::new(pivot_bin())

@@ -3,6 +3,8 @@
 //! `manifests/40-rollout-crd.yaml` is generated from these types (`kubelet-pivot rollout crd`).
 //!
 //! - `spec`: the spec, as the operator writes it;
+//! - `selector`: which nodes a rollout targets ([`NodeSelector`]);
+//! - `features`: what the controller holding the Lease follows ([`ControllerFeatures`]);
 //! - `count`: a count or a percentage of nodes ([`IntOrPercent`]);
 //! - `status`: the status, as the controller keeps it;
 //! - `crd`: the CustomResourceDefinition generated from them;
@@ -11,12 +13,19 @@
 mod count;
 mod crd;
 mod decode;
+mod features;
+mod selector;
 mod spec;
 mod status;
 
 pub use count::{IntOrPercent, PercentError};
 pub use crd::{crd, CrdError};
 pub use decode::{decode, DecodeError};
+pub use features::{
+    ControllerFeatures, CONTROLLER_FEATURES, CONTROLLER_FEATURES_ANNOTATION,
+    FEATURE_SELECTOR_EXPRESSIONS,
+};
+pub use selector::{NodeSelector, SelectorOperator, SelectorRequirement};
 pub use spec::{
     ConfigMapKey, HealthGates, KubeletConfigRollout, MaintenanceWindow, MaxUnavailable, RolloutSpec,
 };

@@ -6,7 +6,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{IntOrPercent, RolloutStatus, DEFAULT_TOPOLOGY_KEY, MAX_COUNT};
+use super::{
+    IntOrPercent, NodeSelector, RolloutStatus, SelectorRequirement, DEFAULT_TOPOLOGY_KEY, MAX_COUNT,
+};
 
 /// A staged rollout of one kubelet config (a ConfigMap key) to the nodes a selector picks:
 /// a canary, then batches, each gated on the nodes' health and followed by a soak.
@@ -36,6 +38,10 @@ pub struct RolloutSpec {
     /// Labels a node must carry to be a target (all of them). Empty: every node.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
+    /// Set-based requirements a target must also meet, as a LabelSelector's
+    /// `matchExpressions` (`In`, `NotIn`, `Exists`, `DoesNotExist`). Empty: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_selector_expressions: Vec<SelectorRequirement>,
     /// Nodes rolled first, alone; any failure among them pauses the rollout.
     #[serde(default = "default_canary")]
     #[schemars(range(min = 0, max = MAX_COUNT))]
@@ -92,6 +98,16 @@ pub struct ConfigMapKey {
 
 fn default_key() -> String {
     crate::node_config::DEFAULT_KEY.to_string()
+}
+
+impl RolloutSpec {
+    /// The nodes the rollout targets: `nodeSelector` and `nodeSelectorExpressions` together.
+    pub fn selector(&self) -> NodeSelector {
+        NodeSelector {
+            labels: self.node_selector.clone(),
+            expressions: self.node_selector_expressions.clone(),
+        }
+    }
 }
 
 impl ConfigMapKey {

@@ -18,7 +18,7 @@ mod raw;
 mod reserved_memory;
 mod resources;
 mod system_log;
-mod taints;
+pub(crate) mod taints;
 mod tracing_config;
 
 use eviction::validate_eviction;

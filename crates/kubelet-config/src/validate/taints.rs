@@ -87,7 +87,7 @@ pub(super) fn is_dns_subdomain(text: &str) -> bool {
 
 /// `IsQualifiedName`: an optional DNS-subdomain prefix and `/`, then a name
 /// of at most 63 characters.
-pub(super) fn check_qualified_name(text: &str) -> Result<(), String> {
+pub fn check_qualified_name(text: &str) -> Result<(), String> {
     let name = match text.split_once('/') {
         None => text,
         Some((prefix, name)) => {
@@ -125,7 +125,7 @@ pub(super) fn check_qualified_name(text: &str) -> Result<(), String> {
 }
 
 /// `IsValidLabelValue` for a non-empty value.
-fn check_label_value(text: &str) -> Result<(), String> {
+pub fn check_label_value(text: &str) -> Result<(), String> {
     if text.len() > NAME_MAX {
         return Err(format!("must be no more than {NAME_MAX} characters"));
     }

@@ -31,12 +31,26 @@ pub enum LockCondition {
     Agreed,
 }
 
+impl LockCondition {
+    /// The condition's status: `True` when agreed.
+    pub fn status(self) -> &'static str {
+        match self {
+            LockCondition::Mismatch => "False",
+            LockCondition::Agreed => "True",
+        }
+    }
+
+    fn reason(self) -> &'static str {
+        match self {
+            LockCondition::Mismatch => REASON_MISMATCH,
+            LockCondition::Agreed => REASON_AGREED,
+        }
+    }
+}
+
 /// The strategic merge patch of the condition.
 pub fn patch(condition: LockCondition, message: &str, now: &str) -> serde_json::Value {
-    let (status, reason) = match condition {
-        LockCondition::Mismatch => ("False", REASON_MISMATCH),
-        LockCondition::Agreed => ("True", REASON_AGREED),
-    };
+    let (status, reason) = (condition.status(), condition.reason());
     json!({"status": {"conditions": [{
         "type": CONDITION_TYPE,
         "status": status,
@@ -54,13 +68,19 @@ pub async fn report(client: kube::Client, node: &str, condition: LockCondition, 
     let body = Patch::Strategic(patch(condition, message, &now_rfc3339()));
     let pp = PatchParams::default();
     match tokio::time::timeout(REPORT_TIMEOUT, nodes.patch_status(node, &pp, &body)).await {
-        Ok(Ok(_)) => info!(node, condition = CONDITION_TYPE, ?condition, "reported on the Node"),
+        Ok(Ok(_)) => info!(
+            node,
+            condition = CONDITION_TYPE,
+            status = condition.status(),
+            "reported on the Node"
+        ),
         Ok(Err(err)) => {
-            warn!(node, %err, "cannot report the {CONDITION_TYPE} condition on the Node")
+            warn!(node, err = %kp_runtime::api_error::shown(&err), "cannot report the {CONDITION_TYPE} condition on the Node")
         }
         Err(_) => warn!(
             node,
-            "cannot report the {CONDITION_TYPE} condition on the Node: no answer in {REPORT_TIMEOUT:?}"
+            "cannot report the {CONDITION_TYPE} condition on the Node: no answer in {}",
+            humantime::format_duration(REPORT_TIMEOUT)
         ),
     }
 }

@@ -38,6 +38,10 @@ pub enum OperatorError {
     Invalid { path: String, detail: String },
     #[error("no checkpoint with UID {0}; see `kubelet-pivot checkpoint list`")]
     NoSuchUid(String),
+    #[error(
+        "checkpoint {0} is not marked bad: nothing to forget; see `kubelet-pivot checkpoint list`"
+    )]
+    NotBad(String),
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),
 }
@@ -160,20 +164,7 @@ pub fn run(
             let bad = store.bad_configs()?;
             writeln!(out, "{:<28} {:<16} STATE", "UID", "RESOURCEVERSION")?;
             for (uid, rv) in store.list_checkpoints() {
-                let mut marks = Vec::new();
-                let is = |s: &Option<ConfigSource>| {
-                    s.as_ref()
-                        .is_some_and(|s| s.uid == uid && s.resource_version == rv)
-                };
-                if is(&assigned) {
-                    marks.push("assigned".to_string());
-                }
-                if is(&lkg) {
-                    marks.push("last-known-good".to_string());
-                }
-                if let Some(b) = bad.get(&uid).filter(|b| b.resource_version == rv) {
-                    marks.push(format!("bad since {}: {}", b.time, b.reason));
-                }
+                let marks = marks(&uid, &rv, &assigned, &lkg, &bad);
                 writeln!(out, "{uid:<28} {rv:<16} {}", marks.join(", "))?;
             }
             Ok(())
@@ -190,22 +181,39 @@ pub fn run(
                 return Err(OperatorError::NoSuchUid(uid));
             }
             let assigned = store.assigned()?;
+            let lkg = store.last_known_good()?;
             let bad = store.bad_configs()?;
             for rv in versions {
-                let src = assigned
-                    .clone()
-                    .filter(|a| a.uid == uid && a.resource_version == rv)
-                    .unwrap_or(ConfigSource {
-                        namespace: "?".into(),
-                        name: "?".into(),
-                        uid: uid.clone(),
-                        resource_version: rv.clone(),
-                        kubelet_config_key: "kubelet".into(),
-                    });
+                let known = [&assigned, &lkg]
+                    .into_iter()
+                    .flatten()
+                    .find(|a| a.uid == uid && a.resource_version == rv)
+                    .cloned();
+                let src = known.clone().unwrap_or(ConfigSource {
+                    namespace: "?".into(),
+                    name: "?".into(),
+                    uid: uid.clone(),
+                    resource_version: rv.clone(),
+                    kubelet_config_key: "kubelet".into(),
+                });
                 writeln!(out, "UID {uid} RESOURCEVERSION {rv}")?;
-                if let Some(b) = bad.get(&uid).filter(|b| b.resource_version == rv) {
-                    writeln!(out, "BAD since {}: {}", b.time, b.reason)?;
+                match &known {
+                    Some(s) => writeln!(
+                        out,
+                        "SOURCE ConfigMap {}/{} key {}",
+                        s.namespace, s.name, s.kubelet_config_key
+                    )?,
+                    // The store keeps a checkpoint's source only while it is
+                    // assigned or last-known-good.
+                    None => writeln!(out, "SOURCE unknown (neither assigned nor last-known-good)")?,
                 }
+                let marks = marks(&uid, &rv, &assigned, &lkg, &bad);
+                let state = if marks.is_empty() {
+                    "kept (neither assigned nor last-known-good nor bad)".to_string()
+                } else {
+                    marks.join(", ")
+                };
+                writeln!(out, "STATE {state}")?;
                 for (key, data) in store.load_checkpoint(&src)? {
                     writeln!(out, "--- {key} ({} bytes)", data.len())?;
                     writeln!(out, "{}", String::from_utf8_lossy(&data))?;
@@ -298,8 +306,36 @@ pub fn run(
                     )?;
                     Ok(())
                 }
+                _ if store.list_checkpoints().iter().any(|(u, _)| *u == uid) => {
+                    Err(OperatorError::NotBad(uid))
+                }
                 _ => Err(OperatorError::NoSuchUid(uid)),
             }
         }
     }
+}
+
+/// A checkpoint's states, as `checkpoint list` and `show` print them.
+fn marks(
+    uid: &str,
+    rv: &str,
+    assigned: &Option<ConfigSource>,
+    lkg: &Option<ConfigSource>,
+    bad: &crate::config::store::BadConfigs,
+) -> Vec<String> {
+    let is = |s: &Option<ConfigSource>| {
+        s.as_ref()
+            .is_some_and(|s| s.uid == uid && s.resource_version == rv)
+    };
+    let mut marks = Vec::new();
+    if is(assigned) {
+        marks.push("assigned".to_string());
+    }
+    if is(lkg) {
+        marks.push("last-known-good".to_string());
+    }
+    if let Some(b) = bad.get(uid).filter(|b| b.resource_version == rv) {
+        marks.push(format!("bad since {}: {}", b.time, b.reason));
+    }
+    marks
 }

@@ -44,7 +44,7 @@ pub async fn start(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<(), Metric
             Ok(())
         }
         Err(err) if err.kind() == io::ErrorKind::AddrInUse => {
-            warn!(%addr, "metrics address is in use (another supervisor of this node?); trying again every {REBIND_INTERVAL:?}");
+            warn!(%addr, "metrics address is in use (another supervisor of this node?); trying again every {}", humantime::format_duration(REBIND_INTERVAL));
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(REBIND_INTERVAL).await;

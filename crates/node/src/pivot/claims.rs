@@ -296,8 +296,13 @@ fn inspect(path: &Path, locks: &[LockEntry], cleanup: Cleanup) -> Inspected {
             owner: *owner,
         }),
         None => Inspected::Rejected(format!(
-            "it names pid {} but its lock is held by pid {:?}, another process",
-            claim.pid, owners
+            "it names pid {} but its lock is held by pid {}, another process",
+            claim.pid,
+            owners
+                .iter()
+                .map(i32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         )),
     }
 }

@@ -21,6 +21,7 @@ pub mod lock;
 pub mod lock_identity;
 pub mod lock_record;
 pub mod machine;
+mod machine_display;
 pub mod role;
 pub mod state;
 pub mod takeover;

@@ -56,6 +56,29 @@ pub enum WatchMode {
     Poll,
 }
 
+impl std::fmt::Display for Hint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Hint::LockOpened => "lock file opened",
+            Hint::LockChanged => "lock file changed",
+            Hint::ClaimsChanged => "claims changed",
+            Hint::HolderChanged => "holder record changed",
+            Hint::ConfigChanged => "config changed",
+            Hint::Rescan => "rescan",
+        })
+    }
+}
+
+/// As `--watch-mode` spells it.
+impl std::fmt::Display for WatchMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WatchMode::Inotify => "inotify",
+            WatchMode::Poll => "poll",
+        })
+    }
+}
+
 /// A directory followed by path: watched itself when it exists, else its
 /// nearest existing ancestor is watched for the next component to appear.
 /// With `depth > 0` its subdirectories (that many levels) are watched too.

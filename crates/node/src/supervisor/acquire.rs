@@ -137,7 +137,7 @@ impl Driver {
         self.start_acquire().map(Some)
     }
     pub(super) fn on_hint(&mut self, hint: Hint) -> Vec<Input> {
-        debug!(?hint, "watch hint");
+        debug!(%hint, "watch hint");
         match (&self.pivot.state, hint) {
             // Our kubelet is being killed because the lock was lost: nothing
             // to look at (and no reopening in a loop) until it is gone.
@@ -353,7 +353,7 @@ impl Driver {
             };
             if starved && since.elapsed() < STARVED_PATIENCE {
                 if self.fencing.note(format!("starved contender {to}")) {
-                    info!(contender = %to, "the contender has not run since the lock was released (a loaded node); waiting for it up to {STARVED_PATIENCE:?}");
+                    info!(contender = %to, "the contender has not run since the lock was released (a loaded node); waiting for it up to {}", humantime::format_duration(STARVED_PATIENCE));
                 }
                 return vec![];
             }
@@ -372,7 +372,7 @@ impl Driver {
                 }
                 Contender::AnyOpen | Contender::Holder { .. } => None,
             };
-            warn!(contender = %to, skipped_for = ?skipped, "contender did not take the lock within {:?}; taking it back and not yielding to it again for a while", patience);
+            warn!(contender = %to, skipped_for = skipped.map(|d| tracing::field::display(humantime::format_duration(d))), "contender did not take the lock within {}; taking it back and not yielding to it again for a while", humantime::format_duration(*patience));
             self.metrics.takeback(TakebackReason::ContenderTimedOut);
             return vec![Input::HandoverSeen];
         }
@@ -397,7 +397,7 @@ impl Driver {
     pub(super) fn on_flock_returned(&mut self, at: Instant) -> Result<Vec<Input>, SupervisorError> {
         let late = at.elapsed();
         if late >= LATE_ACQUIRE {
-            warn!(late_ms = late.as_millis() as u64, "the lock was granted {late:?} before this supervisor could act on it (a loaded node: the process did not run)");
+            warn!(late_ms = late.as_millis() as u64, "the lock was granted {} before this supervisor could act on it (a loaded node: the process did not run)", humantime::format_duration(Duration::from_millis(late.as_millis() as u64)));
         }
         self.on_acquired()
     }
@@ -418,7 +418,7 @@ impl Driver {
                 })
             }
             Verdict::Pending { rank, pid } => {
-                info!(%rank, pid, patience = ?PENDING_DEFER, "got the lock but a higher claimant is about to contend; handing it over instead of starting a kubelet");
+                info!(%rank, pid, patience = %humantime::format_duration(PENDING_DEFER), "got the lock but a higher claimant is about to contend; handing it over instead of starting a kubelet");
                 Some(Deferral {
                     to: Contender::Claimant { rank, pid },
                     patience: PENDING_DEFER,
@@ -522,7 +522,7 @@ impl Driver {
                     }
                     Retake::Waiting => vec![],
                     Retake::GiveUp => {
-                        error!(path = %path.display(), patience = ?RETAKE_PATIENCE, "another supervisor keeps the re-created lock file; killing our kubelet and waiting for the new lock");
+                        error!(path = %path.display(), patience = %humantime::format_duration(RETAKE_PATIENCE), "another supervisor keeps the re-created lock file; killing our kubelet and waiting for the new lock");
                         vec![Input::LockLost]
                     }
                 }

@@ -8,7 +8,7 @@ impl Driver {
     pub(super) async fn feed_all(&mut self, inputs: Vec<Input>) -> Result<(), SupervisorError> {
         let mut queue: VecDeque<Input> = inputs.into();
         while let Some(input) = queue.pop_front() {
-            debug!(?input, "input");
+            debug!(%input, "input");
             let before = self.pivot.state.clone();
             let effects = self.pivot.step(input.clone(), Instant::now());
             let after = self.pivot.state.clone();
@@ -40,7 +40,7 @@ impl Driver {
     }
 
     pub(super) async fn apply(&mut self, effect: Effect) -> Result<Vec<Input>, SupervisorError> {
-        debug!(?effect, "effect");
+        debug!(%effect, "effect");
         match effect {
             Effect::Acquire => return self.start_acquire(),
             Effect::Release => {

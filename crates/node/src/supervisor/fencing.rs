@@ -282,7 +282,7 @@ impl Driver {
             .collect();
         for pid in &leftovers {
             let pgid = procfs::stat(*pid).map(|s| s.pgrp);
-            warn!(pid, ?pgid, taker = rec.pid, "the lock is held by a leftover of the dead holder (a process that inherited its locked descriptor and left the kubelet's process group); killing it");
+            warn!(pid, pgid, taker = rec.pid, "the lock is held by a leftover of the dead holder (a process that inherited its locked descriptor and left the kubelet's process group); killing it");
             if !child::signal_view_pid(*pid, Signal::SIGKILL) {
                 warn!(pid, "cannot signal the leftover (not in our PID namespace); the lock comes free when it exits");
             }
@@ -362,7 +362,7 @@ impl Driver {
         let supervisors: Vec<i32> = self.live_claims(&locks).iter().map(|c| c.owner).collect();
         for pid in holders.into_iter().filter(|p| !supervisors.contains(p)) {
             let pgid = procfs::stat(pid).map(|s| s.pgrp);
-            warn!(pid, ?pgid, taker, "the lock is held by a leftover of its dead taker (a process that inherited the locked descriptor and left the kubelet's process group); killing it");
+            warn!(pid, pgid, taker, "the lock is held by a leftover of its dead taker (a process that inherited the locked descriptor and left the kubelet's process group); killing it");
             if !child::signal_view_pid(pid, Signal::SIGKILL) {
                 warn!(pid, "cannot signal the leftover (not in our PID namespace); the lock comes free when it exits");
             }
@@ -395,7 +395,7 @@ impl Driver {
             Stopped::Patience => return,
             Stopped::Fence(stopped_for) => stopped_for,
         };
-        warn!(pid, why, stopped_for = ?stopped_for, "fencing a stopped supervisor that keeps the node without a kubelet: SIGKILL");
+        warn!(pid, why, stopped_for = %humantime::format_duration(stopped_for), "fencing a stopped supervisor that keeps the node without a kubelet: SIGKILL");
         if !child::signal_view_pid(pid, Signal::SIGKILL) {
             let line = format!("cannot fence stopped supervisor pid {pid} (not in our PID namespace); the node has no kubelet until it is resumed or killed");
             if self.reported.first(&line) {

@@ -168,7 +168,10 @@ async fn guard(takeover: &TakeoverLock) -> Option<crate::pivot::takeover::Takeov
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             Ok(None) => {
-                warn!("the takeover lock stayed held for {TAKEOVER_WAIT:?}; checking the lock file without it");
+                warn!(
+                    "the takeover lock stayed held for {}; checking the lock file without it",
+                    humantime::format_duration(TAKEOVER_WAIT)
+                );
                 return None;
             }
             Err(err) => {

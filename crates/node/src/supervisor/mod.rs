@@ -409,7 +409,7 @@ pub async fn run(opts: Options) -> Result<i32, SupervisorError> {
     if let Some(dir) = &opts.local.config_dir {
         watcher.watch_config_dir(dir, crate::config::config_dir::MAX_DEPTH);
     }
-    info!(rank = %opts.rank, pid = me.pid, lock = %opts.lock_path.display(), watch = ?watcher.mode(), "supervisor starting");
+    info!(rank = %opts.rank, pid = me.pid, lock = %opts.lock_path.display(), watch = %watcher.mode(), "supervisor starting");
     let mut d = Driver {
         opts,
         me,
@@ -555,7 +555,7 @@ impl Driver {
             Wake::BackoffElapsed => vec![Input::BackoffElapsed],
             Wake::StopDeadline => {
                 if let Some(k) = self.pivot.kubelet() {
-                    warn!(pid = k.pid, timeout = ?self.opts.stop_timeout, "kubelet did not exit within --stop-timeout after SIGTERM; sending SIGKILL to its process group");
+                    warn!(pid = k.pid, timeout = %humantime::format_duration(self.opts.stop_timeout), "kubelet did not exit within --stop-timeout after SIGTERM; sending SIGKILL to its process group");
                 }
                 vec![Input::StopDeadline]
             }

@@ -46,7 +46,12 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE")]
     pub against: Option<PathBuf>,
     /// The nodes' actions per class, if not the defaults (as the supervisor's flag).
-    #[arg(long, value_name = "CLASS=ACTION,...", default_value = "")]
+    #[arg(
+        long,
+        value_name = "CLASS=ACTION,...",
+        default_value = "",
+        hide_default_value = true
+    )]
     pub disruption_action: Overrides,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
@@ -332,9 +337,7 @@ pub fn run(a: &CheckArgs, out: &mut impl Write) -> Result<u8, CheckError> {
         &target,
     );
     let printed = match a.output {
-        Output::Json => serde_json::to_string_pretty(&r)
-            .map_err(std::io::Error::other)
-            .and_then(|s| writeln!(out, "{s}")),
+        Output::Json | Output::Yaml => a.output.write_structured(out, &r),
         Output::Table => write!(out, "{}", text(&r, &policy)),
     };
     printed.map_err(CheckError::Output)?;

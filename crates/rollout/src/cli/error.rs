@@ -6,11 +6,12 @@ use kube::config::KubeconfigError;
 
 use crate::plan::settings::SpecError;
 use kp_contract::rollout::{CrdError, DecodeError};
+use kp_runtime::api_error::{ApiError, Unreachable};
 
 /// No API client could be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot read --kubeconfig {}: {source}", .path.display())]
+    #[error("cannot read --kubeconfig {}: {}", .path.display(), kubeconfig_reason(.source))]
     ReadKubeconfig {
         path: PathBuf,
         #[source]
@@ -28,8 +29,17 @@ pub enum ClientError {
     /// Neither a default kubeconfig nor in a cluster (the kubeconfig's error is shown).
     #[error("no kubeconfig ($KUBECONFIG or ~/.kube/config) and not in a cluster: {0}")]
     NoConfig(#[source] KubeconfigError),
-    #[error("cannot build the API client: {0}")]
+    #[error("cannot build the API client: {}", kp_runtime::api_error::shown(.0))]
     Build(#[source] kube::Error),
+}
+
+/// Why a kubeconfig file could not be read, without kube's Debug-quoted copy of the
+/// path the message already names (`failed to read kubeconfig from '"/x"'`).
+fn kubeconfig_reason(err: &KubeconfigError) -> String {
+    match err {
+        KubeconfigError::ReadConfig(io, _) => io.to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// A flag of `rollout start` that cannot be used (found before any request).
@@ -39,13 +49,20 @@ pub enum FlagError {
     Negative { flag: &'static str, text: String },
     #[error("--{flag} needs a count of nodes or a percentage like 10%, not {text:?}")]
     NotACount { flag: &'static str, text: String },
-    #[error("--selector: {0:?} is not KEY=VALUE")]
-    Selector(String),
+    #[error("--selector {text:?}: {source}")]
+    Selector {
+        text: String,
+        #[source]
+        source: super::selector::SelectorError,
+    },
     #[error("--window {0:?}: expected \"[DAYS ]HH:MM DURATION\", e.g. \"Sat,Sun 22:00 4h\"")]
     Window(String),
     /// `--config` is not `NAMESPACE/NAME[:KEY]` (the parser says why).
     #[error("--config: {0}")]
     Config(String),
+    /// `rollout crd` prints what the types generate: no cluster, one format.
+    #[error("rollout crd takes no {0}: it prints the CRD (YAML) generated from the types, without a cluster")]
+    CrdTakesNo(&'static str),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
 }
@@ -73,6 +90,9 @@ pub enum CliError {
     /// `rollout start` refused before any change.
     #[error(transparent)]
     Precheck(#[from] super::precheck::PrecheckError),
+    /// `rollout start` refused: the controller would misread the spec.
+    #[error(transparent)]
+    OlderController(#[from] super::skew::OlderController),
     #[error(transparent)]
     Crd(#[from] CrdError),
     #[error("cannot render the CRD: {0}")]
@@ -84,14 +104,20 @@ pub enum CliError {
     Output(#[source] std::io::Error),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
-    #[error("cannot read rollout {name}: {source}")]
+    #[error("cannot read rollout \"{name}\": {source}")]
     Read {
         name: String,
         #[source]
-        source: kube::Error,
+        source: ApiError,
     },
-    #[error("rollout {name} not found (kubectl get kubeletconfigrollouts lists them)")]
+    #[error("rollout \"{name}\" not found (kubectl get kubeletconfigrollouts lists them)")]
     NotFound { name: String },
+    /// No answer from the API server (kubectl's words, with its address).
+    #[error("{}", .failure.text(Some(server)))]
+    Unreachable {
+        server: String,
+        failure: Unreachable,
+    },
     #[error(
         "rollout {name} cannot be read ({source}); fix the field (kubectl edit kcr {name}) or \
          delete the rollout"
@@ -111,17 +137,17 @@ pub enum CliError {
         #[source]
         source: DecodeError,
     },
-    #[error("cannot create rollout {name}: {source}")]
+    #[error("cannot create rollout \"{name}\": {source}")]
     Create {
         name: String,
         #[source]
-        source: kube::Error,
+        source: ApiError,
     },
-    #[error("cannot update rollout {name}: {source}")]
+    #[error("cannot update rollout \"{name}\": {source}")]
     Update {
         name: String,
         #[source]
-        source: kube::Error,
+        source: ApiError,
     },
     /// The spec the flags make with the stored one cannot be decoded.
     #[error("invalid rollout: {0}")]
@@ -136,7 +162,7 @@ pub enum CliError {
         namespace: String,
         name: &'static str,
         #[source]
-        source: kube::Error,
+        source: ApiError,
     },
     #[error("rollout {name} was deleted")]
     Deleted { name: String },
@@ -177,7 +203,7 @@ mod tests {
         let missing = CliError::NotFound { name: "r1".into() };
         assert_eq!(
             missing.to_string(),
-            "rollout r1 not found (kubectl get kubeletconfigrollouts lists them)"
+            "rollout \"r1\" not found (kubectl get kubeletconfigrollouts lists them)"
         );
         let window = FlagError::Window("22:00".into());
         assert_eq!(

@@ -14,6 +14,8 @@ pub mod dryrun;
 mod error;
 pub mod precheck;
 mod render;
+pub mod selector;
+mod skew;
 mod start;
 mod stop;
 mod watch;
@@ -26,6 +28,7 @@ use serde_json::json;
 
 pub use args::{ClusterArgs, ControllerArgs, Output, RolloutAction, RolloutArgs};
 pub use error::{CliError, ClientError, CountError, FlagError};
+use kp_runtime::api_error::Unreachable;
 pub use render::{
     bar, condition_text, exit_code, history_text, invalid_text, problems, settled, status_line,
     status_text,
@@ -42,6 +45,17 @@ pub const EXIT_TIMEOUT: u8 = 4;
 /// Builds a client the way kubectl does: --kubeconfig, else $KUBECONFIG, else
 /// ~/.kube/config (with --context), else the in-cluster config.
 pub async fn client(args: &ClusterArgs, component: Component) -> Result<Client, ClientError> {
+    kp_runtime::client::build(config(args).await?, component).map_err(ClientError::Build)
+}
+
+/// The API server's address as kubectl names it in its errors: `HOST:PORT` (or `HOST`
+/// when the URL gives no port).
+fn server_address(config: &kube::Config) -> String {
+    kp_runtime::api_error::address(&config.cluster_url)
+}
+
+/// The client configuration, found as [`client`] says.
+async fn config(args: &ClusterArgs) -> Result<kube::Config, ClientError> {
     let opts = kube::config::KubeConfigOptions {
         context: args.context.clone(),
         ..Default::default()
@@ -67,7 +81,7 @@ pub async fn client(args: &ClusterArgs, component: Component) -> Result<Client, 
             Err(err) => kube::Config::incluster().map_err(|_| ClientError::NoConfig(err))?,
         },
     };
-    kp_runtime::client::build(config, component).map_err(ClientError::Build)
+    Ok(config)
 }
 
 /// The rollouts, untyped: an object the types cannot read is still shown (see [`Read`]).
@@ -115,7 +129,7 @@ impl Read {
 fn read_error(name: &str) -> impl FnOnce(kube::Error) -> CliError + '_ {
     move |source| CliError::Read {
         name: name.to_string(),
-        source,
+        source: source.into(),
     }
 }
 
@@ -151,9 +165,15 @@ async fn patch_spec(
     let obj = api(client)
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|source| CliError::Update {
-            name: name.to_string(),
-            source,
+        .map_err(|source| match source {
+            // The name is all a merge patch needs: a 404 is the rollout missing.
+            kube::Error::Api(status) if status.code == 404 => CliError::NotFound {
+                name: name.to_string(),
+            },
+            source => CliError::Update {
+                name: name.to_string(),
+                source: source.into(),
+            },
         })?;
     match Read::of(obj) {
         Read::Valid(r) => Ok(*r),
@@ -170,11 +190,7 @@ fn print_object(
     output: Output,
 ) -> std::io::Result<()> {
     match output {
-        Output::Json => writeln!(
-            out,
-            "{}",
-            serde_json::to_string(r).map_err(std::io::Error::other)?
-        ),
+        Output::Json | Output::Yaml => output.write_structured(out, r),
         Output::Table => write!(out, "{}", status_text(r)),
     }
 }
@@ -188,11 +204,7 @@ fn print_invalid(
     output: Output,
 ) -> std::io::Result<()> {
     match output {
-        Output::Json => writeln!(
-            out,
-            "{}",
-            serde_json::to_string(obj).map_err(std::io::Error::other)?
-        ),
+        Output::Json | Output::Yaml => output.write_structured(out, obj),
         Output::Table => write!(out, "{}", invalid_text(obj, err)),
     }
 }
@@ -200,6 +212,14 @@ fn print_invalid(
 /// Runs one `rollout` command; returns the exit status.
 pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError> {
     if let RolloutAction::Crd = args.action {
+        let given = [
+            (args.cluster.kubeconfig.is_some(), "--kubeconfig"),
+            (args.cluster.context.is_some(), "--context"),
+            (args.output.is_some(), "-o/--output"),
+        ];
+        if let Some((_, flag)) = given.into_iter().find(|(given, _)| *given) {
+            return Err(FlagError::CrdTakesNo(flag).into());
+        }
         let crd =
             serde_yaml_ng::to_string(&kp_contract::rollout::crd()?).map_err(CliError::RenderCrd)?;
         write!(out, "{crd}").map_err(CliError::PrintCrd)?;
@@ -208,8 +228,26 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
     if let RolloutAction::Start(a) = &args.action {
         start::check(a)?;
     }
-    let client = client(&args.cluster, Component::Cli).await?;
-    let output = args.output;
+    let config = config(&args.cluster).await?;
+    let server = server_address(&config);
+    let client = kp_runtime::client::build(config, Component::Cli).map_err(ClientError::Build)?;
+    run_with(client, &server, args, out).await.map_err(|err| {
+        // No answer at all: kubectl's words about the server, and nothing else.
+        match Unreachable::find(&err) {
+            Some(failure) => CliError::Unreachable { server, failure },
+            None => err,
+        }
+    })
+}
+
+/// [`run`] once the client is built.
+async fn run_with(
+    client: Client,
+    server: &str,
+    args: RolloutArgs,
+    out: &mut impl Write,
+) -> Result<u8, CliError> {
+    let output = args.output.unwrap_or(Output::Table);
     let io = CliError::Output;
     match args.action {
         RolloutAction::Crd => Ok(0),
@@ -218,15 +256,14 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
                 start::Started::Rollout(r) => r,
                 start::Started::DryRun { config, plans } => {
                     match output {
-                        Output::Json => writeln!(
+                        Output::Json | Output::Yaml => output.write_structured(
                             out,
-                            "{}",
-                            json!({
+                            &json!({
                                 "rollout": a.name,
                                 "config": config.annotation(),
                                 "nodes": plans,
                                 "totals": dryrun::Totals::of(&plans),
-                            })
+                            }),
                         ),
                         Output::Table => write!(out, "{}", dryrun::text(&a.name, &config, &plans)),
                     }
@@ -235,7 +272,7 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
                 }
             };
             match output {
-                Output::Json => print_object(out, &r, output).map_err(io)?,
+                Output::Json | Output::Yaml => print_object(out, &r, output).map_err(io)?,
                 Output::Table => {
                     let st = r.status.clone().unwrap_or_default();
                     let msg = if super::plan::needs_new_revision(&r.spec, &st) {
@@ -263,11 +300,11 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
         } => {
             if watch {
                 let Some(limit) = timeout else {
-                    return watch::watch_status(&client, &name, output, out).await;
+                    return watch::watch_status(&client, server, &name, output, out).await;
                 };
                 return match tokio::time::timeout(
                     limit,
-                    watch::watch_status(&client, &name, output, out),
+                    watch::watch_status(&client, server, &name, output, out),
                 )
                 .await
                 {
@@ -307,6 +344,7 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
             let r = patch_spec(&client, &name, patch).await?;
             let msg = match st.failures.len() {
                 0 => format!("rollout {name} resumed"),
+                1 => format!("rollout {name} resumed; its failed node is acknowledged and stays as it is"),
                 n => format!("rollout {name} resumed; its {n} failed nodes are acknowledged and stay as they are"),
             };
             report(out, &r, output, &msg)
@@ -320,9 +358,9 @@ pub async fn run(args: RolloutArgs, out: &mut impl Write) -> Result<u8, CliError
         RolloutAction::History { name } => {
             let r = get(&client, &name).await?;
             match output {
-                Output::Json => {
+                Output::Json | Output::Yaml => {
                     let history = r.status.map(|s| s.history).unwrap_or_default();
-                    writeln!(out, "{}", serde_json::to_string(&history)?).map_err(io)?
+                    output.write_structured(out, &history).map_err(io)?
                 }
                 Output::Table => write!(out, "{}", history_text(&r)).map_err(io)?,
             }
@@ -341,9 +379,53 @@ fn report(
     msg: &str,
 ) -> Result<u8, CliError> {
     match output {
-        Output::Json => print_object(out, r, output),
+        Output::Json | Output::Yaml => print_object(out, r, output),
         Output::Table => writeln!(out, "{msg}"),
     }
     .map_err(CliError::Output)?;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r1() -> KubeletConfigRollout {
+        let spec = serde_json::from_value(json!({
+            "config": {"namespace": "kubelet-config", "name": "c", "key": "kubelet"}
+        }))
+        .expect("a spec");
+        KubeletConfigRollout::new("r1", spec)
+    }
+
+    #[test]
+    fn json_output_is_indented_as_status_o_json_and_kubectl_print_it() {
+        let r = r1();
+        let mut out = Vec::new();
+        print_object(&mut out, &r, Output::Json).expect("printed");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(text.starts_with("{\n  \""), "{text}");
+        assert!(text.ends_with("}\n"), "{text}");
+        let back: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(back["metadata"]["name"], "r1", "{text}");
+    }
+
+    #[test]
+    fn yaml_output_is_the_object_as_kubectl_prints_it() {
+        let r = r1();
+        let mut out = Vec::new();
+        print_object(&mut out, &r, Output::Yaml).expect("printed");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(
+            text.starts_with("apiVersion: kubelet-pivot.io/v1alpha1\nkind: KubeletConfigRollout\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nmetadata:\n") && text.contains("\n  name: r1\n"),
+            "{text}"
+        );
+        assert!(text.ends_with('\n') && !text.ends_with("\n\n"), "{text}");
+        let back: KubeletConfigRollout = serde_yaml_ng::from_str(&text).expect("YAML");
+        assert_eq!(back.spec.config.name, "c");
+    }
 }

@@ -11,7 +11,7 @@ use kube::Client;
 
 use crate::nodeview::NodeView;
 use kp_contract::node_config::excerpt;
-use kp_contract::rollout::ConfigMapKey;
+use kp_contract::rollout::{ConfigMapKey, NodeSelector};
 use kp_kubelet_config::{ConfigError, KubeletConfig};
 
 /// Why a ConfigMap's payload is not a config the node would run.
@@ -36,7 +36,7 @@ pub enum PrecheckError {
         namespace: String,
         name: String,
         #[source]
-        source: kube::Error,
+        source: kp_runtime::api_error::ApiError,
     },
     #[error(
         "configmap {namespace}/{name}: {source}; every node would refuse it (`kubelet-pivot \
@@ -51,7 +51,7 @@ pub enum PrecheckError {
     #[error("no node matches the selector {0}: nothing to roll (kubectl get nodes -l ... lists what a selector matches; --force starts a rollout that waits for nodes to match)")]
     NoNodes(String),
     #[error("cannot list the nodes: {0}")]
-    ListNodes(#[source] kube::Error),
+    ListNodes(#[source] kp_runtime::api_error::ApiError),
 }
 
 /// What the checks found.
@@ -132,16 +132,12 @@ fn names<'a>(keys: impl Iterator<Item = &'a str>) -> String {
     }
 }
 
-/// `pool=a,zone=z1`, or `(none: every node)`.
-pub fn selector_text(selector: &BTreeMap<String, String>) -> String {
+/// `pool=a,zone in (z1,z2)`, or `(none: every node)`.
+pub fn selector_text(selector: &NodeSelector) -> String {
     if selector.is_empty() {
         return "(none: every node)".to_string();
     }
-    selector
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
+    selector.to_string()
 }
 
 /// The warning for a ConfigMap that is not immutable, if it is not.
@@ -160,7 +156,7 @@ pub fn mutable_warning(cm: &ConfigMap, key: &ConfigMapKey) -> Option<String> {
 pub async fn check(
     client: &Client,
     key: &ConfigMapKey,
-    selector: &BTreeMap<String, String>,
+    selector: &NodeSelector,
     force: bool,
 ) -> Result<Checked, PrecheckError> {
     let mut warnings = Vec::new();
@@ -171,7 +167,7 @@ pub async fn check(
         .map_err(|source| PrecheckError::Read {
             namespace: key.namespace.clone(),
             name: key.name.clone(),
-            source,
+            source: source.into(),
         })?;
     let config = match &configmap {
         None if force => {
@@ -232,14 +228,17 @@ pub async fn check(
 /// label first).
 async fn matching_nodes(
     client: &Client,
-    selector: &BTreeMap<String, String>,
+    selector: &NodeSelector,
 ) -> Result<Vec<Node>, PrecheckError> {
     let api: Api<Node> = Api::all(client.clone());
     let mut params = ListParams::default();
     if !selector.is_empty() {
-        params = params.labels(&selector_text(selector));
+        params = params.labels(&selector.to_string());
     }
-    let list = api.list(&params).await.map_err(PrecheckError::ListNodes)?;
+    let list = api
+        .list(&params)
+        .await
+        .map_err(|e| PrecheckError::ListNodes(e.into()))?;
     Ok(list
         .items
         .into_iter()
@@ -333,9 +332,12 @@ mod tests {
         );
         assert!(mutable_warning(&cm(&[], Some(false)), &key).is_some());
         assert!(mutable_warning(&cm(&[], Some(true)), &key).is_none());
-        let sel = BTreeMap::from([("pool".to_string(), "a".to_string())]);
-        assert_eq!(selector_text(&sel), "pool=a");
-        assert_eq!(selector_text(&BTreeMap::new()), "(none: every node)");
+        let sel = super::super::selector::parse("pool=a,zone notin (z9)").unwrap();
+        assert_eq!(selector_text(&sel), "pool=a,zone notin (z9)");
+        assert_eq!(
+            selector_text(&NodeSelector::default()),
+            "(none: every node)"
+        );
         let many: Vec<String> = (0..12).map(|i| format!("k{i}")).collect();
         assert!(names(many.iter().map(String::as_str)).ends_with(", +2 more"));
     }

@@ -236,8 +236,7 @@ pub fn invalid_text(obj: &DynamicObject, err: &DecodeError) -> String {
 /// The revision history table.
 pub fn history_text(r: &KubeletConfigRollout) -> String {
     let st = r.status.clone().unwrap_or_default();
-    let mut out = format!(
-        "{:<9} {:<40} {:<11} {:>8} {:>7}  {:<28} {:<20} {}\n",
+    let header = [
         "REVISION",
         "CONFIG",
         "RESULT",
@@ -245,22 +244,46 @@ pub fn history_text(r: &KubeletConfigRollout) -> String {
         "FAILED",
         "NO-FALLBACK-FOR",
         "STARTED",
-        "FINISHED"
-    );
-    for h in &st.history {
-        let current = if h.revision == st.revision { "*" } else { " " };
-        let _ = writeln!(
-            out,
-            "{:<9} {:<40} {:<11} {:>8} {:>7}  {:<28} {:<20} {}",
+        "FINISHED",
+    ]
+    .map(str::to_string);
+    let rows = st.history.iter().map(|h| {
+        let current = if h.revision == st.revision { "*" } else { "" };
+        [
             format!("{}{current}", h.revision),
             h.config.annotation(),
-            h.result.as_deref().unwrap_or("InProgress"),
-            h.changed,
-            h.failed,
+            h.result.as_deref().unwrap_or("InProgress").to_string(),
+            h.changed.to_string(),
+            h.failed.to_string(),
             no_fallback_text(h),
-            h.started,
-            h.finished.as_deref().unwrap_or("-")
-        );
+            h.started.clone(),
+            h.finished.as_deref().unwrap_or("-").to_string(),
+        ]
+    });
+    aligned(std::iter::once(header).chain(rows).collect())
+}
+
+/// Columns as kubectl's printer sets them: each as wide as its widest cell, three
+/// spaces apart, the last one not padded.
+fn aligned<const N: usize>(rows: Vec<[String; N]>) -> String {
+    let mut widths = [0; N];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in &rows {
+        let mut line = String::new();
+        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+            if i + 1 < N {
+                let _ = write!(line, "{cell:<w$}   ");
+            } else {
+                line.push_str(cell);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
     }
     out
 }
@@ -451,5 +474,44 @@ mod tests {
     fn control_characters_from_the_server_are_escaped() {
         let c = cond("Paused", "True", "Manual", "a\u{1b}[2Jb\nc");
         assert_eq!(condition_text(&c), "Paused: Manual (a\\u{1b}[2Jb\\nc)");
+    }
+
+    #[test]
+    fn history_columns_line_up_whatever_the_cells_widths() {
+        let mut r = rollout(Phase::Progressing, vec![]);
+        let record = |revision: u32, name: &str, finished: Option<&str>| {
+            serde_json::from_value(serde_json::json!({
+                "revision": revision,
+                "config": {"namespace": "kubelet-config", "name": name, "key": "kubelet"},
+                "started": "2026-01-01T00:00:00Z",
+                "finished": finished,
+                "result": finished.map(|_| "Completed"),
+                "changed": 12,
+            }))
+            .expect("a record")
+        };
+        let long = "a-config-map-with-a-name-longer-than-forty-characters";
+        if let Some(st) = r.status.as_mut() {
+            st.revision = 2;
+            st.history = vec![
+                record(1, "short", Some("2026-01-01T00:05:00Z")),
+                record(2, long, None),
+            ];
+        }
+        let text = history_text(&r);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        // Every column starts where its header does, on every line.
+        for header in ["CONFIG", "RESULT", "CHANGED", "STARTED"] {
+            let at = lines[0].find(header).expect(header);
+            for line in &lines[1..] {
+                assert!(
+                    line[..at].ends_with("   ") && !line[at..].starts_with(' '),
+                    "{header} not at {at} in {line:?}\n{text}"
+                );
+            }
+        }
+        assert!(lines[2].starts_with("2*   "), "{text}");
+        assert!(lines[2].contains(long), "{text}");
     }
 }

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::args::StartArgs;
 use super::error::{CliError, FlagError};
-use super::{dryrun, precheck};
+use super::{dryrun, precheck, selector, skew};
 use crate::plan::settings::Settings;
 use kp_contract::node_config::parse_annotation;
 use kp_contract::rollout::{ConfigMapKey, IntOrPercent, KubeletConfigRollout, RolloutSpec};
@@ -34,18 +34,6 @@ fn count_or_percent(flag: &'static str, text: &str) -> Result<Value, FlagError> 
     Ok(serde_json::to_value(int_or_percent(text))?)
 }
 
-fn selector(text: &str) -> Result<BTreeMap<String, String>, FlagError> {
-    text.split(',')
-        .filter(|t| !t.trim().is_empty())
-        .map(|term| {
-            term.split_once('=')
-                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .filter(|(k, _)| !k.is_empty())
-                .ok_or_else(|| FlagError::Selector(term.to_string()))
-        })
-        .collect()
-}
-
 fn window(text: &str) -> Result<Value, FlagError> {
     let parts: Vec<&str> = text.split_whitespace().collect();
     let (days, start, duration) = match parts.as_slice() {
@@ -60,8 +48,12 @@ fn window(text: &str) -> Result<Value, FlagError> {
     Ok(json!({"days": days, "start": start, "duration": duration}))
 }
 
-/// The spec fields the flags set, as JSON (camelCase), for a create or a merge patch.
-fn spec_fields(a: &StartArgs) -> Result<Map<String, Value>, FlagError> {
+/// The spec fields the flags set, as JSON (camelCase), for a create or a merge patch
+/// (`old_labels`: the existing rollout's `nodeSelector`, which a new `-l` replaces).
+fn spec_fields(
+    a: &StartArgs,
+    old_labels: Option<&BTreeMap<String, String>>,
+) -> Result<Map<String, Value>, FlagError> {
     let r = parse_annotation(&a.config).map_err(FlagError::Config)?;
     let mut spec = Map::new();
     let config = ConfigMapKey {
@@ -74,8 +66,14 @@ fn spec_fields(a: &StartArgs) -> Result<Map<String, Value>, FlagError> {
     let mut set = |k: &str, v: Value| {
         spec.insert(k.to_string(), v);
     };
-    if let Some(s) = &a.selector {
-        set("nodeSelector", json!(selector(s)?));
+    if let Some(text) = &a.selector {
+        let parsed = selector::parse(text).map_err(|source| FlagError::Selector {
+            text: text.clone(),
+            source,
+        })?;
+        let (labels, expressions) = selector::spec_fields(&parsed, old_labels);
+        set("nodeSelector", labels);
+        set("nodeSelectorExpressions", expressions);
     }
     if let Some(n) = a.canary {
         set("canary", json!(n));
@@ -128,7 +126,7 @@ fn spec_fields(a: &StartArgs) -> Result<Map<String, Value>, FlagError> {
 
 /// The flags' errors, before any request (a typo never waits on the API server).
 pub fn check(a: &StartArgs) -> Result<(), FlagError> {
-    spec_fields(a).map(|_| ())
+    spec_fields(a, None).map(|_| ())
 }
 
 /// What `start` did.
@@ -146,9 +144,10 @@ pub enum Started {
 /// clear error at once, not an Invalid phase later, then the ConfigMap, its payload and
 /// the selector ([`precheck`]); warnings go to stderr.
 pub async fn start(client: &Client, a: &StartArgs) -> Result<Started, CliError> {
-    let fields = spec_fields(a)?;
+    check(a)?;
     let api: Api<KubeletConfigRollout> = Api::all(client.clone());
     let existing = super::get_opt(client, &a.name).await?;
+    let fields = spec_fields(a, existing.as_ref().map(|r| &r.spec.node_selector))?;
     let mut spec_json = match &existing {
         Some(r) => serde_json::to_value(&r.spec)?,
         None => json!({}),
@@ -156,7 +155,15 @@ pub async fn start(client: &Client, a: &StartArgs) -> Result<Started, CliError> 
     if let Value::Object(m) = &mut spec_json {
         for (k, v) in fields.clone() {
             match (m.get_mut(&k), v) {
-                (Some(Value::Object(old)), Value::Object(new)) => old.extend(new),
+                (Some(Value::Object(old)), Value::Object(new)) => {
+                    for (k, v) in new {
+                        if v.is_null() {
+                            old.remove(&k);
+                        } else {
+                            old.insert(k, v);
+                        }
+                    }
+                }
                 (_, v) => {
                     m.insert(k, v);
                 }
@@ -165,7 +172,10 @@ pub async fn start(client: &Client, a: &StartArgs) -> Result<Started, CliError> 
     }
     let spec: RolloutSpec = serde_json::from_value(spec_json).map_err(CliError::InvalidSpec)?;
     Settings::of(&spec).map_err(CliError::InvalidSettings)?;
-    let checked = precheck::check(client, &spec.config, &spec.node_selector, a.force).await?;
+    let mut checked = precheck::check(client, &spec.config, &spec.selector(), a.force).await?;
+    checked
+        .warnings
+        .extend(skew::check(client, &spec, a.force).await?);
     for warning in &checked.warnings {
         eprintln!("warning: {warning}");
     }
@@ -183,7 +193,7 @@ pub async fn start(client: &Client, a: &StartArgs) -> Result<Started, CliError> 
                 .await
                 .map_err(|source| CliError::Create {
                     name: a.name.clone(),
-                    source,
+                    source: source.into(),
                 })
         }
         Some(_) => {
@@ -192,7 +202,7 @@ pub async fn start(client: &Client, a: &StartArgs) -> Result<Started, CliError> 
                 .await
                 .map_err(|source| CliError::Update {
                     name: a.name.clone(),
-                    source,
+                    source: source.into(),
                 })
         }
     }?;
@@ -241,8 +251,6 @@ mod tests {
             json!(["Sat", "Sun"])
         );
         assert!(window("22:00").is_err());
-        assert_eq!(selector("a=b, c=d").unwrap().len(), 2);
-        assert!(selector("nokey").is_err());
         assert_eq!(int_or_percent("5"), IntOrPercent::Int(5));
         assert_eq!(int_or_percent("10%"), IntOrPercent::Percent("10%".into()));
     }

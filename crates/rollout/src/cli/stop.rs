@@ -21,11 +21,11 @@ pub(super) async fn global_stop(
 ) -> Result<u8, CliError> {
     let name = STOP_CONFIGMAP;
     let failed = |action: &'static str| {
-        move |source| CliError::StopSwitch {
+        move |source: kube::Error| CliError::StopSwitch {
             action,
             namespace: namespace.to_string(),
             name,
-            source,
+            source: source.into(),
         }
     };
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
@@ -49,8 +49,12 @@ pub(super) async fn global_stop(
         args::Switch::Status => cms.get_opt(name).await.map_err(failed("read"))?.is_some(),
     };
     let text = match output {
-        Output::Json => {
-            json!({"globalStop": on, "configMap": format!("{namespace}/{name}")}).to_string()
+        Output::Json | Output::Yaml => {
+            let value = json!({"globalStop": on, "configMap": format!("{namespace}/{name}")});
+            output
+                .write_structured(out, &value)
+                .map_err(CliError::Output)?;
+            return Ok(0);
         }
         Output::Table if on => format!(
             "global stop is ON (configmap {namespace}/{name} exists): every rollout is halted"

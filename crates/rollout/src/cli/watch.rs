@@ -19,6 +19,7 @@ use kp_contract::rollout::KubeletConfigRollout;
 /// per line with -o json.
 pub(super) async fn watch_status(
     client: &Client,
+    server: &str,
     name: &str,
     output: Output,
     out: &mut impl Write,
@@ -51,7 +52,10 @@ pub(super) async fn watch_status(
                 continue;
             }
             Err(err) => {
-                eprintln!("watch interrupted ({err}); retrying");
+                eprintln!(
+                    "watch interrupted ({}); retrying",
+                    kp_runtime::api_error::shown_watch(&err, Some(server))
+                );
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 continue;
             }
@@ -73,6 +77,13 @@ pub(super) async fn watch_status(
         }
         match output {
             Output::Json => print_object(out, &obj, output).map_err(io)?,
+            // One YAML document per change, as `kubectl get -w -o yaml` prints them.
+            Output::Yaml => {
+                if last.is_some() {
+                    writeln!(out, "---").map_err(io)?;
+                }
+                print_object(out, &obj, output).map_err(io)?
+            }
             Output::Table if tty => {
                 let text = status_text(&obj);
                 if last_lines > 0 {

@@ -22,7 +22,7 @@ pub enum RunError {
 pub enum ReconcileError {
     #[error("not the leader any more")]
     NotLeader,
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", kp_runtime::api_error::shown(.source))]
     Api {
         what: String,
         #[source]

@@ -117,7 +117,11 @@ fn log_controller_error(
         E2::ObjectNotFound(obj) => {
             info!(rollout = %obj.name, "rollout deleted before it was reconciled")
         }
-        E2::QueueError(err) => outage.failed(err, retry::Failure::of_watch(err), retry_in),
+        E2::QueueError(err) => outage.failed(
+            &kp_runtime::api_error::shown_watch(err, None),
+            retry::Failure::of_watch(err),
+            retry_in,
+        ),
         E2::RunnerError(err) => warn!(%err, "the controller's scheduler failed"),
     }
 }

@@ -53,7 +53,7 @@ pub(super) fn error_policy(
     let failures = ctx.failures.failed(&name);
     let delay = retry_delay(failures);
     if logged(failures) {
-        warn!(rollout = %name, %err, failures, retry_in = ?delay, "reconcile failed; retrying");
+        warn!(rollout = %name, %err, failures, retry_in = %humantime::format_duration(delay), "reconcile failed; retrying");
     }
     Action::requeue(delay)
 }

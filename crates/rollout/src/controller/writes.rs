@@ -32,7 +32,7 @@ pub(super) async fn touch(ctx: &Context, t: &Touch) -> Result<bool, ReconcileErr
     {
         Ok(_) => {
             info!(node = %t.node, rollout = %t.record.rollout, revision = t.record.revision,
-                  assignment = ?t.assignment, previous = ?t.record.previous, "changed the node's assignment");
+                  assignment = t.assignment.as_deref().unwrap_or("none (removed)"), previous = t.record.previous.as_deref(), "changed the node's assignment");
             Ok(true)
         }
         // The node changed since the cache saw it (or is gone): decide again.

@@ -49,8 +49,8 @@ fn auto_pause(d: &Decider) -> Option<(PauseReason, String)> {
         return Some((
             PauseReason::MaxFailures,
             format!(
-                "{} nodes failed, more than maxFailures {}",
-                unacked.len(),
+                "{} failed, more than maxFailures {}",
+                kp_contract::text::count(unacked.len(), "node"),
                 d.inp.spec.max_failures
             ),
         ));

@@ -190,10 +190,11 @@ pub fn plan(inp: &Inputs) -> Plan {
         pods_wanted: Vec::new(),
         requeue: None,
     };
+    let selector = inp.spec.selector();
     let matching: BTreeMap<&str, &NodeView> = inp
         .nodes
         .iter()
-        .filter(|n| n.matches(&inp.spec.node_selector))
+        .filter(|n| n.matches(&selector))
         .map(|n| (n.name.as_str(), n))
         .collect();
     if needs_new_revision(inp.spec, &d.st) {

@@ -69,9 +69,17 @@ pub(super) fn report_owners(
         );
     } else {
         let msg = format!(
-            "{} nodes follow the newer rollout {} now and are no longer targets: {}",
-            superseded.len(),
+            "{} the newer rollout {} now and {}: {}",
+            match superseded.len() {
+                1 => "1 node follows".to_string(),
+                n => format!("{n} nodes follow"),
+            },
             by(superseded),
+            if superseded.len() == 1 {
+                "is no longer a target"
+            } else {
+                "are no longer targets"
+            },
             some_names(superseded.iter().map(|(n, _)| *n))
         );
         set_condition(

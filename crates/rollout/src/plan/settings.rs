@@ -6,7 +6,7 @@ use kp_contract::node_config::{parse_annotation, ConfigRef};
 use kp_kubelet_config::DEFAULT_CONFIG_TRIAL_DURATION;
 
 use super::super::window::{parse_duration, parse_windows, DurationError, Window, WindowsError};
-use kp_contract::rollout::{IntOrPercent, PercentError, RolloutSpec};
+use kp_contract::rollout::{IntOrPercent, PercentError, RolloutSpec, SelectorRequirement};
 
 /// A spec that cannot be followed: the field, and what it should look like.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -24,6 +24,9 @@ pub enum SpecError {
     NoneUnavailable,
     #[error("maxUnavailable.topologyKey: must name a node label")]
     TopologyKey,
+    /// A `nodeSelectorExpressions` entry of the wrong shape or with a bad key or value.
+    #[error("nodeSelectorExpressions[{index}]: {why}")]
+    SelectorExpression { index: usize, why: String },
     #[error(transparent)]
     Duration(#[from] DurationError),
     #[error(transparent)]
@@ -48,6 +51,32 @@ pub struct Settings {
     pub max_unavailable: IntOrPercent,
 }
 
+/// Each set-based requirement as the API server checks a LabelSelector's: its shape,
+/// a qualified key, label values.
+fn check_expressions(expressions: &[SelectorRequirement]) -> Result<(), SpecError> {
+    use kp_kubelet_config::labels::{check_label_value, check_qualified_name};
+    for (index, r) in expressions.iter().enumerate() {
+        let why = r
+            .shape_error()
+            .or_else(|| {
+                check_qualified_name(&r.key)
+                    .err()
+                    .map(|why| format!("key {:?}: {why}", r.key))
+            })
+            .or_else(|| {
+                r.values.iter().find_map(|v| {
+                    check_label_value(v)
+                        .err()
+                        .map(|why| format!("value {v:?}: {why}"))
+                })
+            });
+        if let Some(why) = why {
+            return Err(SpecError::SelectorExpression { index, why });
+        }
+    }
+    Ok(())
+}
+
 impl Settings {
     /// Checks the spec; the error names the field and what it should look like.
     pub fn of(spec: &RolloutSpec) -> Result<Settings, SpecError> {
@@ -62,6 +91,7 @@ impl Settings {
         if spec.max_unavailable.topology_key.trim().is_empty() {
             return Err(SpecError::TopologyKey);
         }
+        check_expressions(&spec.node_selector_expressions)?;
         let gates = &spec.health_gates;
         let explicit_no_fallback = gates
             .no_fallback_for

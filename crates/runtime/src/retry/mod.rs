@@ -75,7 +75,7 @@ impl Retry {
 
     /// Records a failed call; returns the wait before the next try.
     pub fn failed_call(&mut self, error: &kube::Error) -> Duration {
-        self.failed(error, Failure::of(error))
+        self.failed(&crate::api_error::shown(error), Failure::of(error))
     }
 
     /// One try of `call`, recorded.
@@ -194,7 +194,9 @@ impl<K> Watch<K> {
                 }
                 Err(err) => {
                     let failure = Failure::of_watch(&err);
-                    let wait = self.retry.failed(&err, failure);
+                    let wait = self
+                        .retry
+                        .failed(&crate::api_error::shown_watch(&err, None), failure);
                     self.unanswered_since = (failure == Failure::NoAnswer).then(answers);
                     if failure == Failure::Gone {
                         info!(target: "kubelet_pivot::api", "{}: expired (410 Gone); listing again now", self.what);

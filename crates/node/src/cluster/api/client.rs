@@ -43,7 +43,7 @@ pub enum ClientError {
     },
     #[error("the kubeconfig reader task failed: {0}")]
     Task(String),
-    #[error("cannot build the API client: {0}")]
+    #[error("cannot build the API client: {}", kp_runtime::api_error::shown(.0))]
     Client(#[source] kube::Error),
 }
 

@@ -106,7 +106,7 @@ impl Follower {
             Ok(_) if self.force_poll => None,
             Ok(e) => Some(e),
             Err(err) => {
-                warn!(%err, kubeconfig = %self.path.display(), interval = ?POLL_INTERVAL, "inotify unavailable: reading the kubeconfig and its files by polling");
+                warn!(%err, kubeconfig = %self.path.display(), interval = %humantime::format_duration(POLL_INTERVAL), "inotify unavailable: reading the kubeconfig and its files by polling");
                 None
             }
         };
@@ -172,11 +172,11 @@ impl Follower {
         match placed {
             Ok((interest, None)) => ev.interest = interest,
             Ok((_, Some((dir, err)))) => {
-                warn!(%err, dir = %dir.display(), interval = ?POLL_INTERVAL, "cannot watch a directory of the kubeconfig's files: reading them by polling");
+                warn!(%err, dir = %dir.display(), interval = %humantime::format_duration(POLL_INTERVAL), "cannot watch a directory of the kubeconfig's files: reading them by polling");
                 *events = None;
             }
             Err(err) => {
-                warn!(%err, interval = ?POLL_INTERVAL, "the watch task failed: reading the kubeconfig's files by polling");
+                warn!(%err, interval = %humantime::format_duration(POLL_INTERVAL), "the watch task failed: reading the kubeconfig's files by polling");
                 *events = None;
             }
         }

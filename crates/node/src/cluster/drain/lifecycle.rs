@@ -171,12 +171,12 @@ impl Drainer {
             Ok(Ok(false)) => {}
             Ok(Err(err)) => warn!(
                 reason = to.reason(),
-                err = %answer::cleaned(&err.to_string()),
+                err = %answer::cleaned(&kp_runtime::api_error::shown(&err).to_string()),
                 "cannot report the node lifecycle conditions (DrainInProgress, Drained); the drain goes on"
             ),
             Err(_) => warn!(
                 reason = to.reason(),
-                "cannot report the node lifecycle conditions (DrainInProgress, Drained): no answer in {WRITE_TIMEOUT:?}; the drain goes on"
+                "cannot report the node lifecycle conditions (DrainInProgress, Drained): no answer in {}; the drain goes on", humantime::format_duration(WRITE_TIMEOUT)
             ),
         }
     }

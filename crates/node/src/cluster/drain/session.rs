@@ -288,7 +288,9 @@ impl Session {
                 }
                 let failure = retry::Failure::of_watch(&err);
                 // Logged by watch_retry: a line a try for a minute, then a summary a minute.
-                let wait = self.watch_retry.failed(&err, failure);
+                let wait = self
+                    .watch_retry
+                    .failed(&kp_runtime::api_error::shown_watch(&err, None), failure);
                 if failure == retry::Failure::Gone {
                     info!("the watch of the pods bound to this node expired (410 Gone); re-listing them");
                 } else {
@@ -364,7 +366,7 @@ impl Session {
                     self.pods
                         .set_ask(&key, Ask::Refused(Refusals { attempts, reason }));
                     let delay = backoff(attempts, retry_after);
-                    debug!(%pod, code, %message, reason = reason.describe(), retry_in = ?delay, "eviction refused; asking again later");
+                    debug!(%pod, code, %message, reason = reason.describe(), retry_in = %humantime::format_duration(delay), "eviction refused; asking again later");
                     self.retries.push(Reverse((Instant::now() + delay, key)));
                 }
                 self.last.insert(reason, LastRefusal { pod, code, message });

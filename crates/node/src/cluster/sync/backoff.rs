@@ -26,7 +26,7 @@ where
         match call().await {
             Ok(v) => return Ok(v),
             Err(err) if api_code(&err) == Some(409) && attempt < CONFLICT_ATTEMPTS => {
-                debug!(%err, attempt, "conflict; patching again");
+                debug!(err = %kp_runtime::api_error::shown(&err), attempt, "conflict; patching again");
                 attempt += 1;
             }
             Err(err) => return Err(err),

@@ -181,7 +181,7 @@ impl Syncer {
     async fn checkpoint(&mut self, r: &ConfigRef, cm: &ConfigMap) -> bool {
         let files = payload(cm);
         if !files.contains_key(&r.key) {
-            warn!(configmap = %r, keys = ?files.keys().collect::<Vec<_>>(), "the assigned ConfigMap has no such key");
+            warn!(configmap = %r, keys = %files.keys().map(String::as_str).collect::<Vec<_>>().join(", "), "the assigned ConfigMap has no such key");
             self.sync_error = Some(format!(
                 "failed to sync: failed to download config, ConfigMap {}/{} has no key {:?}",
                 r.namespace, r.name, r.key

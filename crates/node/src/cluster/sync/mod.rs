@@ -146,7 +146,7 @@ impl Syncer {
                         self.on_configmap_update(cm).await;
                     }
                     Some(Event::Delete(cm)) => {
-                        warn!(name = ?cm.metadata.name, "assigned ConfigMap was deleted; the node keeps its checkpoint");
+                        warn!(name = cm.metadata.name.as_deref(), "assigned ConfigMap was deleted; the node keeps its checkpoint");
                     }
                     Some(_) => {}
                     None => cm_events = None,

@@ -37,7 +37,7 @@ impl Syncer {
             }
         }
         if self.last_uid.is_some() && self.last_uid != node.metadata.uid {
-            info!(node = %self.node, uid = ?node.metadata.uid, "this node's Node object was re-created; reporting the status on it");
+            info!(node = %self.node, uid = node.metadata.uid.as_deref(), "this node's Node object was re-created; reporting the status on it");
         }
         self.last_uid.clone_from(&node.metadata.uid);
         self.last_node = Some(node);

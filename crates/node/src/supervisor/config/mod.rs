@@ -300,7 +300,7 @@ impl Driver {
             if known {
                 debug!(to = %resolved.hash(), "config change still pending");
             } else {
-                info!(from = ?old_hash, to = %resolved.hash(), config = %resolved.describe(), change = %running::describe(&pending.change), "effective kubelet config changed");
+                info!(from = old_hash.as_ref().map(tracing::field::display), to = %resolved.hash(), config = %resolved.describe(), change = %running::describe(&pending.change), "effective kubelet config changed");
             }
             let inputs = self.on_disruptive(&resolved, pending).await;
             if let Some(applied) = self.config.applied.clone() {
@@ -422,7 +422,7 @@ impl Driver {
         .await?;
         match result {
             Ok((resolved, path, moved, waiting)) => {
-                info!(config = %resolved.describe(), hash = %resolved.hash(), error = ?resolved.error.as_ref().map(|e| e.to_string()), "kubelet config resolved");
+                info!(config = %resolved.describe(), hash = %resolved.hash(), error = resolved.error.as_ref().map(tracing::field::display), "kubelet config resolved");
                 if let Some((change, action)) = waiting {
                     info!(change = %running::describe(&change), %action, "starting the config that ran last; the change to the assigned one waits for its action");
                 }

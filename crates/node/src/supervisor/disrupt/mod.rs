@@ -322,7 +322,7 @@ impl Disruption {
         };
         let timeout = env.opts.drain_timeout;
         let rec = decide::attempt(rec);
-        info!(class = %rec.class, fields = %rec.fields.join(", "), attempt = rec.attempts, timeout = ?timeout, "draining the node for a config change");
+        info!(class = %rec.class, fields = %rec.fields.join(", "), attempt = rec.attempts, timeout = %humantime::format_duration(timeout), "draining the node for a config change");
         self.record = Some(rec.clone());
         env.metrics.disruption.set_draining(true);
         let drain = tasks::Drain {
@@ -430,7 +430,10 @@ impl Driver {
         // A drain that gave up is tried again at the time its record names:
         // nothing else wakes the loop then (the record is not watched).
         if let Some(at) = retry_due(self.disruption.record()) {
-            debug!(retry_at = ?self.disruption.record().and_then(|r| r.retry_at.as_deref()), "drain retry timer armed");
+            debug!(
+                retry_at = self.disruption.record().and_then(|r| r.retry_at.as_deref()),
+                "drain retry timer armed"
+            );
             self.config.due_by(at);
         }
         if let Some(a) = self.config.applied.clone() {

@@ -203,7 +203,7 @@ impl Drain {
                     match drainer.uncordon().await {
                         Ok(()) => rec.cordoned_by_us = false,
                         Err(err) => {
-                            warn!(%err, "cannot uncordon the node after the drain gave up; the next try or settle will")
+                            warn!(err = %kp_runtime::api_error::shown(&err), "cannot uncordon the node after the drain gave up; the next try or settle will")
                         }
                     }
                 }

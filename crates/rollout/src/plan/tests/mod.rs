@@ -560,3 +560,42 @@ fn the_crd_names_exactly_the_conditions_the_controller_sets() {
         ["properties"]["conditions"]["items"]["properties"];
     assert!(item["observedGeneration"].is_object(), "{item}");
 }
+
+/// Issue 34: set-based requirements written by hand (kubectl apply) are checked as the
+/// API server checks a LabelSelector's; a bad one makes the spec invalid with its index.
+#[test]
+fn selector_expressions_of_the_wrong_shape_make_the_spec_invalid() {
+    use kp_contract::rollout::{SelectorOperator, SelectorRequirement};
+    let mut s = spec();
+    s.node_selector_expressions = vec![
+        SelectorRequirement::new("gpu", SelectorOperator::Exists, &[]),
+        SelectorRequirement::new("pool", SelectorOperator::In, &[]),
+    ];
+    let err = Settings::of(&s).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "nodeSelectorExpressions[1]: pool: values must be non-empty when operator is In or NotIn"
+    );
+    s.node_selector_expressions = vec![SelectorRequirement::new(
+        "-bad",
+        SelectorOperator::DoesNotExist,
+        &[],
+    )];
+    let err = Settings::of(&s).unwrap_err().to_string();
+    assert!(
+        err.starts_with("nodeSelectorExpressions[0]: key \"-bad\": "),
+        "{err}"
+    );
+    s.node_selector_expressions = vec![SelectorRequirement::new(
+        "pool",
+        SelectorOperator::NotIn,
+        &["a b"],
+    )];
+    assert!(Settings::of(&s).is_err());
+    s.node_selector_expressions = vec![SelectorRequirement::new(
+        "pool",
+        SelectorOperator::NotIn,
+        &["a"],
+    )];
+    assert!(Settings::of(&s).is_ok());
+}
