@@ -24,10 +24,9 @@ use std::time::Duration;
 use serde_yaml_ng::Value;
 use support::command::{run, text};
 use support::promql::{exported_names, metric_names};
-use support::rollout::{self, generated_crd, Timings};
+use support::rollout::{self, CrdServer, Timings};
 use support::scrape::{free_addr, request, scrape};
 use support::{wait_until, Proc, Scene};
-use testkit::ApiServer;
 
 const MONITORING: &str = "manifests/optional/monitoring";
 const RULES: &str = "prometheus-rules.yaml";
@@ -420,10 +419,11 @@ fn supervisor_metrics(scene: &Scene, addr: SocketAddr) -> String {
 
 /// A rollout controller's `/metrics`, against the test API server.
 fn controller_metrics() -> String {
-    let server = ApiServer::start();
-    server.create_crd(generated_crd().expect("the CRD"));
-    let dir = tempfile::tempdir().expect("temp dir");
-    let kubeconfig = server.kubeconfig_in(dir.path());
+    let CrdServer {
+        server,
+        dir,
+        kubeconfig,
+    } = CrdServer::start();
     // A rollout created paused: its per-rollout families (targets by state, the pause
     // and its reason) exist only while there is one.
     let config = BTreeMap::from([(

@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 use testkit::ApiServer;
 
 use crate::support::pivot_bin;
-use crate::support::rollout::generated_crd;
+use crate::support::rollout::CrdServer;
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -153,11 +153,13 @@ struct Cluster {
 
 impl Cluster {
     fn new() -> Cluster {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let server = ApiServer::start();
-        server.create_crd(generated_crd().expect("the CRD"));
+        let CrdServer {
+            server,
+            dir,
+            kubeconfig,
+        } = CrdServer::start();
         Cluster {
-            kubeconfig: server.kubeconfig_in(dir.path()),
+            kubeconfig,
             server,
             _dir: dir,
         }

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
-use support::rollout::{self, generated_crd, paused_reason, Timings};
+use support::rollout::{self, generated_crd, paused_reason, CrdServer, Timings};
 use support::{pivot_bin, wait_until, Proc};
 use testkit::rbac::{Grant, Policy, Request, User};
 use testkit::{ApiServer, NodeSim, RequestRecord, Script, SimOptions};
@@ -57,8 +57,11 @@ impl Cluster {
     }
 
     fn with_crd(crd: Value) -> Cluster {
-        let server = ApiServer::start();
-        server.create_crd(crd);
+        let CrdServer {
+            server,
+            dir,
+            kubeconfig,
+        } = CrdServer::with_crd(crd);
         for name in ["cfg-a", "cfg-b", "cfg-c"] {
             let data = BTreeMap::from([(
                 "kubelet".to_string(),
@@ -66,8 +69,6 @@ impl Cluster {
             )]);
             server.create_configmap(NS, name, data, true);
         }
-        let dir = tempfile::tempdir().expect("temp dir");
-        let kubeconfig = server.kubeconfig_in(dir.path());
         Cluster {
             server,
             dir,

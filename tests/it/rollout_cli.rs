@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use testkit::{ApiServer, NodeSim, SimOptions};
 
-use crate::support::rollout::{self, generated_crd, Timings};
+use crate::support::rollout::{self, CrdServer, Timings};
 use crate::support::{pivot_bin, wait_until, Proc};
 
 const NS: &str = "kubelet-config";
@@ -37,10 +37,11 @@ struct Cluster {
 
 impl Cluster {
     fn new() -> Cluster {
-        let server = ApiServer::start();
-        server.create_crd(generated_crd().expect("the CRD"));
-        let dir = tempfile::tempdir().expect("temp dir");
-        let kubeconfig = server.kubeconfig_in(dir.path());
+        let CrdServer {
+            server,
+            dir,
+            kubeconfig,
+        } = CrdServer::start();
         Cluster {
             server,
             dir,

@@ -822,12 +822,13 @@ fn new_bootstrap_retry_at_is_kept_by_old_self_hosted() {
 /// not; once this build's controller holds it, the set-based one starts.
 #[test]
 fn a_set_based_selector_is_refused_while_an_older_controller_leads() {
-    use crate::support::rollout::{self, generated_crd, Timings};
+    use crate::support::rollout::{self, CrdServer, Timings};
     const LEASE: &str = "kubelet-pivot-rollout-controller";
-    let server = testkit::ApiServer::start();
-    server.create_crd(generated_crd().expect("the CRD"));
-    let dir = tempfile::tempdir().expect("temp dir");
-    let kubeconfig = server.kubeconfig_in(dir.path());
+    let CrdServer {
+        server,
+        dir,
+        kubeconfig,
+    } = CrdServer::start();
     let data = [(
         "kubelet".to_string(),
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 50\n"

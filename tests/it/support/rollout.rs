@@ -2,13 +2,41 @@
 //! generates it, the controller process, and a rollout's Paused condition.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 use testkit::{ApiServer, RequestRecord};
 
 use super::{pivot_bin, Proc};
+
+/// The test API server with a rollout CRD installed, and a kubeconfig for it in a temp
+/// dir (kept as long as this is).
+pub struct CrdServer {
+    pub server: ApiServer,
+    pub dir: tempfile::TempDir,
+    pub kubeconfig: PathBuf,
+}
+
+impl CrdServer {
+    /// With the CRD the binary under test generates.
+    pub fn start() -> CrdServer {
+        CrdServer::with_crd(generated_crd().expect("the CRD"))
+    }
+
+    /// With `crd` (a test's own variant of it).
+    pub fn with_crd(crd: Value) -> CrdServer {
+        let server = ApiServer::start();
+        server.create_crd(crd);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let kubeconfig = server.kubeconfig_in(dir.path());
+        CrdServer {
+            server,
+            dir,
+            kubeconfig,
+        }
+    }
+}
 
 /// Lease timings and debounce of a test controller (flag values).
 pub struct Timings {
