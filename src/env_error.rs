@@ -91,18 +91,18 @@ fn with_sources(mut msg: String, from_env: &[(String, String)]) -> String {
     msg
 }
 
-/// Whether the command line (before `--`) gives the flag itself: then clap took the
-/// value from there, not from the environment.
-fn on_command_line(flag: &EnvFlag, args: &[OsString]) -> bool {
-    let long = format!("--{}", flag.long);
+/// Whether the command line `args` (without the program name; up to `--`) gives the
+/// flag itself (`--long`, `--long=V`, `-s`, `-sV`): then clap took the value from there,
+/// not from the environment or a default. Also used by the settings file's checks.
+pub fn on_command_line(long: &str, short: Option<char>, args: &[OsString]) -> bool {
+    let long = format!("--{long}");
     args.iter()
-        .skip(1)
         .map(|a| a.to_string_lossy())
         .take_while(|a| a != "--")
         .any(|a| {
             a == long
                 || a.starts_with(&format!("{long}="))
-                || flag.short.is_some_and(|s| {
+                || short.is_some_and(|s| {
                     a.starts_with('-') && !a.starts_with("--") && a[1..].starts_with(s)
                 })
         })
@@ -148,7 +148,7 @@ pub fn rename(err: &clap::Error, cmd: &Command, args: &[OsString]) -> Option<Str
         f.long == long
             && std::env::var_os(&f.env).is_some_and(|v| v.to_string_lossy() == value.as_str())
     })?;
-    if on_command_line(&flag, args) {
+    if on_command_line(&flag.long, flag.short, args.get(1..).unwrap_or_default()) {
         return None;
     }
     Some(format!(
@@ -183,14 +183,22 @@ mod tests {
             &["kp", "status", "-o", "json"],
             &["kp", "status", "-ojson"],
         ] {
-            assert!(on_command_line(&f, &args(given)), "{given:?}");
+            let given_after_argv0 = &args(given)[1..];
+            assert!(
+                on_command_line(&f.long, f.short, given_after_argv0),
+                "{given:?}"
+            );
         }
         for not_given in [
             &["kp", "status"][..],
             &["kp", "status", "--outputs"],
             &["kp", "bootstrap", "--", "kubelet", "--output", "x"],
         ] {
-            assert!(!on_command_line(&f, &args(not_given)), "{not_given:?}");
+            let not_given_after_argv0 = &args(not_given)[1..];
+            assert!(
+                !on_command_line(&f.long, f.short, not_given_after_argv0),
+                "{not_given:?}"
+            );
         }
     }
 

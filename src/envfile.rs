@@ -248,7 +248,9 @@ impl NodeSettings {
             let Some(long) = arg.get_long().filter(|_| arg.get_action().takes_values()) else {
                 continue;
             };
-            if std::env::var_os(var).is_some_and(|v| !v.is_empty()) || given(arg, long, args) {
+            if std::env::var_os(var).is_some_and(|v| !v.is_empty())
+                || crate::env_error::on_command_line(long, arg.get_short(), args)
+            {
                 continue;
             }
             // The flag alone, given the value on a command line of its own.
@@ -386,20 +388,6 @@ fn parse_value(value: &str) -> Result<String, SyntaxError> {
         return Err(SyntaxError::AfterQuote(quote(rest)));
     }
     Ok(out)
-}
-
-/// Whether the command line gives the flag `arg` (`--long`, `--long=V`, `-s`,
-/// `-sV`).
-fn given(arg: &clap::Arg, long: &str, args: &[OsString]) -> bool {
-    args.iter().filter_map(|a| a.to_str()).any(|a| {
-        let is_long = a
-            .strip_prefix("--")
-            .is_some_and(|rest| rest == long || rest.starts_with(&format!("{long}=")));
-        let is_short = arg.get_short().is_some_and(|short| {
-            !a.starts_with("--") && a.strip_prefix('-').is_some_and(|r| r.starts_with(short))
-        });
-        is_long || is_short
-    })
 }
 
 /// What clap says is wrong with a value, on one line, without its `error:`

@@ -238,11 +238,10 @@ fn main() -> ExitCode {
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
         let answer = plugin_complete::answer(&args);
-        return match std::io::Write::write_all(&mut std::io::stdout(), answer.as_bytes()) {
+        return stdout::finish(match stdout::stdout().write_all(answer.as_bytes()) {
             Ok(()) => ExitCode::SUCCESS,
-            Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
             Err(err) => fail(EXIT_FAILURE, format!("cannot write completions: {err}")),
-        };
+        });
     }
     // First of all, for a supervisor: a SIGTERM from the first instant on is
     // remembered, so a supervisor asked to stop while it starts exits 0
@@ -261,13 +260,13 @@ fn main() -> ExitCode {
         None
     };
     // The operator commands' defaults: the node's settings file.
-    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let settings = match envfile::for_command_line(&args) {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let settings = match envfile::for_command_line(argv.get(1..).unwrap_or_default()) {
         Ok(s) => s,
         Err(envfile::Unusable::Refused(refusal)) => return refuse(refusal),
         Err(envfile::Unusable::Bad(err)) => return fail(EXIT_USAGE, err),
     };
-    let cli = parse_cli(&settings);
+    let cli = parse_cli(&settings, &argv);
     match cli.command {
         Command::Bootstrap(a) => supervise(Rank::BOOTSTRAP, a.common, early),
         Command::SelfHosted(a) => supervise(Rank::self_hosted(a.generation), a.common, early),
@@ -278,16 +277,15 @@ fn main() -> ExitCode {
 /// Parses the command line; installed as `kubectl-pivot` (a kubectl plugin), the same
 /// commands answer to `kubectl pivot ...`. A bad value from a `KUBELET_PIVOT_*` variable
 /// is reported under the variable's name ([`env_error`]); exit 2 as clap's own refusals.
-fn parse_cli(settings: &envfile::NodeSettings) -> Cli {
+fn parse_cli(settings: &envfile::NodeSettings, args: &[std::ffi::OsString]) -> Cli {
     use clap::{CommandFactory, FromArgMatches};
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let mut command = settings.apply(Cli::command());
     if invoked_as_plugin() {
         command = command.bin_name("kubectl pivot").name("kubectl-pivot");
     }
-    let matches = match command.try_get_matches_from_mut(&args) {
+    let matches = match command.try_get_matches_from_mut(args) {
         Ok(m) => m,
-        Err(err) => match env_error::rename(&err, &command, &args) {
+        Err(err) => match env_error::rename(&err, &command, args) {
             Some(msg) => clap::Error::raw(err.kind(), format!("{msg}\n"))
                 .with_cmd(&command)
                 .exit(),
