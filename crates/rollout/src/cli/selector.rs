@@ -281,21 +281,35 @@ pub fn parse(text: &str) -> Result<NodeSelector, SelectorError> {
     Ok(selector)
 }
 
-/// The spec fields for `selector`: both always, so that a new `-l` replaces the old one
-/// whole in a merge patch (`null` removes a label no longer selected).
+/// The spec fields for `selector` (`nodeSelector`, `nodeSelectorExpressions`): both
+/// always, so that a new `-l` replaces the old one whole (a merge patch replaces the
+/// list; [`unset_old_labels`] does it for the map).
 pub fn spec_fields(
     selector: &NodeSelector,
-    old: Option<&BTreeMap<String, String>>,
-) -> (serde_json::Value, serde_json::Value) {
-    let mut labels = serde_json::Map::new();
-    for key in old.into_iter().flat_map(BTreeMap::keys) {
-        labels.insert(key.clone(), serde_json::Value::Null);
+) -> Result<
+    (
+        serde_json::Map<String, serde_json::Value>,
+        serde_json::Value,
+    ),
+    serde_json::Error,
+> {
+    let labels = selector
+        .labels
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+        .collect();
+    Ok((labels, serde_json::to_value(&selector.expressions)?))
+}
+
+/// In a merge patch's `nodeSelector`: `null` for each of the `old` labels the new
+/// selector does not have (a merge patch merges maps key by key).
+pub fn unset_old_labels(
+    labels: &mut serde_json::Map<String, serde_json::Value>,
+    old: &BTreeMap<String, String>,
+) {
+    for key in old.keys() {
+        labels.entry(key.clone()).or_insert(serde_json::Value::Null);
     }
-    for (k, v) in &selector.labels {
-        labels.insert(k.clone(), serde_json::Value::String(v.clone()));
-    }
-    let expressions = serde_json::to_value(&selector.expressions).unwrap_or_default();
-    (serde_json::Value::Object(labels), expressions)
 }
 
 #[cfg(test)]
@@ -378,8 +392,12 @@ mod tests {
     #[test]
     fn a_new_selector_replaces_the_old_one_whole() {
         let old = BTreeMap::from([("pool".to_string(), "a".to_string())]);
-        let (labels, exprs) = spec_fields(&parse("zone in (z1)").unwrap(), Some(&old));
-        assert_eq!(labels, serde_json::json!({"pool": null}));
+        let (mut labels, exprs) = spec_fields(&parse("zone in (z1)").unwrap()).unwrap();
+        unset_old_labels(&mut labels, &old);
+        assert_eq!(
+            serde_json::Value::Object(labels),
+            serde_json::json!({"pool": null})
+        );
         assert_eq!(
             exprs,
             serde_json::json!([{"key": "zone", "operator": "In", "values": ["z1"]}])

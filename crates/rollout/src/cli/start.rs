@@ -1,8 +1,6 @@
 //! `rollout start`: create the resource, or point an existing one at another config (a
 //! new revision). Flags not given keep the resource's values (or the defaults).
 
-use std::collections::BTreeMap;
-
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::{json, Map, Value};
@@ -48,12 +46,8 @@ fn window(text: &str) -> Result<Value, FlagError> {
     Ok(json!({"days": days, "start": start, "duration": duration}))
 }
 
-/// The spec fields the flags set, as JSON (camelCase), for a create or a merge patch
-/// (`old_labels`: the existing rollout's `nodeSelector`, which a new `-l` replaces).
-fn spec_fields(
-    a: &StartArgs,
-    old_labels: Option<&BTreeMap<String, String>>,
-) -> Result<Map<String, Value>, FlagError> {
+/// The spec fields the flags set, as JSON (camelCase), for a create or a merge patch.
+fn spec_fields(a: &StartArgs) -> Result<Map<String, Value>, FlagError> {
     let r = parse_annotation(&a.config).map_err(FlagError::Config)?;
     let mut spec = Map::new();
     let config = ConfigMapKey {
@@ -71,8 +65,8 @@ fn spec_fields(
             text: text.clone(),
             source,
         })?;
-        let (labels, expressions) = selector::spec_fields(&parsed, old_labels);
-        set("nodeSelector", labels);
+        let (labels, expressions) = selector::spec_fields(&parsed)?;
+        set("nodeSelector", Value::Object(labels));
         set("nodeSelectorExpressions", expressions);
     }
     if let Some(n) = a.canary {
@@ -126,7 +120,7 @@ fn spec_fields(
 
 /// The flags' errors, before any request (a typo never waits on the API server).
 pub fn check(a: &StartArgs) -> Result<(), FlagError> {
-    spec_fields(a, None).map(|_| ())
+    spec_fields(a).map(|_| ())
 }
 
 /// What `start` did.
@@ -144,10 +138,13 @@ pub enum Started {
 /// clear error at once, not an Invalid phase later, then the ConfigMap, its payload and
 /// the selector ([`precheck`]); warnings go to stderr.
 pub async fn start(client: &Client, a: &StartArgs) -> Result<Started, CliError> {
-    check(a)?;
+    let mut fields = spec_fields(a)?;
     let api: Api<KubeletConfigRollout> = Api::all(client.clone());
     let existing = super::get_opt(client, &a.name).await?;
-    let fields = spec_fields(a, existing.as_ref().map(|r| &r.spec.node_selector))?;
+    // A new -l replaces the existing rollout's labels, not merges with them.
+    if let (Some(r), Some(Value::Object(labels))) = (&existing, fields.get_mut("nodeSelector")) {
+        selector::unset_old_labels(labels, &r.spec.node_selector);
+    }
     let mut spec_json = match &existing {
         Some(r) => serde_json::to_value(&r.spec)?,
         None => json!({}),
